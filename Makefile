@@ -1,0 +1,44 @@
+# `make run` and `make test` set up everything they need in .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+# On a GPU machine, install the CuPy wheel that matches the driver's CUDA major version.
+CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' | head -n 1)
+GPU_EXTRA := $(if $(filter 12,$(CUDA_MAJOR)),cuda12,$(if $(filter 13,$(CUDA_MAJOR)),cuda13,))
+comma := ,
+RUN_EXTRAS := $(if $(GPU_EXTRA),[$(GPU_EXTRA)])
+DEV_EXTRAS := [dev$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))]
+
+.PHONY: run test test-gpu report venv clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kmbench needs Python 3.11 or newer; run make with PYTHON=python3.11 (found " + sys.version.split()[0] + ")")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".$(RUN_EXTRAS)"
+	@touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e ".$(DEV_EXTRAS)"
+	@touch $@ $(VENV)/.run-installed
+
+venv: $(VENV)/.run-installed
+
+run: $(VENV)/.run-installed  ## benchmark every implementation at n = 100,000 and print the table
+	$(BIN)/kmbench run --n 100000
+
+report: $(VENV)/.run-installed  ## render results/records.jsonl as markdown into results/report.md
+	$(BIN)/kmbench report --out results/report.md
+
+test: $(VENV)/.dev-installed  ## the test suite (GPU tests skip themselves without a GPU)
+	$(BIN)/python -m pytest -q
+
+# On a GPU machine whose python3 already has CuPy (no virtual environment needed).
+test-gpu:
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q -m gpu -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,3 @@
+from kmbench.cli import main
+
+main()

@@ -1,0 +1,254 @@
+"""The command line: parses, calls the harness, prints. No benchmarking logic lives here."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kmbench import datasets, export, published, registry, report, results, runner
+from kmbench.errors import UsageError
+from kmbench.timing import format_seconds
+
+app = typer.Typer(
+    help="Benchmark k-means implementations fairly: the same data, initial centroids and "
+    "iteration count for everyone, the same timed region, and every result checked against a "
+    "float64 reference.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+gen_app = typer.Typer(help="Generate a dataset into the cache (reused when the parameters repeat).",
+                      no_args_is_help=True)
+app.add_typer(gen_app, name="gen-data")
+console = Console()
+errors = Console(stderr=True)
+
+STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "error": "red", "skipped": "yellow"}
+DataDir = typer.Option(None, "--data-dir", help="Dataset cache folder [default: $KMBENCH_DATA or ./datasets].")
+Store = typer.Option(None, "--store", help="Record store [default: $KMBENCH_RESULTS or results/records.jsonl].")
+
+
+def friendly(command):
+    """Turn a UsageError into one sentence on stderr and exit code 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except UsageError as exc:
+            errors.print(f"[bold red]Error:[/] {exc}", highlight=False)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--n takes whole numbers separated by commas (e.g. 100,100000); got {text!r}.") from None
+    if not sizes or min(sizes) < 1:
+        raise UsageError(f"--n must name at least one size >= 1; got {text!r}.")
+    return sizes
+
+
+@gen_app.command("blobs")
+@friendly
+def gen_blobs(
+    n: int = typer.Option(100_000, "--n", min=1, help="Number of points."),
+    d: int = typer.Option(2, "--d", min=1, help="Dimensions."),
+    centers: int = typer.Option(5, "--centers", min=1, help="Number of Gaussian blobs."),
+    std: float = typer.Option(1.0, "--std", help="Standard deviation of each blob."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 or float64."),
+    data_dir: Optional[Path] = DataDir,
+):
+    """Gaussian blobs with scikit-learn make_blobs semantics (document 000's data)."""
+    dataset = datasets.blobs(n, d, centers, std, seed, dtype, data_dir)
+    console.print(f"{dataset.name}: {dataset.n:,} x {dataset.d} {dataset.data.dtype} -> {dataset.path}")
+
+
+@gen_app.command("radial")
+@friendly
+def gen_radial(
+    branches1: int = typer.Option(10, "--branches1", min=1, help="Large branches around the origin."),
+    dist1: float = typer.Option(20.0, "--dist1", help="Distance of the large branches from the origin."),
+    branches2: int = typer.Option(5, "--branches2", min=1, help="Small clusters around each large branch."),
+    dist2: float = typer.Option(2.0, "--dist2", help="Distance of the small clusters from their branch."),
+    cluster_size: int = typer.Option(20000, "--cluster-size", min=1, help="Points per small cluster."),
+    scale: float = typer.Option(0.1, "--scale", help="Standard deviation of each small cluster."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 or float64."),
+    data_dir: Optional[Path] = DataDir,
+):
+    """The radial tree of 2-D Gaussians of document 002 (10 20 5 2 20000 0.1 gives 1M points)."""
+    with console.status("generating radial tree"):
+        dataset = datasets.radial(branches1, dist1, branches2, dist2, cluster_size, scale, seed,
+                                  dtype, data_dir)
+    console.print(f"{dataset.name}: {dataset.n:,} x {dataset.d} {dataset.data.dtype} -> {dataset.path}")
+
+
+@app.command("list")
+def list_impls():
+    """Every implementation, whether it can run here, and why not."""
+    table = Table(title="Implementations")
+    for column in ("name", "row label", "available", "description / reason", "source"):
+        table.add_column(column)
+    for impl in registry.discover().values():
+        usable, why = impl.available()
+        table.add_row(impl.name, impl.label, "[green]yes[/]" if usable else "[yellow]no[/]",
+                      impl.description if usable else why, impl.source)
+    console.print(table)
+
+
+class _ProgressReporter:
+    """Shows one bar over the cells of a run, with the cell in progress named."""
+
+    def __init__(self, progress: Progress, total: int):
+        self.progress = progress
+        self.task = progress.add_task("starting", total=total)
+
+    def start(self, impl, dataset):
+        self.progress.update(self.task, description=f"{impl.name} on {dataset.name}")
+
+    def note(self, text):
+        self.progress.update(self.task, description=text)
+
+    def done(self, record):
+        self.progress.advance(self.task)
+
+
+def _summary(records: list[dict]) -> Table:
+    cells = report.cells_frame(records)
+    table = Table(title="kmbench run (Lloyd loop time, mean of counted repeats)")
+    for column in ("impl", "n", "status", "iterations", "mean", "per iteration", "vs sklearn", "detail"):
+        table.add_column(column, justify="right" if column in ("n", "mean", "per iteration", "vs sklearn") else "left")
+    for _, row in cells.iterrows():
+        style = STATUS_STYLE.get(row["status"], "")
+        speedup = row["speedup_vs_sklearn"]
+        table.add_row(
+            row["impl"], f"{row['n']:,}", f"[{style}]{row['status']}[/]", export.iterations_text(row),
+            format_seconds(row["mean_s"]) if row["mean_s"] == row["mean_s"] else "-",
+            format_seconds(row["per_iter_s"]) if row["per_iter_s"] == row["per_iter_s"] else "-",
+            f"{speedup:.2f}x" if speedup == speedup and speedup is not None else "-",
+            row["detail"] or "",
+        )
+    return table
+
+
+def _warnings(records: list[dict]) -> None:
+    for record in records:
+        for warning in record.get("warnings") or []:
+            errors.print(f"[yellow]warning[/] {record['impl']} n={record['dataset']['n']:,}: {warning}",
+                         highlight=False)
+
+
+def _datasets_for(n_text, dataset, d, centers, dtype, data_dir, label_column):
+    if dataset:
+        return [datasets.resolve(dataset, data_dir, label_column)]
+    return [datasets.blobs(n, d, centers, 1.0, 0, dtype, data_dir) for n in _sizes(n_text)]
+
+
+def _run(impl_names, data, settings, store):
+    impls = registry.select(impl_names)
+    runner.check_settings(settings)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
+                  console=console, transient=True) as progress:
+        records = runner.run(impls, data, settings, store,
+                             _ProgressReporter(progress, len(impls) * len(data)))
+    console.print(_summary(records))
+    _warnings(records)
+    console.print(f"{len(records)} records appended to {results.store_path(store)}; "
+                  "`kmbench report` renders every stored record.")
+    return records
+
+
+@app.command("run")
+@friendly
+def run(
+    n: str = typer.Option("100000", "--n", help="Point counts of the blobs dataset, comma separated (e.g. 100,100000)."),
+    k: int = typer.Option(5, "--k", help="Clusters."),
+    iters: int = typer.Option(300, "--iters", help="Lloyd iterations every implementation runs (no early stop)."),
+    repeats: int = typer.Option(5, "--repeats", help="Counted runs per cell (the mean is document 000's statistic)."),
+    warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first (compilation, caches)."),
+    impl: Optional[str] = typer.Option(None, "--impl", help="Implementations, comma separated [default: all]. See `kmbench list`."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="A generated dataset's name or a .npy / text file, instead of blobs of --n points."),
+    label_column: bool = typer.Option(False, "--label-column", help="The last column of --dataset is a label: drop it."),
+    d: int = typer.Option(2, "--d", min=1, help="Dimensions of the generated blobs."),
+    centers: int = typer.Option(5, "--centers", min=1, help="Blobs in the generated data."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 or float64 for generated data."),
+    init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++."),
+    seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
+    data_dir: Optional[Path] = DataDir,
+    store: Optional[Path] = Store,
+):
+    """Run implementations on the same problem, validate each result, store one record per cell."""
+    settings = runner.Settings(k=k, iterations=iters, init=init, seed=seed, warmup=warmup,
+                               repeats=repeats, max_time=max_time)
+    runner.check_settings(settings)
+    data = _datasets_for(n, dataset, d, centers, dtype, data_dir, label_column)
+    _run(impl, data, settings, store)
+
+
+def _write(text: str, out: Optional[Path]):
+    if out is None:
+        typer.echo(text, nl=False)  # unwrapped: the output is markdown/CSV/JSON, not a display
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(out)
+    console.print(f"wrote {out}")
+
+
+@app.command("report")
+@friendly
+def report_cmd(
+    format: str = typer.Option("markdown", "--format", help="markdown, csv or json."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write here instead of the terminal."),
+    store: Optional[Path] = Store,
+):
+    """Render tables from stored records: per dataset, and document 000's published table beside ours."""
+    if format not in export.FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(export.FORMATS)}; got {format!r}.")
+    source = results.store_path(store)
+    if not source.exists():
+        raise UsageError(f"No record store at {source}: run `kmbench run` first or pass --store.")
+    cells = report.cells_frame(results.load(source))
+    _write(export.FORMATS[format](cells, str(source)), out)
+
+
+EXPERIMENTS = {"python-cpp-cuda": "document 000: blobs d=2, n in {100, 100000}, k=5, 300 iterations, mean of 5"}
+
+
+@app.command("reproduce")
+@friendly
+def reproduce(
+    experiment: str = typer.Argument(..., help=f"Which published comparison: {', '.join(EXPERIMENTS)}."),
+    impl: Optional[str] = typer.Option(None, "--impl", help="Implementations [default: every one the document has, plus numpy]."),
+    out: Path = typer.Option(Path("results/report.md"), "--out", help="Markdown report to write."),
+    data_dir: Optional[Path] = DataDir,
+    store: Optional[Path] = Store,
+):
+    """Run a reference document's protocol and write its published table beside ours."""
+    if experiment not in EXPERIMENTS:
+        raise UsageError(f"Unknown experiment {experiment!r}; known: {', '.join(EXPERIMENTS)}.")
+    table = published.table(experiment)
+    protocol = table["protocol"]
+    settings = runner.Settings(k=protocol["k"], iterations=protocol["iterations"],
+                               repeats=protocol["repeats"])
+    data = [datasets.blobs(n, protocol["d"], protocol["centers"], 1.0, 0, "float32", data_dir)
+            for n in protocol["n"]]
+    records = _run(impl, data, settings, store)
+    _write(export.markdown(report.cells_frame(records), str(results.store_path(store))), out)
+
+
+def main():
+    app()

@@ -1,0 +1,282 @@
+"""Datasets: the generators (blobs, radial tree), the on-disk cache and user files.
+
+Every generated dataset is stored as `<name>.npy` with a `<name>.json` sidecar
+(generator, parameters, seed, dtype, shape, true centers, checksum). The name is
+derived from the parameters, so asking twice for the same data reuses the file.
+Files are written under a temporary name and renamed, so a crash never leaves half
+a dataset behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kmbench.errors import UsageError
+
+DEFAULT_DIR = Path("datasets")
+DTYPES = {"float32": np.float32, "float64": np.float64}
+_CHUNK_ROWS = 1 << 22  # rows per generation / checksum chunk: bounded memory for 1e8 points
+
+
+@dataclass
+class Dataset:
+    name: str
+    data: np.ndarray
+    path: Path | None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return self.data.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.data.shape[1]
+
+
+def data_dir(directory: Path | str | None = None) -> Path:
+    """Where generated data lives: the argument, $KMBENCH_DATA, or ./datasets."""
+    return Path(directory or os.environ.get("KMBENCH_DATA") or DEFAULT_DIR)
+
+
+def checksum(array: np.ndarray) -> str:
+    digest = hashlib.sha256()
+    flat = np.ascontiguousarray(array).reshape(-1)
+    step = _CHUNK_ROWS * 4
+    for start in range(0, flat.size, step):
+        digest.update(flat[start : start + step].tobytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def _dtype(name: str):
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {name!r}.") from None
+
+
+def _number(value: float) -> str:
+    return f"{value:g}".replace("-", "m")
+
+
+# ---------------------------------------------------------------- generators
+
+
+def blobs_name(n, d, centers, std, seed, dtype) -> str:
+    return f"blobs-n{n}-d{d}-c{centers}-std{_number(std)}-s{seed}-{dtype}"
+
+
+def _generate_blobs(n, d, centers, std, seed, dtype):
+    from sklearn.datasets import make_blobs
+
+    data, _, true_centers = make_blobs(
+        n_samples=n, n_features=d, centers=centers, cluster_std=std,
+        random_state=seed, return_centers=True,
+    )
+    return data.astype(_dtype(dtype)), true_centers
+
+
+def radial_name(branches1, dist1, branches2, dist2, cluster_size, scale, seed, dtype) -> str:
+    return (
+        f"radial-b{branches1}x{_number(dist1)}-b{branches2}x{_number(dist2)}"
+        f"-m{cluster_size}-sc{_number(scale)}-s{seed}-{dtype}"
+    )
+
+
+def radial_centers(branches1, dist1, branches2, dist2) -> np.ndarray:
+    """Centers of the radial tree of document 002: `branches1` large branches at
+    `dist1` from the origin, each with `branches2` small clusters at `dist2` around it."""
+    big = dist1 * np.exp(2j * np.pi * np.arange(branches1) / branches1)
+    small = dist2 * np.exp(2j * np.pi * np.arange(branches2) / branches2)
+    leaves = (big[:, None] + small[None, :]).reshape(-1)
+    return np.stack([leaves.real, leaves.imag], axis=1)
+
+
+def _fill_radial(out, centers, cluster_size, scale, seed):
+    """Fill `out` (n, 2) chunk by chunk: center of each row plus Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    n = out.shape[0]
+    for start in range(0, n, _CHUNK_ROWS):
+        stop = min(n, start + _CHUNK_ROWS)
+        rows = np.arange(start, stop) // cluster_size
+        noise = rng.standard_normal((stop - start, 2), dtype=out.dtype)
+        noise *= out.dtype.type(scale)
+        noise += centers[rows].astype(out.dtype)
+        out[start:stop] = noise
+
+
+# ---------------------------------------------------------------- the cache
+
+
+def _write_atomically(path: Path, fill, shape, dtype) -> None:
+    """Create a .npy at a temporary name, let `fill` write it, then rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        array = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+        fill(array)
+        array.flush()
+        del array
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_json_atomically(path: Path, payload: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _cached(name: str, directory: Path) -> Dataset | None:
+    npy, sidecar = directory / f"{name}.npy", directory / f"{name}.json"
+    if npy.exists() and sidecar.exists():
+        return Dataset(name, np.load(npy, mmap_mode="r"), npy, json.loads(sidecar.read_text()))
+    return None
+
+
+def _store(name, directory, generator, params, shape, dtype, fill, true_centers) -> Dataset:
+    directory.mkdir(parents=True, exist_ok=True)
+    npy = directory / f"{name}.npy"
+    _write_atomically(npy, fill, shape, _dtype(dtype))
+    data = np.load(npy, mmap_mode="r")
+    meta = {
+        "generator": generator,
+        "parameters": params,
+        "seed": params.get("seed"),
+        "dtype": dtype,
+        "shape": list(shape),
+        "true_centers": np.asarray(true_centers).tolist(),
+        "checksum": checksum(data),
+    }
+    # The sidecar is written last: a dataset without one is incomplete and is regenerated.
+    _write_json_atomically(directory / f"{name}.json", meta)
+    return Dataset(name, data, npy, meta)
+
+
+def blobs(n: int, d: int = 2, centers: int = 5, std: float = 1.0, seed: int = 0,
+          dtype: str = "float32", directory: Path | str | None = None) -> Dataset:
+    """Gaussian blobs with scikit-learn's make_blobs semantics; cached by parameters."""
+    if n < 1 or d < 1 or centers < 1:
+        raise UsageError(f"blobs needs n, d and centers >= 1; got n={n}, d={d}, centers={centers}.")
+    if std <= 0:
+        raise UsageError(f"--std must be positive; got {std}.")
+    directory = data_dir(directory)
+    name = blobs_name(n, d, centers, std, seed, dtype)
+    found = _cached(name, directory)
+    if found:
+        return found
+    data, true_centers = _generate_blobs(n, d, centers, std, seed, dtype)
+
+    def fill(out):
+        out[:] = data
+
+    params = {"n": n, "d": d, "centers": centers, "std": std, "seed": seed}
+    return _store(name, directory, "blobs", params, data.shape, dtype, fill, true_centers)
+
+
+def radial(branches1: int = 10, dist1: float = 20.0, branches2: int = 5, dist2: float = 2.0,
+           cluster_size: int = 20000, scale: float = 0.1, seed: int = 0,
+           dtype: str = "float32", directory: Path | str | None = None) -> Dataset:
+    """The radial tree of 2-D Gaussians of document 002; cached by parameters."""
+    if min(branches1, branches2, cluster_size) < 1:
+        raise UsageError("radial needs branches1, branches2 and cluster-size >= 1.")
+    if scale <= 0:
+        raise UsageError(f"--scale must be positive; got {scale}.")
+    directory = data_dir(directory)
+    name = radial_name(branches1, dist1, branches2, dist2, cluster_size, scale, seed, dtype)
+    found = _cached(name, directory)
+    if found:
+        return found
+    centers = radial_centers(branches1, dist1, branches2, dist2)
+    n = centers.shape[0] * cluster_size
+    params = {"branches1": branches1, "dist1": dist1, "branches2": branches2, "dist2": dist2,
+              "cluster_size": cluster_size, "scale": scale, "seed": seed, "n": n, "d": 2}
+    return _store(name, directory, "radial", params, (n, 2), dtype,
+                  lambda out: _fill_radial(out, centers, cluster_size, scale, seed), centers)
+
+
+# ---------------------------------------------------------------- user files
+
+
+def check_points(data: np.ndarray, origin: str) -> np.ndarray:
+    """Validate an array of points once, at the edge; return it as float32/float64."""
+    if data.ndim != 2:
+        raise UsageError(
+            f"{origin} must hold a 2-D array of points (n rows x d columns); "
+            f"got {data.ndim} dimension(s), shape {data.shape}."
+        )
+    if data.shape[0] == 0 or data.shape[1] == 0:
+        raise UsageError(f"{origin} holds no points (shape {data.shape}).")
+    if not np.issubdtype(data.dtype, np.number) or np.issubdtype(data.dtype, np.complexfloating):
+        raise UsageError(f"{origin} must hold real numbers; got dtype {data.dtype}.")
+    if data.dtype not in (np.float32, np.float64):
+        data = data.astype(np.float64)
+    finite = np.isfinite(data).all(axis=1)
+    if not finite.all():
+        row = int(np.argmin(finite))
+        raise UsageError(f"{origin} contains NaN or infinite values (first at row {row}).")
+    return data
+
+
+def _read_text(path: Path, label_column: bool) -> np.ndarray:
+    try:
+        with open(path) as handle:
+            first = next((line for line in handle if line.strip()), "")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is neither a .npy file nor readable text.") from None
+    if not first:
+        raise UsageError(f"{path} is empty.")
+    delimiter = "," if "," in first else None
+    try:
+        data = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
+    except ValueError as exc:
+        raise UsageError(f"{path} has text that is not a number: {exc}.") from None
+    if label_column:
+        if data.shape[1] < 2:
+            raise UsageError(f"{path} has one column; --label-column needs at least two.")
+        data = data[:, :-1]
+    return data
+
+
+def load_file(path: Path | str, label_column: bool = False, dtype: str | None = None) -> Dataset:
+    """Load a user's .npy or text file (whitespace or comma separated)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"Dataset file {path} does not exist or is not a file.")
+    try:
+        if path.suffix == ".npy":
+            try:
+                data = np.load(path, allow_pickle=False)
+            except ValueError as exc:
+                raise UsageError(f"{path} is not a readable .npy file: {exc}.") from None
+            if label_column and data.ndim == 2:
+                data = data[:, :-1]
+        else:
+            data = _read_text(path, label_column)
+    except OSError as exc:
+        raise UsageError(f"Cannot read dataset file {path}: {exc.strerror or exc}.") from None
+    data = check_points(np.asarray(data), f"Dataset file {path}")
+    if dtype:
+        data = data.astype(_dtype(dtype))
+    meta = {"generator": "file", "parameters": {"path": str(path)}, "dtype": str(data.dtype),
+            "shape": list(data.shape), "checksum": checksum(data)}
+    return Dataset(path.stem, np.ascontiguousarray(data), path if path.suffix == ".npy" else None, meta)
+
+
+def resolve(spec: str, directory: Path | str | None = None, label_column: bool = False) -> Dataset:
+    """`--dataset NAME|PATH`: a cached dataset's name, or a file's path."""
+    found = _cached(spec, data_dir(directory))
+    if found:
+        return found
+    if Path(spec).exists():
+        return load_file(spec, label_column=label_column)
+    raise UsageError(
+        f"--dataset {spec!r} is neither a generated dataset in {data_dir(directory)} nor a file; "
+        "make one with `kmbench gen-data` or give a path."
+    )

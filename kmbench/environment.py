@@ -1,0 +1,111 @@
+"""Capture the machine and software a result was measured on."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "KMBENCH_THREADS")
+LIBRARIES = ("numpy", "scipy", "scikit-learn", "pandas", "threadpoolctl", "cupy-cuda12x",
+             "cupy-cuda13x", "cmeel-eigen")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _ram_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _git_commit() -> str | None:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}{'-dirty' if dirty else ''}" if commit else None
+
+
+def _libraries() -> dict[str, str]:
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def threads() -> dict:
+    """Thread settings: the environment variables and what threadpoolctl sees."""
+    info = {name: os.environ[name] for name in THREAD_VARIABLES if name in os.environ}
+    try:
+        from threadpoolctl import threadpool_info
+
+        info["threadpools"] = [
+            {"api": pool.get("internal_api"), "num_threads": pool.get("num_threads")}
+            for pool in threadpool_info()
+        ]
+    except Exception as exc:  # threadpoolctl is optional at this depth
+        info["threadpools_error"] = str(exc)
+    return info
+
+
+def gpu() -> dict | None:
+    """GPU name, driver and CUDA runtime when CuPy can see a device, else None."""
+    try:
+        import cupy
+
+        runtime = cupy.cuda.runtime
+        if runtime.getDeviceCount() < 1:
+            return None
+        props = runtime.getDeviceProperties(0)
+        name = props["name"]
+        return {
+            "name": name.decode() if isinstance(name, bytes) else name,
+            "compute_capability": f"{props['major']}.{props['minor']}",
+            "multiprocessors": props["multiProcessorCount"],
+            "memory_bytes": props["totalGlobalMem"],
+            "driver_version": runtime.driverGetVersion(),
+            "runtime_version": runtime.runtimeGetVersion(),
+        }
+    except Exception:
+        return None
+
+
+@lru_cache(maxsize=1)
+def capture() -> dict:
+    """The environment of this process, once per run."""
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "ram_bytes": _ram_bytes(),
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "libraries": _libraries(),
+        "threads": threads(),
+        "gpu": gpu(),
+        "git_commit": _git_commit(),
+        "command": shlex.join([Path(sys.argv[0]).name] + sys.argv[1:]),
+        "hostname": platform.node(),
+    }

@@ -1,0 +1,153 @@
+"""Exporters, one per format, all rendering the same cells frame from `kmbench.report`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from kmbench import published, report
+from kmbench.timing import format_seconds
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _seconds(value) -> str:
+    return "-" if _missing(value) else format_seconds(float(value))
+
+
+def _ratio(value) -> str:
+    return "-" if _missing(value) else f"{value:.2f}x"
+
+
+def _rate(value) -> str:
+    if _missing(value):
+        return "-"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:.2f}{unit}/s"
+    return f"{value:.0f}/s"
+
+
+def _flagged(row, text: str) -> str:
+    """Every table shows a cell that is not `ok`: the figure is never shown bare."""
+    if row["status"] == "ok":
+        return text
+    if row["status"] in ("error", "skipped"):
+        return f"**{row['status']}**"
+    return f"{text} **{row['status'].upper()}**"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    escape = lambda cell: str(cell).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def iterations_text(row) -> str:
+    executed, asked = row["iters_executed"], row["iterations"]
+    if _missing(executed):
+        return "-"
+    return f"{int(executed)}" if executed == asked else f"{int(executed)} of {asked}"
+
+
+def _repeats(row) -> str:
+    if _missing(row["repeats"]):
+        return "-"
+    text = str(int(row["repeats"]))
+    return text + " (time budget)" if row["stopped_by_budget"] else text
+
+
+def _by_size(part: pd.DataFrame, sizes) -> list[str]:
+    cells = []
+    for n in sizes:
+        rows = part[part["n"] == n]
+        cells.append(_flagged(rows.iloc[0], _seconds(rows.iloc[0]["mean_s"])) if len(rows) else "")
+    return cells
+
+
+def _group_markdown(group: pd.DataFrame) -> list[str]:
+    sizes = sorted(group["n"].unique())
+    out = [_table(["Implementation"] + [f"n = {n:,}" for n in sizes],
+                  [[label] + _by_size(part, sizes) for label, part in group.groupby("label", sort=False)])]
+    out.append("")
+    out.append(_table(
+        ["Implementation", "n", "status", "iterations", "repeats", "mean", "median", "min", "std",
+         "per iteration", "distance evals", "vs scikit-learn"],
+        [[row["label"], f"{row['n']:,}", row["status"], iterations_text(row), _repeats(row),
+          _seconds(row["mean_s"]), _seconds(row["median_s"]), _seconds(row["min_s"]),
+          _seconds(row["std_s"]), _seconds(row["per_iter_s"]), _rate(row["dist_evals_per_s"]),
+          _ratio(row["speedup_vs_sklearn"])] for _, row in group.iterrows()],
+    ))
+    notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"
+             for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
+    notes += [f"- {row['label']} (n={row['n']:,}): {row['warnings']}"
+              for _, row in group.iterrows() if row["warnings"]]
+    if notes:
+        out += ["", "Notes:", *notes]
+    return out
+
+
+def _published_markdown(cells: pd.DataFrame) -> list[str]:
+    table = published.table("python-cpp-cuda")
+    rows = cells.dropna(subset=["published_s"])
+    labels = {row["impl"]: row["label"] for row in table["rows"]}
+    out = ["## Document 000 reproduced: published vs measured", "",
+           f"Published: {table['title']} (`{table['source']}`), {table['hardware']}; "
+           f"{table['protocol']['statistic']}. Measured: the same protocol (blobs, d=2, 5 centers, "
+           "k=5, 300 iterations) on the machine named below.", ""]
+    if not rows.empty:
+        out += ["Measured on: " + ", ".join(sorted(rows["machine"].unique())), ""]
+    if rows.empty:
+        return out + ["No measured cell matches the published protocol yet: run "
+                      "`kmbench run --n 100,100000` (or `kmbench reproduce python-cpp-cuda`)."]
+    out.append(_table(
+        ["Implementation", "n", "published", "measured", "measured / published",
+         "published vs scikit-learn", "measured vs scikit-learn", "status"],
+        [[labels.get(row["impl"], row["label"]), f"{row['n']:,}", _seconds(row["published_s"]),
+          _flagged(row, _seconds(row["mean_s"])),
+          _ratio(row["mean_s"] / row["published_s"]) if not _missing(row["mean_s"]) else "-",
+          _ratio(row["published_speedup_vs_sklearn"]), _ratio(row["speedup_vs_sklearn"]),
+          row["status"]] for _, row in rows.iterrows()],
+    ))
+    absent = [row["label"] for row in table["rows"] if row["impl"] not in set(rows["impl"])]
+    if absent:
+        out += ["", "Published rows with no measurement here: " + ", ".join(absent) + "."]
+    changes = report.ordering_changes(rows)
+    out += ["", "Ordering: " + ("every published faster/slower relation holds in the measurement."
+                               if not changes else "the published ordering does not hold everywhere:")]
+    out += [f"- {change}" for change in changes]
+    out += ["", "scikit-learn stops when no label changes, so it may run fewer than 300 iterations; "
+            "its row's iteration count is in the detail table above."]
+    return out
+
+
+def markdown(cells: pd.DataFrame, source: str = "") -> str:
+    out = ["# kmbench report", ""]
+    if cells.empty:
+        return "\n".join(out + ["No records yet: run `kmbench run` first.", ""])
+    out.append(f"{len(cells)} cells from `{source}`. Times are the Lloyd loop only (the region "
+               "document 000 timed), mean of the counted repeats after a warm-up. Status `ok` means "
+               "the centroids agree with our float64 reference run from the same start.")
+    for group_name, group in cells.groupby("group", sort=False):
+        machines = ", ".join(sorted(group["machine"].unique()))
+        out += ["", f"## {group_name}", "", f"Machine: {machines}", ""]
+        out += _group_markdown(group)
+    out += [""] + _published_markdown(cells) + [""]
+    return "\n".join(out)
+
+
+def csv(cells: pd.DataFrame, source: str = "") -> str:
+    return cells.to_csv(index=False)
+
+
+def json_(cells: pd.DataFrame, source: str = "") -> str:
+    payload = {"source": source, "cells": json.loads(cells.to_json(orient="records"))}
+    return json.dumps(payload, indent=2) + "\n"
+
+
+FORMATS = {"markdown": markdown, "csv": csv, "json": json_}

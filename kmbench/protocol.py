@@ -1,0 +1,94 @@
+"""The shared protocol: what every implementation is given (Problem) and returns (Result),
+and the small interface every implementation fills (Implementation).
+
+The harness owns the initial centroids, the iteration count and the clock; an
+implementation only runs Lloyd iterations and reports the phases it timed with
+the timers from `kmbench.timing`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One k-means problem, identical for every implementation."""
+
+    data: np.ndarray  # (n, d), C-contiguous, float32 or float64
+    initial_centroids: np.ndarray  # (k, d), same dtype as data
+    iterations: int  # exactly this many Lloyd iterations, no early stop
+    data_path: Path | None = None  # the .npy the data came from, for subprocess implementations
+    dataset_name: str = "in-memory"
+    # The counted protocol, for implementations that repeat inside their own process.
+    warmup: int = 1
+    repeats: int = 5
+    max_time: float | None = None
+
+    @property
+    def n(self) -> int:
+        return self.data.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.data.shape[1]
+
+    @property
+    def k(self) -> int:
+        return self.initial_centroids.shape[0]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+
+@dataclass
+class Result:
+    """What one execution of `run` produced.
+
+    `phases` holds seconds per phase of this execution ("iterate" is the Lloyd loop,
+    the region every document times; "upload", "download", ... where they apply).
+    Implementations that repeat inside their own process return one iterate time per
+    counted repeat in `iterate_times` instead.
+    """
+
+    centroids: np.ndarray  # (k, d)
+    iterations: int  # Lloyd iterations actually executed
+    phases: dict[str, float] = field(default_factory=dict)
+    labels: np.ndarray | None = None
+    iterate_times: list[float] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Implementation:
+    """Base class for every k-means implementation.
+
+    Subclasses set the class attributes and override `run`; `available` and
+    `prepare` have harmless defaults.
+    """
+
+    name: str = ""  # stable id used on the command line and in records
+    label: str = ""  # row label in tables (document 000's names where they exist)
+    description: str = ""
+    source: str = ""  # which reference document and section it follows
+    dtype: str | None = None  # "float64" when it always computes in double precision
+    runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
+
+    def available(self) -> tuple[bool, str]:
+        return True, ""
+
+    def prepare(self, problem: Problem) -> None:
+        """Compile, build or upload. Timed as the setup phase."""
+
+    def run(self, problem: Problem) -> Result:
+        raise NotImplementedError
+
+    def build_info(self) -> dict:
+        """Compiler, flags, library versions: recorded with every result."""
+        return {}
+
+    def release(self) -> None:
+        """Free what `prepare` holds (device memory, say) before the next problem."""

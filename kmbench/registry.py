@@ -1,0 +1,80 @@
+"""Find implementations: the built-ins, and third parties' through the entry-point group
+`kmbench.impls` (each entry point names an `Implementation` subclass)."""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from kmbench.errors import UsageError
+from kmbench.protocol import Implementation
+
+ENTRY_POINT_GROUP = "kmbench.impls"
+
+# module:class, in the order of document 000's table where the row exists there.
+BUILTINS = [
+    "impls.numpy_blog:NumpyBlog",
+    "impls.numpy_fast:NumpyFast",
+    "impls.cpp:CppPlain",
+    "impls.cpp:CppEigen",
+    "impls.cuda:CudaV1",
+    "impls.cuda:CudaV2",
+    "impls.cuda:CudaV3",
+    "impls.sklearn_impl:SklearnKMeans",
+    "impls.scipy_impl:ScipyKMeans2",
+]
+
+
+class Broken(Implementation):
+    """Stands in for an implementation whose module failed to import."""
+
+    def __init__(self, name: str, reason: str):
+        self.name, self.label, self._reason = name, name, reason
+        self.description = "could not be loaded"
+
+    def available(self):
+        return False, self._reason
+
+
+def _load(target: str) -> type[Implementation]:
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def discover() -> dict[str, Implementation]:
+    """Every implementation by name, available or not."""
+    found: dict[str, Implementation] = {}
+    for target in BUILTINS:
+        try:
+            impl = _load(target)()
+        except ModuleNotFoundError as exc:
+            if exc.name and target.startswith(exc.name):
+                continue  # a family not present in this checkout
+            impl = Broken(target, f"import failed: {exc}")
+        except Exception as exc:  # a broken module must not take the others down
+            impl = Broken(target, f"import failed: {exc}")
+        found[impl.name] = impl
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            impl = entry.load()()
+        except Exception as exc:
+            impl = Broken(entry.name, f"entry point failed to load: {exc}")
+        found.setdefault(impl.name, impl)
+    return found
+
+
+def select(names: str | None, everything: dict[str, Implementation] | None = None) -> list[Implementation]:
+    """Parse `--impl a,b`; unknown names are a usage error that lists the known ones."""
+    everything = everything if everything is not None else discover()
+    if not names:
+        return list(everything.values())
+    chosen = []
+    for name in (part.strip() for part in names.split(",")):
+        if not name:
+            continue
+        if name not in everything:
+            raise UsageError(f"Unknown implementation {name!r}; known: {', '.join(everything)}.")
+        chosen.append(everything[name])
+    if not chosen:
+        raise UsageError("--impl names no implementation.")
+    return chosen

@@ -1,0 +1,136 @@
+"""Shape stored records into tables: one row per measured cell, and the published
+comparison of document 000. The exporters in `kmbench.export` render these frames."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from kmbench import published
+
+BASELINE = "sklearn"
+# Lower is better for every time column; higher for speedups and rates (used for ratios).
+POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "speedup_vs_sklearn": "higher",
+            "dist_evals_per_s": "higher"}
+CELL_KEY = ["impl", "dataset", "k", "iterations", "init", "seed"]
+
+
+def _group(record: dict) -> str:
+    data, params = record["dataset"], record["params"]
+    parameters = {key: value for key, value in data.get("parameters", {}).items()
+                  if key not in ("n", "path")}
+    described = " ".join(f"{key}={value}" for key, value in parameters.items())
+    return (f"{data.get('generator')} {described} {data.get('dtype')}; k={params['k']}, "
+            f"{params['iterations']} iterations, init {params['init']} (seed {params['seed']})")
+
+
+def _machine(record: dict) -> str:
+    env = record.get("env") or {}
+    gpu = env.get("gpu") or {}
+    cpu = f"{env.get('cpu', '?')} ({env.get('cores', '?')} cores)"
+    return f"{cpu} + {gpu['name']}" if gpu.get("name") else cpu
+
+
+def _row(record: dict) -> dict:
+    times = record.get("times") or {}
+    iterate = times.get("iterate") or {}
+    validation = record.get("validation") or {}
+    data, params = record["dataset"], record["params"]
+    return {
+        "group": _group(record),
+        "dataset": data["name"],
+        "n": data["n"],
+        "d": data["d"],
+        "k": params["k"],
+        "iterations": params["iterations"],
+        "init": params["init"],
+        "seed": params["seed"],
+        "impl": record["impl"],
+        "label": record.get("label", record["impl"]),
+        "status": record["status"],
+        "detail": record.get("detail", ""),
+        "iters_executed": record.get("iterations_executed"),
+        "repeats": record.get("repeats_done"),
+        "stopped_by_budget": record.get("stopped_by_budget", False),
+        "mean_s": iterate.get("mean"),
+        "median_s": iterate.get("median"),
+        "min_s": iterate.get("min"),
+        "std_s": iterate.get("std"),
+        "cv": iterate.get("cv"),
+        "per_iter_s": record.get("per_iteration_s"),
+        "dist_evals_per_s": record.get("distance_evals_per_s"),
+        "setup_s": times.get("setup"),
+        "first_run_s": times.get("first_run"),
+        "wall_mean_s": (times.get("wall") or {}).get("mean"),
+        "centroid_error": validation.get("centroid_error"),
+        "inertia_difference": validation.get("inertia_difference"),
+        "warnings": "; ".join(record.get("warnings") or []),
+        "machine": _machine(record),
+        "timestamp": record.get("timestamp"),
+    }
+
+
+def _speedups(cells: pd.DataFrame) -> pd.Series:
+    base = cells[(cells["impl"] == BASELINE) & (cells["status"] == "ok")]
+    base = base.set_index(["group", "n"])["mean_s"]
+    keys = list(zip(cells["group"], cells["n"]))
+    baseline = pd.Series([base.get(key) for key in keys], index=cells.index, dtype=float)
+    return baseline / cells["mean_s"].astype(float)
+
+
+def _published_columns(cells: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
+    """Attach document 000's published seconds and speedup to the cells it covers."""
+    table = published.table("python-cpp-cuda")
+    seconds = {(row["impl"], int(n)): value for row in table["rows"] for n, value in row["seconds"].items()}
+    baseline = {int(n): value for n, value in next(
+        row for row in table["rows"] if row["impl"] == table["baseline"])["seconds"].items()}
+    covered = [published.matches(record, table["protocol"]) for record in records]
+    pub = [seconds.get((impl, n)) if hit else None
+           for impl, n, hit in zip(cells["impl"], cells["n"], covered)]
+    cells["published_s"] = pd.Series(pub, index=cells.index, dtype=float)
+    cells["published_speedup_vs_sklearn"] = cells["n"].map(baseline).astype(float) / cells["published_s"]
+    cells["published_source"] = cells["published_s"].notna().map({True: table["source"], False: ""})
+    return cells
+
+
+def cells_frame(records: list[dict]) -> pd.DataFrame:
+    """One row per cell; the latest record wins where a cell was measured more than once."""
+    if not records:
+        return pd.DataFrame()
+    latest: dict[tuple, dict] = {}
+    for record in records:
+        row = _row(record)
+        latest[tuple(row[key] for key in CELL_KEY)] = record
+    chosen = list(latest.values())
+    cells = pd.DataFrame([_row(record) for record in chosen])
+    cells["speedup_vs_sklearn"] = _speedups(cells)
+    cells = _published_columns(cells, chosen)
+    order = {name: index for index, name in enumerate(_row_order())}
+    cells["_order"] = cells["impl"].map(lambda name: order.get(name, len(order)))
+    return cells.sort_values(["group", "_order", "n"]).drop(columns="_order").reset_index(drop=True)
+
+
+def _row_order() -> list[str]:
+    """Document 000's row order, with implementations it does not have after their kin."""
+    return ["numpy-blog", "numpy", "cpp", "cpp-eigen", "cuda-v1", "cuda-v2", "cuda-v3",
+            "sklearn", "scipy"]
+
+
+def ordering_changes(cells: pd.DataFrame) -> list[str]:
+    """Pairs of rows whose published order (faster/slower) is reversed in the measurement."""
+    rows = cells.dropna(subset=["published_s", "mean_s"])
+    rows = rows[rows["status"] == "ok"]
+    changes = []
+    for n, group in rows.groupby("n"):
+        group = group.reset_index(drop=True)
+        for i in range(len(group)):
+            for j in range(i + 1, len(group)):
+                a, b = group.iloc[i], group.iloc[j]
+                published_faster = a["published_s"] < b["published_s"]
+                measured_faster = a["mean_s"] < b["mean_s"]
+                if published_faster != measured_faster:
+                    fast, slow = (a, b) if published_faster else (b, a)
+                    changes.append(
+                        f"n={n}: published {fast['label']} faster than {slow['label']} "
+                        f"({fast['published_s']:.5f}s vs {slow['published_s']:.5f}s); measured the "
+                        f"other way ({fast['mean_s']:.5f}s vs {slow['mean_s']:.5f}s)")
+    return changes

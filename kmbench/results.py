@@ -1,0 +1,75 @@
+"""The record store: one JSON object per line, one line per cell
+(implementation x dataset x parameters), appended atomically.
+
+An append writes the old contents plus the new line to a temporary file and renames
+it over the store, under an exclusive lock, so an interrupted run never truncates a
+record and two concurrent runs never lose each other's lines.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+DEFAULT_STORE = Path("results") / "records.jsonl"
+
+
+def store_path(path: Path | str | None = None) -> Path:
+    return Path(path or os.environ.get("KMBENCH_RESULTS") or DEFAULT_STORE)
+
+
+@contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _default(value):
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot store {type(value).__name__} in a record")
+
+
+def append(record: dict, path: Path | str | None = None) -> None:
+    path = store_path(path)
+    line = json.dumps({"schema": SCHEMA_VERSION, **record}, default=_default, allow_nan=True)
+    with _locked(path):
+        old = path.read_bytes() if path.exists() else b""
+        if old and not old.endswith(b"\n"):
+            old += b"\n"
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as handle:
+            handle.write(old + line.encode() + b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+
+
+def load(path: Path | str | None = None) -> list[dict]:
+    """Every readable record; a line that does not parse is skipped, not fatal."""
+    path = store_path(path)
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("schema") == SCHEMA_VERSION:
+            records.append(record)
+    return records

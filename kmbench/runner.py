@@ -1,0 +1,248 @@
+"""Run the fair protocol: same problem for everyone, warm-up, counted repeats, validation,
+one record per cell. A cell that fails becomes a record with status `error`; the run goes on."""
+
+from __future__ import annotations
+
+import time
+import traceback
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+
+import numpy as np
+
+from kmbench import environment, results, validate
+from kmbench.datasets import Dataset
+from kmbench.errors import UsageError
+from kmbench.protocol import Implementation, Problem, Result
+from kmbench.timing import spread_warning, summarize
+
+INITS = ("random", "kmeans++")
+
+
+@dataclass
+class Settings:
+    k: int = 5
+    iterations: int = 300
+    init: str = "random"
+    seed: int = 0
+    warmup: int = 1
+    repeats: int = 5
+    max_time: float | None = None  # seconds of counted repeats after which a cell stops
+
+
+def check_settings(settings: Settings) -> None:
+    if settings.k < 1:
+        raise UsageError(f"--k must be at least 1; got {settings.k}.")
+    if settings.iterations < 1:
+        raise UsageError(f"--iters must be at least 1; got {settings.iterations}.")
+    if settings.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1; got {settings.repeats}.")
+    if settings.warmup < 0:
+        raise UsageError(f"--warmup cannot be negative; got {settings.warmup}.")
+    if settings.init not in INITS:
+        raise UsageError(f"--init must be one of {', '.join(INITS)}; got {settings.init!r}.")
+    if settings.max_time is not None and settings.max_time <= 0:
+        raise UsageError(f"--max-time must be positive; got {settings.max_time}.")
+
+
+def initial_centroids(data: np.ndarray, k: int, method: str, seed: int) -> np.ndarray:
+    """The harness's choice, shared by every implementation: k distinct data points drawn
+    with `seed`, or k-means++ seeding computed once here."""
+    n = data.shape[0]
+    if k > n:
+        raise UsageError(f"--k {k} is larger than the number of points ({n}).")
+    if method == "kmeans++":
+        from sklearn.cluster import kmeans_plusplus
+
+        centers, _ = kmeans_plusplus(np.asarray(data), k, random_state=seed)
+        return np.ascontiguousarray(centers, dtype=data.dtype)
+    indices = np.random.default_rng(seed).choice(n, size=k, replace=False)
+    return np.ascontiguousarray(data[np.sort(indices)], dtype=data.dtype)
+
+
+def make_problem(dataset: Dataset, settings: Settings) -> Problem:
+    data = np.ascontiguousarray(dataset.data)
+    return Problem(
+        data=data,
+        initial_centroids=initial_centroids(data, settings.k, settings.init, settings.seed),
+        iterations=settings.iterations,
+        data_path=dataset.path,
+        dataset_name=dataset.name,
+        warmup=settings.warmup,
+        repeats=settings.repeats,
+        max_time=settings.max_time,
+    )
+
+
+def _describe_dataset(dataset: Dataset) -> dict:
+    meta = dataset.meta
+    return {
+        "name": dataset.name,
+        "generator": meta.get("generator"),
+        "parameters": meta.get("parameters", {}),
+        "n": dataset.n,
+        "d": dataset.d,
+        "dtype": str(dataset.data.dtype),
+        "checksum": meta.get("checksum"),
+        "path": str(dataset.path) if dataset.path else None,
+    }
+
+
+def _phase_stats(runs: list[Result]) -> dict:
+    names = sorted({name for run in runs for name in run.phases if name != "iterate"})
+    return {name: summarize([run.phases[name] for run in runs if name in run.phases]).as_dict()
+            for name in names}
+
+
+class _Cell:
+    """Measurements of one implementation on one problem, filled as it runs."""
+
+    def __init__(self):
+        self.setup = None
+        self.first_run = None
+        self.iterate: list[float] = []
+        self.wall: list[float] = []
+        self.counted: list[Result] = []
+        self.stopped_by_budget = False
+
+
+def _timed_run(impl: Implementation, problem: Problem) -> tuple[Result, float]:
+    start = time.perf_counter()
+    result = impl.run(problem)
+    return result, time.perf_counter() - start
+
+
+def _measure(impl: Implementation, problem: Problem, settings: Settings, cell: _Cell) -> None:
+    start = time.perf_counter()
+    impl.prepare(problem)
+    cell.setup = time.perf_counter() - start
+    if impl.runs_repeats_itself:
+        # Native programs repeat inside their own process and report each counted repeat.
+        result, wall = _timed_run(impl, problem)
+        cell.iterate = list(result.iterate_times or [])
+        cell.first_run = result.phases.get("first_run")
+        cell.wall = [wall]
+        cell.counted = [result]
+        cell.stopped_by_budget = len(cell.iterate) < settings.repeats
+        return
+    for index in range(settings.warmup):
+        result, _ = _timed_run(impl, problem)
+        if index == 0:
+            cell.first_run = result.phases.get("iterate")
+    budget_start = time.perf_counter()
+    for _ in range(settings.repeats):
+        result, wall = _timed_run(impl, problem)
+        cell.counted.append(result)
+        cell.iterate.append(result.phases.get("iterate", wall))
+        cell.wall.append(wall)
+        over = settings.max_time is not None and time.perf_counter() - budget_start > settings.max_time
+        if over and len(cell.counted) < settings.repeats:
+            cell.stopped_by_budget = True
+            break
+
+
+def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Implementation):
+    dtype = impl.dtype or str(problem.dtype)
+    verdicts = [validate.judge(run.centroids, oracle, problem.data, dtype, check_inertia=False)
+                for run in cell.counted[:-1]]
+    verdicts.append(validate.judge(cell.counted[-1].centroids, oracle, problem.data, dtype))
+    return validate.worst(verdicts), dtype
+
+
+def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | None,
+             dataset: Dataset, settings: Settings, run_id: str) -> dict:
+    """Measure and validate one implementation on one problem; never raises."""
+    record = {
+        "run_id": run_id,
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "impl": impl.name,
+        "label": impl.label or impl.name,
+        "impl_source": impl.source,
+        "dataset": _describe_dataset(dataset),
+        "params": asdict(settings),
+        "warnings": [],
+    }
+    try:
+        usable, why = impl.available()
+    except Exception as exc:
+        usable, why = False, f"availability check failed: {exc}"
+    if not usable:
+        record.update(status=validate.SKIPPED, detail=why)
+        return record
+    cell = _Cell()
+    try:
+        _measure(impl, problem, settings, cell)
+        if not cell.counted or not cell.iterate:
+            raise RuntimeError("the implementation returned no counted repeat")
+        verdict, dtype = _judge(cell, problem, oracle, impl)
+    except Exception as exc:
+        message = str(exc).strip() or type(exc).__name__
+        record.update(status=validate.ERROR, detail=message.splitlines()[0][:500],
+                      traceback=traceback.format_exc(limit=6))
+        return record
+    finally:
+        try:
+            impl.release()
+        except Exception:
+            pass
+        try:
+            record["build"] = impl.build_info()
+        except Exception as exc:
+            record["build"] = {"error": str(exc)}
+    last = cell.counted[-1]
+    iterate = summarize(cell.iterate)
+    iterations = last.iterations
+    record.update(
+        status=verdict.status,
+        detail=verdict.detail,
+        validation={**verdict.as_dict(), "tolerances": validate.TOLERANCES[dtype], "dtype": dtype},
+        iterations_executed=iterations,
+        repeats_done=len(cell.iterate),
+        stopped_by_budget=cell.stopped_by_budget,
+        times={
+            "iterate": iterate.as_dict(),
+            "wall": summarize(cell.wall).as_dict(),
+            "setup": cell.setup,
+            "first_run": cell.first_run,
+            "phases": _phase_stats(cell.counted),
+            "iterate_values": cell.iterate,
+        },
+        per_iteration_s=iterate.mean / max(1, iterations),
+        distance_evals_per_s=problem.k * problem.n * iterations / iterate.mean if iterate.mean else None,
+        notes=last.notes,
+    )
+    warning = spread_warning(iterate)
+    if warning:
+        record["warnings"].append(warning)
+    if iterations != settings.iterations:
+        record["warnings"].append(
+            f"ran {iterations} of {settings.iterations} iterations (stops at convergence)")
+    return record
+
+
+def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings,
+        store=None, reporter=None) -> list[dict]:
+    """Every implementation on every dataset; each record is stored as soon as it exists."""
+    check_settings(settings)
+    run_id = uuid.uuid4().hex[:12]
+    env = environment.capture()
+    records = []
+    for dataset in datasets:
+        problem = make_problem(dataset, settings)
+        oracle = None
+        for impl in impls:
+            if reporter:
+                reporter.start(impl, dataset)
+            if oracle is None and impl.available()[0]:
+                if reporter:
+                    reporter.note(f"float64 reference on {dataset.name}")
+                oracle = validate.Oracle.compute(problem.data, problem.initial_centroids,
+                                                 problem.iterations)
+            record = run_cell(impl, problem, oracle, dataset, settings, run_id)
+            record["env"] = env
+            results.append(record, store)
+            records.append(record)
+            if reporter:
+                reporter.done(record)
+    return records

@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+
+
+def _gpu_reason() -> str | None:
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device visible to CuPy"
+    except ImportError:
+        return "CuPy is not installed (install kmbench[cuda12] or kmbench[cuda13])"
+    except Exception as exc:
+        return f"no usable CUDA device ({exc.__class__.__name__}: {exc})"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = _gpu_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"GPU test: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def isolated_paths(tmp_path, monkeypatch):
+    """Every test gets its own dataset cache and record store, never the repository's."""
+    monkeypatch.setenv("KMBENCH_DATA", str(tmp_path / "datasets"))
+    monkeypatch.setenv("KMBENCH_RESULTS", str(tmp_path / "results" / "records.jsonl"))
+    return tmp_path
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+def blob_data(rng, n=2000, d=2, k=5, dtype=np.float32):
+    centers = rng.uniform(-10, 10, size=(k, d))
+    labels = rng.integers(0, k, size=n)
+    return (centers[labels] + rng.standard_normal((n, d))).astype(dtype)

@@ -1,0 +1,100 @@
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from kmbench import results
+from kmbench.cli import app
+
+cli = CliRunner()
+
+
+def invoke(*args):
+    return cli.invoke(app, [str(a) for a in args])
+
+
+def test_list_shows_every_implementation():
+    out = invoke("list")
+    assert out.exit_code == 0
+    for name in ("numpy-blog", "numpy", "sklearn", "scipy"):
+        assert name in out.output
+
+
+def test_gen_data_then_run_then_report(tmp_path):
+    assert invoke("gen-data", "blobs", "--n", 400, "--seed", 2).exit_code == 0
+    radial = invoke("gen-data", "radial", "--branches1", 3, "--branches2", 2, "--cluster-size", 50)
+    assert radial.exit_code == 0 and "300 x 2" in radial.output
+    out = invoke("run", "--n", "300,600", "--iters", 8, "--repeats", 2, "--impl", "numpy,sklearn")
+    assert out.exit_code == 0, out.output
+    assert len(results.load()) == 4
+    md = invoke("report")
+    assert md.exit_code == 0 and "| Implementation | n = 300 | n = 600 |" in md.output
+    csv_out = tmp_path / "r.csv"
+    assert invoke("report", "--format", "csv", "--out", csv_out).exit_code == 0
+    assert csv_out.read_text().count("\n") == 5  # header + 4 cells
+    js = invoke("report", "--format", "json")
+    cells = json.loads(js.output)["cells"]
+    assert {c["impl"] for c in cells} == {"numpy", "sklearn"} and all(c["status"] == "ok" for c in cells)
+
+
+def test_run_on_a_user_text_file(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "100.csv"
+    np.savetxt(path, np.hstack([rng.standard_normal((120, 2)), rng.integers(0, 3, (120, 1))]))
+    out = invoke("run", "--dataset", path, "--label-column", "--k", 3, "--iters", 5, "--repeats", 1,
+                 "--impl", "numpy")
+    assert out.exit_code == 0, out.output
+    (record,) = results.load()
+    assert record["dataset"]["d"] == 2 and record["status"] == "ok"
+
+
+def _bad_file(tmp_path, kind):
+    path = tmp_path / f"bad-{kind}.npy"
+    if kind == "nan":
+        np.save(path, np.array([[1.0, np.nan], [2.0, 3.0]]))
+    elif kind == "inf":
+        np.save(path, np.array([[1.0, np.inf], [2.0, 3.0]]))
+    elif kind == "1d":
+        np.save(path, np.arange(4.0))
+    elif kind == "3d":
+        np.save(path, np.zeros((2, 2, 2)))
+    elif kind == "empty":
+        path = tmp_path / "empty.txt"
+        path.write_text("")
+    elif kind == "text":
+        path = tmp_path / "words.txt"
+        path.write_text("1 2\nthree four\n")
+    elif kind == "unreadable":
+        path.write_bytes(b"garbage")
+    elif kind == "missing":
+        path = tmp_path / "nothing-here.npy"
+    return path
+
+
+@pytest.mark.parametrize("kind", ["nan", "inf", "1d", "3d", "empty", "text", "unreadable", "missing"])
+def test_bad_dataset_exits_2_with_one_sentence(tmp_path, kind):
+    out = invoke("run", "--dataset", _bad_file(tmp_path, kind), "--k", 1, "--repeats", 1)
+    assert out.exit_code == 2
+    assert "Error:" in out.output and "Traceback" not in out.output
+    assert not results.store_path().exists()  # nothing written
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--k", 0], "--k"),
+    (["--k", 500, "--n", 100], "larger than the number of points"),
+    (["--iters", 0], "--iters"),
+    (["--impl", "numpy,warp-drive"], "Unknown implementation 'warp-drive'"),
+    (["--n", "ten"], "--n"),
+    (["--init", "psychic"], "--init"),
+])
+def test_bad_options_exit_2(args, needle):
+    out = invoke("run", "--n", 100, *args)
+    assert out.exit_code == 2
+    assert needle in out.output
+    assert not results.store_path().exists()
+
+
+def test_report_without_records_is_a_clear_error():
+    out = invoke("report")
+    assert out.exit_code == 2 and "No record store" in out.output

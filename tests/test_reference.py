@@ -1,0 +1,54 @@
+import numpy as np
+
+from kmbench import reference
+from tests.conftest import blob_data
+
+
+def loop_lloyd(data, centroids, iterations):
+    """The slowest possible statement of Lloyd's algorithm, to check the oracle against."""
+    data = data.astype(np.float64)
+    centroids = centroids.astype(np.float64).copy()
+    for _ in range(iterations):
+        sums = np.zeros_like(centroids)
+        counts = np.zeros(len(centroids))
+        for point in data:
+            best = min(range(len(centroids)), key=lambda j: ((point - centroids[j]) ** 2).sum())
+            sums[best] += point
+            counts[best] += 1
+        for j in range(len(centroids)):
+            if counts[j]:
+                centroids[j] = sums[j] / counts[j]
+    return centroids
+
+
+def test_reference_matches_loop_statement(rng):
+    data = blob_data(rng, n=300, d=3, k=4)
+    start = data[rng.choice(len(data), 4, replace=False)]
+    got, labels = reference.lloyd(data, start, 7)
+    np.testing.assert_allclose(got, loop_lloyd(data, start, 7), rtol=1e-12, atol=1e-12)
+    assert labels.shape == (300,)
+
+
+def test_empty_cluster_keeps_its_centroid(rng):
+    data = blob_data(rng, n=200, d=2, k=2)
+    far = np.array([[1e6, 1e6]])
+    start = np.vstack([data[:2], far])
+    got, labels = reference.lloyd(data, start, 5)
+    assert not (labels == 2).any()
+    np.testing.assert_array_equal(got[2], far[0])
+
+
+def test_chunking_does_not_change_the_result(rng, monkeypatch):
+    data = blob_data(rng, n=1000, d=2, k=5)
+    start = data[:5]
+    whole, _ = reference.lloyd(data, start, 10)
+    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", 37)  # many ragged chunks
+    chunked, _ = reference.lloyd(data, start, 10)
+    np.testing.assert_array_equal(whole, chunked)
+
+
+def test_inertia_is_sum_of_nearest_squared_distances(rng):
+    data = blob_data(rng, n=50, d=2, k=3).astype(np.float64)
+    centroids = data[:3]
+    expected = sum(min(((p - c) ** 2).sum() for c in centroids) for p in data)
+    assert np.isclose(reference.inertia(data, centroids), expected, rtol=1e-12)

@@ -1,0 +1,52 @@
+import numpy as np
+
+from kmbench import datasets, export, report, runner
+from impls.numpy_fast import NumpyFast
+from tests.test_validate import SkipsLastPoint
+
+
+class WrongBlog(SkipsLastPoint):
+    name, label = "numpy-blog", "Our Python"
+
+
+def _records(tmp_path):
+    data = datasets.blobs(100, 2, 5, seed=0)
+    # Put one point far out so that dropping it is a clear error.
+    data = datasets.Dataset(data.name, np.vstack([data.data[:-1], [[80.0, 80.0]]]).astype(np.float32),
+                            None, data.meta)
+    settings = runner.Settings(k=5, iterations=300, warmup=0, repeats=1)
+    sklearn_like = NumpyFast()
+    sklearn_like.name, sklearn_like.label = "sklearn", "scikit-learn"
+    return runner.run([WrongBlog(), sklearn_like], [data], settings, store=tmp_path / "r.jsonl")
+
+
+def test_a_mismatch_is_shown_in_every_table(tmp_path):
+    cells = report.cells_frame(_records(tmp_path))
+    assert list(cells["status"]) == ["mismatch", "ok"]
+    md = export.markdown(cells)
+    pivot, detail, published = md.split("| Implementation |")[1:4]
+    for table in (pivot, detail, published):
+        blog_line = next(line for line in table.splitlines() if line.startswith("| Our Python") or "Our Python |" in line)
+        assert "MISMATCH" in blog_line.upper(), table
+    csv = export.csv(cells)
+    assert "mismatch" in csv
+
+
+def test_published_figures_sit_beside_measured(tmp_path):
+    cells = report.cells_frame(_records(tmp_path))
+    blog = cells[cells["impl"] == "numpy-blog"].iloc[0]
+    assert blog["published_s"] == 0.01432
+    assert abs(blog["published_speedup_vs_sklearn"] - 0.00137 / 0.01432) < 1e-12
+    assert blog["published_source"] == "000_187fd7a8619189e0.txt"
+
+
+def test_ordering_changes_name_the_reversed_pair():
+    import pandas as pd
+
+    cells = pd.DataFrame([
+        {"n": 100, "label": "A", "status": "ok", "published_s": 1.0, "mean_s": 3.0},
+        {"n": 100, "label": "B", "status": "ok", "published_s": 2.0, "mean_s": 1.0},
+        {"n": 100, "label": "C", "status": "ok", "published_s": 5.0, "mean_s": 9.0},
+    ])
+    changes = report.ordering_changes(cells)
+    assert len(changes) == 1 and "published A faster than B" in changes[0]

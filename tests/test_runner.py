@@ -1,0 +1,122 @@
+import numpy as np
+import pytest
+
+from kmbench import results, runner
+from kmbench.datasets import Dataset
+from kmbench.errors import UsageError
+from kmbench.protocol import Implementation, Result
+from impls.numpy_fast import NumpyFast
+from tests.conftest import blob_data
+
+
+class Spy(NumpyFast):
+    """A correct implementation that remembers what the harness handed it."""
+
+    def __init__(self, name):
+        self.name = self.label = name
+        self.starts, self.calls, self.prepared = [], 0, 0
+
+    def prepare(self, problem):
+        self.prepared += 1
+
+    def run(self, problem):
+        self.calls += 1
+        self.starts.append(problem.initial_centroids.copy())
+        return super().run(problem)
+
+
+class Explodes(Implementation):
+    name = "explodes"
+
+    def run(self, problem):
+        raise RuntimeError("kernel fell over")
+
+
+class Missing(Implementation):
+    name = "missing"
+
+    def available(self):
+        return False, "needs a GPU"
+
+
+class Slow(NumpyFast):
+    name = "slow"
+
+    def run(self, problem):
+        import time
+
+        result = super().run(problem)
+        time.sleep(0.05)
+        result.phases["iterate"] = 0.05
+        return result
+
+
+def _dataset(n=600):
+    return Dataset("unit", blob_data(np.random.default_rng(5), n=n), None, {"generator": "test"})
+
+
+def test_everyone_gets_the_same_start_and_counted_repeats(tmp_path):
+    a, b = Spy("a"), Spy("b")
+    settings = runner.Settings(k=5, iterations=12, warmup=2, repeats=3)
+    records = runner.run([a, b], [_dataset()], settings, store=tmp_path / "r.jsonl")
+    assert a.calls == b.calls == 5  # 2 warm-up + 3 counted
+    assert a.prepared == 1
+    for start in a.starts + b.starts:
+        np.testing.assert_array_equal(start, a.starts[0])
+    assert [r["repeats_done"] for r in records] == [3, 3]
+    assert all(r["iterations_executed"] == 12 for r in records)
+    assert len(records[0]["times"]["iterate_values"]) == 3
+
+
+def test_initial_centroids_are_distinct_points_and_seeded():
+    data = _dataset().data
+    first = runner.initial_centroids(data, 7, "random", 11)
+    assert len({tuple(row) for row in first}) == 7
+    assert all(any((row == data).all(1)) for row in first)
+    np.testing.assert_array_equal(first, runner.initial_centroids(data, 7, "random", 11))
+    plus = runner.initial_centroids(data, 7, "kmeans++", 11)
+    assert plus.shape == (7, 2) and plus.dtype == data.dtype
+
+
+def test_failures_become_statuses_and_the_run_goes_on(tmp_path):
+    store = tmp_path / "r.jsonl"
+    settings = runner.Settings(k=5, iterations=5, warmup=0, repeats=2)
+    records = runner.run([Explodes(), Missing(), Spy("fine")], [_dataset()], settings, store=store)
+    statuses = {r["impl"]: r["status"] for r in records}
+    assert statuses == {"explodes": "error", "missing": "skipped", "fine": "ok"}
+    assert "kernel fell over" in records[0]["detail"]
+    assert records[1]["detail"] == "needs a GPU"
+    assert len(results.load(store)) == 3
+
+
+def test_time_budget_stops_repeating(tmp_path):
+    settings = runner.Settings(k=5, iterations=2, warmup=0, repeats=50, max_time=0.12)
+    (record,) = runner.run([Slow()], [_dataset()], settings, store=tmp_path / "r.jsonl")
+    assert record["stopped_by_budget"] and 1 <= record["repeats_done"] < 50
+
+
+def test_record_carries_environment_and_throughput(tmp_path):
+    settings = runner.Settings(k=5, iterations=4, warmup=0, repeats=1)
+    (record,) = runner.run([Spy("x")], [_dataset(n=800)], settings, store=tmp_path / "r.jsonl")
+    env = record["env"]
+    for key in ("cpu", "cores", "ram_bytes", "os", "python", "libraries", "threads", "command", "git_commit"):
+        assert key in env
+    assert "threadpools" in env["threads"]
+    expected = 5 * 800 * 4 / record["times"]["iterate"]["mean"]
+    assert record["distance_evals_per_s"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("settings,message", [
+    (runner.Settings(k=0), "--k"),
+    (runner.Settings(iterations=0), "--iters"),
+    (runner.Settings(repeats=0), "--repeats"),
+    (runner.Settings(init="magic"), "--init"),
+])
+def test_bad_settings(settings, message):
+    with pytest.raises(UsageError, match=message):
+        runner.check_settings(settings)
+
+
+def test_k_larger_than_n():
+    with pytest.raises(UsageError, match="larger than the number of points"):
+        runner.initial_centroids(np.zeros((3, 2)), 4, "random", 0)
