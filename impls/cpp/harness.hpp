@@ -1,0 +1,172 @@
+// The native side of kmbench's subprocess protocol, shared by every C++ implementation.
+//
+// A program reads the dataset and the harness's initial centroids from .npy files, runs
+// the warm-up and the counted repeats itself, times only the Lloyd loop with
+// std::chrono::steady_clock, and prints one JSON document on stdout:
+//   {"centroids": [[...], ...], "iterations": N, "times": [...], "warmup_times": [...]}
+// Any failure prints one line on stderr and exits non-zero.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace kmbench {
+
+struct Matrix {  // row-major n x d, converted to the program's scalar type
+  std::size_t rows = 0, cols = 0;
+  std::vector<double> values;
+};
+
+// Reads a C-ordered 2-D .npy of little-endian float32 or float64.
+inline Matrix read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  char magic[6];
+  in.read(magic, 6);
+  if (!in || std::memcmp(magic, "\x93NUMPY", 6) != 0) throw std::runtime_error(path + " is not a .npy file");
+  unsigned char version[2];
+  in.read(reinterpret_cast<char*>(version), 2);
+  std::uint32_t header_len = 0;
+  if (version[0] == 1) {
+    unsigned char len[2];
+    in.read(reinterpret_cast<char*>(len), 2);
+    header_len = len[0] | (len[1] << 8);
+  } else {
+    unsigned char len[4];
+    in.read(reinterpret_cast<char*>(len), 4);
+    header_len = len[0] | (len[1] << 8) | (len[2] << 16) | (std::uint32_t(len[3]) << 24);
+  }
+  std::string header(header_len, ' ');
+  in.read(&header[0], header_len);
+  if (!in) throw std::runtime_error(path + ": truncated header");
+  const bool is_f4 = header.find("'<f4'") != std::string::npos;
+  const bool is_f8 = header.find("'<f8'") != std::string::npos;
+  if (!is_f4 && !is_f8) throw std::runtime_error(path + ": dtype must be float32 or float64");
+  if (header.find("'fortran_order': False") == std::string::npos)
+    throw std::runtime_error(path + ": must be C-ordered");
+  const auto open = header.find('(', header.find("'shape'"));
+  const auto close = header.find(')', open);
+  if (open == std::string::npos || close == std::string::npos) throw std::runtime_error(path + ": no shape");
+  const std::string shape = header.substr(open + 1, close - open - 1);
+  Matrix m;
+  if (std::sscanf(shape.c_str(), "%zu, %zu", &m.rows, &m.cols) != 2 || m.rows == 0 || m.cols == 0)
+    throw std::runtime_error(path + ": must be a non-empty 2-D array, shape (" + shape + ")");
+  const std::size_t count = m.rows * m.cols;
+  m.values.resize(count);
+  if (is_f8) {
+    in.read(reinterpret_cast<char*>(m.values.data()), count * sizeof(double));
+  } else {
+    std::vector<float> raw(count);
+    in.read(reinterpret_cast<char*>(raw.data()), count * sizeof(float));
+    for (std::size_t i = 0; i < count; ++i) m.values[i] = raw[i];
+  }
+  if (!in) throw std::runtime_error(path + ": truncated data");
+  return m;
+}
+
+struct Options {
+  std::string data, init;
+  long iterations = 300, warmup = 1, repeats = 5;
+  double max_time = 0;  // seconds of counted repeats after which to stop; 0: no budget
+  bool single = false;  // compute in float32
+};
+
+inline Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--float32") { o.single = true; continue; }
+    if (i + 1 >= argc) throw std::runtime_error("missing value after " + flag);
+    const std::string value = argv[++i];
+    if (flag == "--data") o.data = value;
+    else if (flag == "--init") o.init = value;
+    else if (flag == "--iters") o.iterations = std::stol(value);
+    else if (flag == "--warmup") o.warmup = std::stol(value);
+    else if (flag == "--repeats") o.repeats = std::stol(value);
+    else if (flag == "--max-time") o.max_time = std::stod(value);
+    else throw std::runtime_error("unknown option " + flag);
+  }
+  if (o.data.empty() || o.init.empty()) throw std::runtime_error("--data and --init are required");
+  if (o.iterations < 1 || o.repeats < 1 || o.warmup < 0) throw std::runtime_error("bad iteration counts");
+  return o;
+}
+
+template <typename T>
+std::vector<T> as(const Matrix& m) {
+  return std::vector<T>(m.values.begin(), m.values.end());
+}
+
+inline void print_json(const std::vector<double>& centroids, std::size_t d, long iterations,
+                       const std::vector<double>& times, const std::vector<double>& warmup) {
+  auto list = [](const std::vector<double>& v) {
+    std::string s = "[";
+    char buf[40];
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::snprintf(buf, sizeof buf, "%s%.17g", i ? ", " : "", v[i]);
+      s += buf;
+    }
+    return s + "]";
+  };
+  std::string rows = "[";
+  for (std::size_t c = 0; c * d < centroids.size(); ++c) {
+    std::vector<double> row(centroids.begin() + c * d, centroids.begin() + (c + 1) * d);
+    rows += (c ? ", " : "") + list(row);
+  }
+  rows += "]";
+  std::printf("{\"centroids\": %s, \"iterations\": %ld, \"times\": %s, \"warmup_times\": %s}\n",
+              rows.c_str(), iterations, list(times).c_str(), list(warmup).c_str());
+}
+
+// Runs `lloyd(points, n, d, centroids, k, iterations)` (which updates centroids in place)
+// for the warm-up and the counted repeats, each from the initial centroids, timing only
+// that call. `lloyd` is generic over the scalar type (float with --float32, else double).
+template <typename Lloyd>
+int main_with(int argc, char** argv, Lloyd&& lloyd) {
+  try {
+    const Options o = parse(argc, argv);
+    const Matrix data = read_npy(o.data);
+    const Matrix init = read_npy(o.init);
+    if (init.cols != data.cols) throw std::runtime_error("initial centroids and data differ in dimension");
+    if (init.rows > data.rows) throw std::runtime_error("more centroids than points");
+    std::vector<double> result;
+    std::vector<double> times, warmup;
+    auto run = [&](auto zero) {
+      using T = decltype(zero);
+      const std::vector<T> points = as<T>(data);
+      const std::vector<T> start = as<T>(init);
+      std::vector<T> centroids;
+      double spent = 0;
+      for (long r = 0; r < o.warmup + o.repeats; ++r) {
+        centroids = start;
+        const auto t0 = std::chrono::steady_clock::now();
+        lloyd(points, data.rows, data.cols, centroids, init.rows, o.iterations);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r < o.warmup) {
+          warmup.push_back(seconds);
+        } else {
+          times.push_back(seconds);
+          spent += seconds;
+          if (o.max_time > 0 && spent > o.max_time) break;
+        }
+      }
+      result.assign(centroids.begin(), centroids.end());
+    };
+    if (o.single) run(float{}); else run(double{});
+    print_json(result, data.cols, o.iterations, times, warmup);
+    return 0;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+  return 1;
+}
+
+}  // namespace kmbench
