@@ -10,7 +10,7 @@ comma := ,
 RUN_EXTRAS := $(if $(GPU_EXTRA),[$(GPU_EXTRA)])
 DEV_EXTRAS := [dev$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))]
 
-.PHONY: run test test-gpu report venv clean
+.PHONY: run test test-gpu bench-gpu report venv clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kmbench needs Python 3.11 or newer; run make with PYTHON=python3.11 (found " + sys.version.split()[0] + ")")'
@@ -37,8 +37,17 @@ test: $(VENV)/.dev-installed  ## the test suite (GPU tests skip themselves witho
 	$(BIN)/python -m pytest -q
 
 # On a GPU machine whose python3 already has CuPy (no virtual environment needed).
-test-gpu:
-	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q -m gpu -p no:cacheprovider
+GPU_PATH := PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}
+GPU_RESULTS ?= results/gpu
+
+test-gpu:  ## the GPU tests (they fail rather than skip if no GPU is usable)
+	$(GPU_PATH) KMBENCH_REQUIRE_GPU=1 $(PYTHON) -m pytest -q -m gpu -p no:cacheprovider
+
+bench-gpu:  ## v1-v3 at n = 1e5, 1e6, 1e7 and k = 5, 100, then document 000's table, into $(GPU_RESULTS)
+	$(GPU_PATH) $(PYTHON) -m kmbench run --n 100000,1000000,10000000 --k 5 --impl cuda-v1,cuda-v2,cuda-v3 --store $(GPU_RESULTS)/records.jsonl
+	$(GPU_PATH) $(PYTHON) -m kmbench run --n 100000,1000000,10000000 --k 100 --impl cuda-v1,cuda-v2,cuda-v3 --store $(GPU_RESULTS)/records.jsonl
+	$(GPU_PATH) $(PYTHON) -m kmbench reproduce python-cpp-cuda --store $(GPU_RESULTS)/records.jsonl --out $(GPU_RESULTS)/reproduce.md
+	$(GPU_PATH) $(PYTHON) -m kmbench report --store $(GPU_RESULTS)/records.jsonl --out $(GPU_RESULTS)/report.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,8 @@ def pytest_collection_modifyitems(config, items):
     reason = _gpu_reason()
     if reason is None:
         return
+    if os.environ.get("KMBENCH_REQUIRE_GPU") == "1":  # `make test-gpu`: a skip would hide a failure
+        raise pytest.UsageError(f"GPU tests asked for, but {reason}")
     skip = pytest.mark.skip(reason=f"GPU test: {reason}")
     for item in items:
         if "gpu" in item.keywords:

@@ -1,0 +1,196 @@
+"""CUDA versions 1-3 of document 000 as CuPy RawModules, data resident on the GPU.
+
+Timing: the data are uploaded once in `prepare`; each `run` copies the initial centroids
+(tiny), records a CUDA event, queues every iteration's kernels with no host
+synchronisation, records a second event, and only then waits; the download of the
+centroids is its own phase. Compilation happens in `prepare` and the harness's warm-up.
+
+Limits, checked before any launch: d = 2 (document 000's struct-of-arrays layout),
+1 <= k <= MAX_K (the means staged in shared memory), n < 2**31, block sizes 1..1024.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from kmbench.errors import ImplementationError
+from kmbench.protocol import Implementation, Problem, Result
+from kmbench.timing import CudaEventRegion, host_region
+
+HERE = Path(__file__).resolve().parent
+MAX_K = 4096  # 2 * 4096 floats = 32 KiB of staged means, under the 48 KiB default
+DEFAULT_BLOCK = 256
+
+
+def cuda_status() -> tuple[bool, str]:
+    """Whether CuPy can run kernels here, and if not, why (one sentence)."""
+    try:
+        import cupy
+    except ImportError:
+        return False, "CuPy is not installed (pip install 'kmbench[cuda12]' or 'kmbench[cuda13]')"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError when no driver or no device
+        return False, f"no usable NVIDIA GPU ({str(exc).strip() or type(exc).__name__})"
+    if count < 1:
+        return False, "no NVIDIA GPU visible"
+    return True, ""
+
+
+class CudaLloyd(Implementation):
+    """Shared adapter: checks, compilation, upload, the event-timed loop, download."""
+
+    source_file = ""
+    kernels: tuple[str, ...] = ()
+    dtype = "float32"
+
+    def __init__(self, block_size: int | None = None, source_dir: Path | None = None):
+        self.block_size = int(block_size or os.environ.get("KMBENCH_CUDA_BLOCK", DEFAULT_BLOCK))
+        self.source_dir = Path(source_dir) if source_dir else HERE
+        self._module = None
+        self._info: dict = {}
+
+    def available(self):
+        return cuda_status()
+
+    def check(self, problem: Problem) -> None:
+        """A clear error before any launch for what the kernels do not handle."""
+        if problem.d != 2:
+            raise ImplementationError(f"{self.name} handles d = 2 only (document 000's layout); got d = {problem.d}")
+        if not 1 <= problem.k <= MAX_K:
+            raise ImplementationError(f"{self.name} handles 1 <= k <= {MAX_K}; got k = {problem.k}")
+        if problem.n >= 2**31:
+            raise ImplementationError(f"{self.name} indexes points with int: n must be < 2**31")
+        if not 1 <= self.block_size <= 1024:
+            raise ImplementationError(f"block size must be 1..1024; got {self.block_size}")
+
+    def prepare(self, problem: Problem) -> None:
+        import cupy
+
+        self.check(problem)
+        phases: dict[str, float] = {}
+        with host_region(phases, "compile"):
+            source = (self.source_dir / self.source_file).read_text()
+            self._module = cupy.RawModule(code=source, options=("-std=c++17", f"--include-path={self.source_dir}"))
+            self._functions = {name: self._module.get_function(name) for name in self.kernels}
+        with host_region(phases, "upload"):
+            data = np.asarray(problem.data, dtype=np.float32)
+            self._x = cupy.asarray(np.ascontiguousarray(data[:, 0]))
+            self._y = cupy.asarray(np.ascontiguousarray(data[:, 1]))
+            self._allocate(problem)
+            cupy.cuda.get_current_stream().synchronize()
+        self._blocks = (problem.n + self.block_size - 1) // self.block_size
+        self._info = {"block_size": self.block_size, "blocks": self._blocks, "compile_s": phases["compile"],
+                      "upload_s": phases["upload"], "cupy": cupy.__version__}
+
+    def _allocate(self, problem: Problem) -> None:
+        import cupy
+
+        k = problem.k
+        self._means_x = cupy.empty(k, dtype=cupy.float32)
+        self._means_y = cupy.empty(k, dtype=cupy.float32)
+        self._sums_x = cupy.zeros(k, dtype=cupy.float32)
+        self._sums_y = cupy.zeros(k, dtype=cupy.float32)
+        self._counts = cupy.zeros(k, dtype=cupy.int32)
+
+    def iterate(self, n: int, k: int) -> None:
+        """Queue one Lloyd iteration's kernels."""
+        raise NotImplementedError
+
+    def run(self, problem: Problem) -> Result:
+        import cupy
+
+        phases: dict[str, float] = {}
+        start = np.asarray(problem.initial_centroids, dtype=np.float32)
+        self._means_x.set(np.ascontiguousarray(start[:, 0]))
+        self._means_y.set(np.ascontiguousarray(start[:, 1]))
+        self._reset()
+        n, k = np.int32(problem.n), np.int32(problem.k)
+        region = CudaEventRegion()
+        with region:
+            for _ in range(problem.iterations):
+                self.iterate(n, k)
+        phases["iterate"] = region.seconds()
+        with host_region(phases, "download"):
+            centroids = np.stack([cupy.asnumpy(self._means_x), cupy.asnumpy(self._means_y)], axis=1)
+        return Result(centroids=centroids.astype(np.float64), iterations=problem.iterations, phases=phases)
+
+    def _reset(self) -> None:
+        self._sums_x.fill(0)
+        self._sums_y.fill(0)
+        self._counts.fill(0)
+
+    def release(self) -> None:
+        for name in ("_x", "_y", "_means_x", "_means_y", "_sums_x", "_sums_y", "_counts",
+                     "_partial_x", "_partial_y", "_partial_count"):
+            self.__dict__.pop(name, None)
+
+    def build_info(self) -> dict:
+        return dict(self._info)
+
+
+class CudaV1(CudaLloyd):
+    name = "cuda-v1"
+    label = "Our CUDA"
+    description = "one thread per point, means from global memory, atomicAdd sums and counts"
+    source = "000, section CUDA (first version)"
+    source_file = "v1_atomic.cu"
+    kernels = ("assign_atomic", "update_means")
+    assign_kernel = "assign_atomic"
+    shared_means = False
+
+    def iterate(self, n, k):
+        shared = 2 * int(k) * 4 if self.shared_means else 0
+        self._functions[self.assign_kernel](
+            (self._blocks,), (self.block_size,),
+            (self._x, self._y, n, self._means_x, self._means_y, k, self._sums_x, self._sums_y, self._counts),
+            shared_mem=shared)
+        self._functions["update_means"](((int(k) + 255) // 256,), (256,),
+                                        (self._means_x, self._means_y, self._sums_x, self._sums_y, self._counts, k))
+
+
+class CudaV2(CudaV1):
+    name = "cuda-v2"
+    label = "Our CUDA (2)"
+    description = "v1 with the means staged in shared memory"
+    source = "000, section CUDA (second version, shared memory)"
+    source_file = "v2_shared.cu"
+    kernels = ("assign_shared", "update_means")
+    assign_kernel = "assign_shared"
+    shared_means = True
+
+
+class CudaV3(CudaLloyd):
+    name = "cuda-v3"
+    label = "Our CUDA (3)"
+    description = "assignment fused with per-block per-cluster tree reduction, then a coarse reduction; no atomics"
+    source = "000, section CUDA (third version, fine + coarse reduction)"
+    source_file = "v3_reduce.cu"
+    kernels = ("fine_reduce", "coarse_reduce")
+    coarse_threads = 256  # COARSE_THREADS in v3_reduce.cu
+
+    def _allocate(self, problem: Problem) -> None:
+        import cupy
+
+        super()._allocate(problem)
+        blocks = (problem.n + self.block_size - 1) // self.block_size
+        self._partial_x = cupy.empty(problem.k * blocks, dtype=cupy.float32)
+        self._partial_y = cupy.empty(problem.k * blocks, dtype=cupy.float32)
+        self._partial_count = cupy.empty(problem.k * blocks, dtype=cupy.int32)
+
+    def _reset(self) -> None:
+        """Nothing to clear: every iteration overwrites every partial."""
+
+    def iterate(self, n, k):
+        self._functions["fine_reduce"](
+            (self._blocks,), (self.block_size,),
+            (self._x, self._y, n, self._means_x, self._means_y, k,
+             self._partial_x, self._partial_y, self._partial_count),
+            shared_mem=2 * int(k) * 4)
+        self._functions["coarse_reduce"](
+            (int(k),), (self.coarse_threads,),
+            (self._partial_x, self._partial_y, self._partial_count, np.int32(self._blocks),
+             self._means_x, self._means_y))

@@ -1,0 +1,116 @@
+// cuda-v3 (document 000, "Our CUDA (3)"): no atomics. A "fine" kernel assigns each point
+// and reduces, per block and per cluster, the members' x, y and count: a shuffle tree
+// inside each warp, then one thread per cluster adds the warps' partials, which go to
+// global memory as partial[cluster * blocks + block]. A "coarse" kernel, one block per
+// cluster, tree-reduces that cluster's partials over every block (any block count) and
+// writes the new mean, or keeps the old one for an empty cluster.
+//
+// Shared memory does not grow with k beyond the staged means: clusters are reduced in
+// tiles of CLUSTER_TILE, so any k up to the means' limit works at any block size (1..1024).
+#include "common.cuh"
+
+#define CLUSTER_TILE 32
+#define MAX_WARPS 32
+#define COARSE_THREADS 256
+
+extern "C" __global__ void fine_reduce(const float* __restrict__ x, const float* __restrict__ y, int n,
+                                       const float* __restrict__ means_x,
+                                       const float* __restrict__ means_y, int k,
+                                       float* __restrict__ partial_x, float* __restrict__ partial_y,
+                                       int* __restrict__ partial_count) {
+  extern __shared__ float shared_means[];
+  __shared__ float warp_x[MAX_WARPS][CLUSTER_TILE];
+  __shared__ float warp_y[MAX_WARPS][CLUSTER_TILE];
+  __shared__ int warp_count[MAX_WARPS][CLUSTER_TILE];
+  float* shared_x = shared_means;
+  float* shared_y = shared_means + k;
+  stage_means(shared_x, shared_y, means_x, means_y, k);
+
+  const int index = blockIdx.x * blockDim.x + threadIdx.x;
+  const bool active = index < n;  // inactive threads stay for the barriers below
+  const float px = active ? x[index] : 0.0f;
+  const float py = active ? y[index] : 0.0f;
+  const int cluster = active ? nearest_centroid(px, py, shared_x, shared_y, k) : -1;
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  // The last warp may be partial when blockDim.x is not a multiple of 32.
+  const int live = min(32, (int)blockDim.x - warp * 32);
+  const unsigned mask = live == 32 ? 0xffffffffu : ((1u << live) - 1u);
+
+  for (int base = 0; base < k; base += CLUSTER_TILE) {
+    const int tile = min(CLUSTER_TILE, k - base);
+    for (int t = 0; t < tile; ++t) {
+      const bool mine = cluster == base + t;
+      const unsigned members = __ballot_sync(mask, mine);
+      float sx = 0.0f, sy = 0.0f;
+      if (members) {  // uniform across the warp: skip clusters this warp has no point of
+        sx = mine ? px : 0.0f;
+        sy = mine ? py : 0.0f;
+        for (int offset = 16; offset > 0; offset >>= 1) {
+          const float ox = __shfl_down_sync(mask, sx, offset);
+          const float oy = __shfl_down_sync(mask, sy, offset);
+          if (lane + offset < live) {
+            sx += ox;
+            sy += oy;
+          }
+        }
+      }
+      if (lane == 0) {
+        warp_x[warp][t] = sx;
+        warp_y[warp][t] = sy;
+        warp_count[warp][t] = __popc(members);
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < tile) {
+      float bx = 0.0f, by = 0.0f;
+      int bc = 0;
+      for (int w = 0; w < warps; ++w) {
+        bx += warp_x[w][threadIdx.x];
+        by += warp_y[w][threadIdx.x];
+        bc += warp_count[w][threadIdx.x];
+      }
+      const long long slot = (long long)(base + threadIdx.x) * gridDim.x + blockIdx.x;
+      partial_x[slot] = bx;
+      partial_y[slot] = by;
+      partial_count[slot] = bc;
+    }
+    __syncthreads();  // the warp partials are reused by the next tile
+  }
+}
+
+extern "C" __global__ void coarse_reduce(const float* __restrict__ partial_x,
+                                         const float* __restrict__ partial_y,
+                                         const int* __restrict__ partial_count, int blocks,
+                                         float* __restrict__ means_x, float* __restrict__ means_y) {
+  __shared__ float sum_x[COARSE_THREADS];
+  __shared__ float sum_y[COARSE_THREADS];
+  __shared__ int sum_count[COARSE_THREADS];
+  const int cluster = blockIdx.x;
+  const long long row = (long long)cluster * blocks;
+  float ax = 0.0f, ay = 0.0f;
+  int ac = 0;
+  for (int b = threadIdx.x; b < blocks; b += COARSE_THREADS) {
+    ax += partial_x[row + b];
+    ay += partial_y[row + b];
+    ac += partial_count[row + b];
+  }
+  sum_x[threadIdx.x] = ax;
+  sum_y[threadIdx.x] = ay;
+  sum_count[threadIdx.x] = ac;
+  __syncthreads();
+  for (int stride = COARSE_THREADS / 2; stride > 0; stride >>= 1) {
+    if (threadIdx.x < stride) {
+      sum_x[threadIdx.x] += sum_x[threadIdx.x + stride];
+      sum_y[threadIdx.x] += sum_y[threadIdx.x + stride];
+      sum_count[threadIdx.x] += sum_count[threadIdx.x + stride];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && sum_count[0] > 0) {
+    means_x[cluster] = sum_x[0] / sum_count[0];
+    means_y[cluster] = sum_y[0] / sum_count[0];
+  }
+}
