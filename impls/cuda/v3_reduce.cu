@@ -64,15 +64,17 @@ extern "C" __global__ void fine_reduce(const float* __restrict__ x, const float*
       }
     }
     __syncthreads();
-    if (threadIdx.x < tile) {
+    // Strided, not `if (threadIdx.x < tile)`: a block of fewer than CLUSTER_TILE threads
+    // must still write every cluster of the tile.
+    for (int t = threadIdx.x; t < tile; t += blockDim.x) {
       float bx = 0.0f, by = 0.0f;
       int bc = 0;
       for (int w = 0; w < warps; ++w) {
-        bx += warp_x[w][threadIdx.x];
-        by += warp_y[w][threadIdx.x];
-        bc += warp_count[w][threadIdx.x];
+        bx += warp_x[w][t];
+        by += warp_y[w][t];
+        bc += warp_count[w][t];
       }
-      const long long slot = (long long)(base + threadIdx.x) * gridDim.x + blockIdx.x;
+      const long long slot = (long long)(base + t) * gridDim.x + blockIdx.x;
       partial_x[slot] = bx;
       partial_y[slot] = by;
       partial_count[slot] = bc;
