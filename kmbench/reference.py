@@ -17,16 +17,18 @@ def _chunk_rows(k: int) -> int:
     return max(1, CHUNK_ELEMENTS // max(1, k))
 
 
-def nearest(data, centroids, xp=np):
-    """Index of the nearest centroid and its squared distance, for every point (float64)."""
-    centroids = xp.asarray(centroids, dtype=xp.float64)
+def nearest(data, centroids, xp=np, dtype=None):
+    """Index of the nearest centroid and its squared distance, for every point, computed
+    in `dtype` (float64 unless told otherwise)."""
+    dtype = dtype or xp.float64
+    centroids = xp.asarray(centroids, dtype=dtype)
     n = data.shape[0]
     labels = xp.empty(n, dtype=xp.int64)
-    best = xp.empty(n, dtype=xp.float64)
+    best = xp.empty(n, dtype=dtype)
     step = _chunk_rows(centroids.shape[0])
     for start in range(0, n, step):
-        chunk = xp.asarray(data[start : start + step], dtype=xp.float64)
-        distances = xp.zeros((chunk.shape[0], centroids.shape[0]), dtype=xp.float64)
+        chunk = xp.asarray(data[start : start + step], dtype=dtype)
+        distances = xp.zeros((chunk.shape[0], centroids.shape[0]), dtype=dtype)
         for dim in range(chunk.shape[1]):
             distances += (chunk[:, dim : dim + 1] - centroids[None, :, dim]) ** 2
         labels[start : start + step] = xp.argmin(distances, axis=1)
@@ -34,28 +36,41 @@ def nearest(data, centroids, xp=np):
     return labels, best
 
 
-def update(data, labels, centroids, xp=np):
-    """New centroids: means of the assigned points; an empty cluster keeps its centroid."""
+def update(data, labels, centroids, xp=np, dtype=None):
+    """New centroids: means of the assigned points; an empty cluster keeps its centroid.
+    Sums are float64 (bincount) unless `dtype` asks for float32 running sums in point
+    order (`add.at`), the accumulation a plain loop or atomicAdd performs."""
     k, d = centroids.shape
     counts = xp.bincount(labels, minlength=k).astype(xp.float64)
-    sums = xp.empty((k, d), dtype=xp.float64)
-    for dim in range(d):
-        sums[:, dim] = xp.bincount(labels, weights=xp.asarray(data[:, dim], dtype=xp.float64),
-                                   minlength=k)
+    if dtype is None or dtype == xp.float64:
+        sums = xp.empty((k, d), dtype=xp.float64)
+        for dim in range(d):
+            sums[:, dim] = xp.bincount(labels, weights=xp.asarray(data[:, dim], dtype=xp.float64),
+                                       minlength=k)
+    else:
+        sums = xp.zeros((k, d), dtype=dtype)
+        xp.add.at(sums, labels, xp.asarray(data, dtype=dtype))
+        sums = sums.astype(xp.float64)
     filled = counts > 0
     new = xp.array(centroids, dtype=xp.float64, copy=True)
     new[filled] = sums[filled] / counts[filled, None]
     return new
 
 
-def lloyd(data, initial_centroids, iterations: int, xp=np):
-    """Run exactly `iterations` Lloyd iterations in float64; return (centroids, labels)."""
+def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None):
+    """Run exactly `iterations` Lloyd iterations; return (centroids, labels).
+
+    In float64 by default. `dtype=float32` computes distances, running sums and stored
+    centroids in float32, as a plain float32 program does: the validator uses it to
+    measure how much a problem amplifies float32 rounding."""
     data = xp.asarray(data)
     centroids = xp.asarray(initial_centroids, dtype=xp.float64)
     labels = None
     for _ in range(iterations):
-        labels, _ = nearest(data, centroids, xp)
-        centroids = update(data, labels, centroids, xp)
+        labels, _ = nearest(data, centroids, xp, dtype)
+        centroids = update(data, labels, centroids, xp, dtype)
+        if dtype is not None:
+            centroids = centroids.astype(dtype).astype(xp.float64)
     return centroids, labels
 
 

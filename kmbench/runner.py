@@ -196,7 +196,8 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
     record.update(
         status=verdict.status,
         detail=verdict.detail,
-        validation={**verdict.as_dict(), "tolerances": validate.TOLERANCES[dtype], "dtype": dtype},
+        validation={**verdict.as_dict(), "tolerances": oracle.tolerances(dtype), "dtype": dtype,
+                    "sensitivity": oracle.sensitivity},
         iterations_executed=iterations,
         repeats_done=len(cell.iterate),
         stopped_by_budget=cell.stopped_by_budget,

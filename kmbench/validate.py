@@ -11,6 +11,14 @@ Tolerances are set for float32 arithmetic: a float32 sum over 1e6 points carries
 relative rounding error of order 1e-5..1e-4, and 300 iterations near a fixed point do
 not amplify it. A wrong kernel (a missed point, a stale mean, a wrong count) moves a
 centroid by far more. float64 implementations get tolerances 1000 times tighter.
+
+Some problems do amplify rounding: with many centroids crowded into few blobs, Lloyd
+drifts for hundreds of iterations and near-ties flip, so two correct float32 programs
+end 1e-3 apart (measured: 100 centroids on 5 blobs, n=1e5). The oracle therefore
+measures the problem's sensitivity: a second run of the same code in float32 (float32
+distances, running sums in point order and stored centroids), which is what an honest
+float32 program computes. A float32 result may differ by up to max(1e-3, SENSITIVITY_FACTOR x that
+run's divergence); the inertia tolerance never loosens.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ TOLERANCES = {  # dtype -> (centroid error, inertia difference)
     "float32": (1e-3, 1e-4),
     "float64": (1e-6, 1e-7),
 }
+SENSITIVITY_FACTOR = 10.0
 
 
 @dataclass
@@ -35,6 +44,7 @@ class Oracle:
     centroids: np.ndarray
     inertia: float
     spread: float
+    sensitivity: float = 0.0  # centroid error of an honest float32 run of the reference
 
     @classmethod
     def compute(cls, data, initial_centroids, iterations) -> "Oracle":
@@ -45,7 +55,16 @@ class Oracle:
         total = reference.inertia(device_data, centroids, xp)
         mean = xp.asarray(data, dtype=xp.float64).mean(axis=0)
         spread = float(xp.sqrt(((xp.asarray(data, dtype=xp.float64) - mean) ** 2).sum(axis=1).mean()))
-        return cls(reference.to_numpy(centroids), total, spread)
+        oracle = cls(reference.to_numpy(centroids), total, spread)
+        drifted, _ = reference.lloyd(device_data, initial_centroids, iterations, xp, dtype=xp.float32)
+        oracle.sensitivity = centroid_error(reference.to_numpy(drifted), oracle)
+        return oracle
+
+    def tolerances(self, dtype: str) -> tuple[float, float]:
+        tol_c, tol_i = TOLERANCES.get(dtype, TOLERANCES["float32"])
+        if dtype == "float32":
+            tol_c = max(tol_c, SENSITIVITY_FACTOR * self.sensitivity)
+        return tol_c, tol_i
 
 
 @dataclass
@@ -78,7 +97,7 @@ def judge(centroids, oracle: Oracle, data, dtype: str = "float32", check_inertia
                                         f"expected {oracle.centroids.shape}")
     if not np.isfinite(centroids).all():
         return Verdict(MISMATCH, detail="centroids contain NaN or infinite values")
-    tol_c, tol_i = TOLERANCES.get(dtype, TOLERANCES["float32"])
+    tol_c, tol_i = oracle.tolerances(dtype)
     error = centroid_error(centroids, oracle)
     difference = None
     if check_inertia:
@@ -87,7 +106,7 @@ def judge(centroids, oracle: Oracle, data, dtype: str = "float32", check_inertia
         difference = abs(total - oracle.inertia) / max(oracle.inertia, 1e-300)
     problems = []
     if error > tol_c:
-        problems.append(f"centroid error {error:.2e} > {tol_c:.0e}")
+        problems.append(f"centroid error {error:.2e} > {tol_c:.1e}")
     if difference is not None and difference > tol_i:
         problems.append(f"inertia difference {difference:.2e} > {tol_i:.0e}")
     status = MISMATCH if problems else OK
