@@ -77,11 +77,12 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
     out.append("")
     out.append(_table(
         ["Implementation", "n", "status", "iterations", "repeats", "mean", "median", "min", "std",
-         "per iteration", "distance evals", "vs scikit-learn"],
+         "per iteration", "distance evals", "vs scikit-learn", "per iteration vs scikit-learn"],
         [[row["label"], f"{row['n']:,}", row["status"], iterations_text(row), _repeats(row),
           _seconds(row["mean_s"]), _seconds(row["median_s"]), _seconds(row["min_s"]),
           _seconds(row["std_s"]), _seconds(row["per_iter_s"]), _rate(row["dist_evals_per_s"]),
-          _ratio(row["speedup_vs_sklearn"])] for _, row in group.iterrows()],
+          _ratio(row["speedup_vs_sklearn"]), _ratio(row["speedup_per_iter_vs_sklearn"])]
+         for _, row in group.iterrows()],
     ))
     notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
@@ -107,22 +108,25 @@ def _published_markdown(cells: pd.DataFrame) -> list[str]:
                       "`kmbench run --n 100,100000` (or `kmbench reproduce python-cpp-cuda`)."]
     out.append(_table(
         ["Implementation", "n", "published", "measured", "measured / published",
-         "published vs scikit-learn", "measured vs scikit-learn", "status"],
+         "published vs scikit-learn", "measured vs scikit-learn", "per iteration vs scikit-learn", "status"],
         [[labels.get(row["impl"], row["label"]), f"{row['n']:,}", _seconds(row["published_s"]),
           _flagged(row, _seconds(row["mean_s"])),
           _ratio(row["mean_s"] / row["published_s"]) if not _missing(row["mean_s"]) else "-",
           _ratio(row["published_speedup_vs_sklearn"]), _ratio(row["speedup_vs_sklearn"]),
-          row["status"]] for _, row in rows.iterrows()],
+          _ratio(row["speedup_per_iter_vs_sklearn"]), row["status"]] for _, row in rows.iterrows()],
     ))
     absent = [row["label"] for row in table["rows"] if row["impl"] not in set(rows["impl"])]
     if absent:
         out += ["", "Published rows with no measurement here: " + ", ".join(absent) + "."]
     changes = report.ordering_changes(rows)
-    out += ["", "Ordering: " + ("every published faster/slower relation holds in the measurement."
-                               if not changes else "the published ordering does not hold everywhere:")]
+    out += ["", "Ordering: " + ("every published faster/slower relation holds in the measurement "
+                               "(ties within noise are not counted)."
+                               if not changes else "the published ordering does not hold everywhere "
+                               "(pairs within measurement noise, 3% or two standard deviations, are not counted):")]
     out += [f"- {change}" for change in changes]
-    out += ["", "scikit-learn stops when no label changes, so it may run fewer than 300 iterations; "
-            "its row's iteration count is in the detail table above."]
+    out += ["", "scikit-learn stops when no label changes, so it may run fewer than 300 iterations "
+            "(its count is in the detail table above); the per-iteration column compares the same "
+            "unit of work. The published speedups are total times, as the document reported them."]
     return out
 
 

@@ -10,7 +10,8 @@ from kmbench import published
 BASELINE = "sklearn"
 # Lower is better for every time column; higher for speedups and rates (used for ratios).
 POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "speedup_vs_sklearn": "higher",
-            "dist_evals_per_s": "higher"}
+            "speedup_per_iter_vs_sklearn": "higher", "dist_evals_per_s": "higher"}
+NOISE_FRACTION = 0.03  # measured means closer than this (or two std devs) are a tie
 CELL_KEY = ["impl", "dataset", "k", "iterations", "init", "seed"]
 
 
@@ -69,12 +70,13 @@ def _row(record: dict) -> dict:
     }
 
 
-def _speedups(cells: pd.DataFrame) -> pd.Series:
+def _speedups(cells: pd.DataFrame, column: str) -> pd.Series:
+    """Baseline's `column` over each cell's, for the same dataset group and n."""
     base = cells[(cells["impl"] == BASELINE) & (cells["status"] == "ok")]
-    base = base.set_index(["group", "n"])["mean_s"]
+    base = base.set_index(["group", "n"])[column]
     keys = list(zip(cells["group"], cells["n"]))
     baseline = pd.Series([base.get(key) for key in keys], index=cells.index, dtype=float)
-    return baseline / cells["mean_s"].astype(float)
+    return baseline / cells[column].astype(float)
 
 
 def _published_columns(cells: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
@@ -102,7 +104,9 @@ def cells_frame(records: list[dict]) -> pd.DataFrame:
         latest[tuple(row[key] for key in CELL_KEY)] = record
     chosen = list(latest.values())
     cells = pd.DataFrame([_row(record) for record in chosen])
-    cells["speedup_vs_sklearn"] = _speedups(cells)
+    cells["speedup_vs_sklearn"] = _speedups(cells, "mean_s")
+    # scikit-learn stops at convergence; per iteration compares the same unit of work.
+    cells["speedup_per_iter_vs_sklearn"] = _speedups(cells, "per_iter_s")
     cells = _published_columns(cells, chosen)
     order = {name: index for index, name in enumerate(_row_order())}
     cells["_order"] = cells["impl"].map(lambda name: order.get(name, len(order)))
@@ -115,8 +119,16 @@ def _row_order() -> list[str]:
             "sklearn", "scipy"]
 
 
+def _distinguishable(a, b) -> bool:
+    gap = abs(a["mean_s"] - b["mean_s"])
+    noise = max(2 * ((a.get("std_s") or 0) + (b.get("std_s") or 0)),
+                NOISE_FRACTION * min(a["mean_s"], b["mean_s"]))
+    return gap > noise
+
+
 def ordering_changes(cells: pd.DataFrame) -> list[str]:
-    """Pairs of rows whose published order (faster/slower) is reversed in the measurement."""
+    """Pairs of rows whose published order (faster/slower) is reversed in the measurement,
+    beyond measurement noise."""
     rows = cells.dropna(subset=["published_s", "mean_s"])
     rows = rows[rows["status"] == "ok"]
     changes = []
@@ -127,7 +139,7 @@ def ordering_changes(cells: pd.DataFrame) -> list[str]:
                 a, b = group.iloc[i], group.iloc[j]
                 published_faster = a["published_s"] < b["published_s"]
                 measured_faster = a["mean_s"] < b["mean_s"]
-                if published_faster != measured_faster:
+                if published_faster != measured_faster and _distinguishable(a, b):
                     fast, slow = (a, b) if published_faster else (b, a)
                     changes.append(
                         f"n={n}: published {fast['label']} faster than {slow['label']} "

@@ -50,3 +50,15 @@ def test_ordering_changes_name_the_reversed_pair():
     ])
     changes = report.ordering_changes(cells)
     assert len(changes) == 1 and "published A faster than B" in changes[0]
+
+
+def test_differences_within_noise_are_not_reversals():
+    import pandas as pd
+
+    cells = pd.DataFrame([
+        {"n": 100, "label": "A", "status": "ok", "published_s": 1.0, "mean_s": 5.10, "std_s": 0.01},
+        {"n": 100, "label": "B", "status": "ok", "published_s": 2.0, "mean_s": 5.09, "std_s": 0.01},
+    ])
+    assert report.ordering_changes(cells) == []
+    cells.loc[1, "mean_s"] = 4.0
+    assert len(report.ordering_changes(cells)) == 1
