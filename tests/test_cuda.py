@@ -123,10 +123,20 @@ def test_a_broken_variant_is_flagged(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: v.name)
+def test_plain_launches_agree_as_well_as_the_graph(version, monkeypatch):
+    monkeypatch.setenv("KMBENCH_CUDA_GRAPH", "0")
+    data = np.asarray(blobs(100_000, 2, 5, seed=6).data)
+    record = _cell(version(), data, 5, iterations=30)
+    assert record["status"] == "ok" and record["build"]["launch"] == "stream", record.get("detail")
+
+
+@pytest.mark.gpu
 def test_timing_uses_events_and_keeps_phases_apart():
     data = np.asarray(blobs(100_000, 2, 5, seed=0).data)
     record = _cell(CudaV3(), data, 5, iterations=50, repeats=3)
     assert record["status"] == "ok"
     assert record["build"]["compile_s"] > 0 and record["build"]["upload_s"] > 0
+    assert record["build"]["launch"] == "cuda graph" and record["build"]["capture_s"] > 0
     assert record["times"]["iterate"]["count"] == 3
     assert record["times"]["iterate"]["mean"] <= record["times"]["wall"]["mean"]

@@ -1,12 +1,14 @@
 """CUDA versions 1-3 of document 000 as CuPy RawModules, data resident on the GPU.
 
-Timing: the data are uploaded once in `prepare`; each `run` copies the initial centroids
-(tiny), records a CUDA event, queues every iteration's kernels with no host
-synchronisation, records a second event, and only then waits; the download of the
-centroids is its own phase. Compilation happens in `prepare` and the harness's warm-up.
+Timing: the data are uploaded once in `prepare`, and the whole loop of iterations is
+captured once into a CUDA graph there (set KMBENCH_CUDA_GRAPH=0 for plain launches).
+Each `run` copies the initial centroids (tiny), records a CUDA event, launches the graph
+(or queues every iteration's kernels) with no host synchronisation, records a second
+event, and only then waits; the download of the centroids is its own phase. Compilation,
+upload and capture are the setup phase, outside the timed region.
 
 Limits, checked before any launch: d = 2 (document 000's struct-of-arrays layout),
-1 <= k <= MAX_K (the means staged in shared memory), n < 2**31, block sizes 1..1024.
+1 <= k <= MAX_K (the means staged in shared memory), n <= INT_POINTS_LIMIT, block sizes 1..1024.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kmbench.timing import CudaEventRegion, host_region
 HERE = Path(__file__).resolve().parent
 MAX_K = 4096  # 2 * 4096 floats = 32 KiB of staged means, under the 48 KiB default
 DEFAULT_BLOCK = 256
+INT_POINTS_LIMIT = 2**31 - 1 - 1024 * 8  # the last block's indices must not overflow int
 
 
 def cuda_status() -> tuple[bool, str]:
@@ -46,10 +49,12 @@ class CudaLloyd(Implementation):
     source_file = ""
     kernels: tuple[str, ...] = ()
     dtype = "float32"
+    defines: tuple[str, ...] = ()  # extra -D options for this version's source
 
     def __init__(self, block_size: int | None = None, source_dir: Path | None = None):
         self.block_size = int(block_size or os.environ.get("KMBENCH_CUDA_BLOCK", DEFAULT_BLOCK))
         self.source_dir = Path(source_dir) if source_dir else HERE
+        self.use_graph = os.environ.get("KMBENCH_CUDA_GRAPH", "1") != "0"
         self._module = None
         self._info: dict = {}
 
@@ -62,8 +67,8 @@ class CudaLloyd(Implementation):
             raise ImplementationError(f"{self.name} handles d = 2 only (document 000's layout); got d = {problem.d}")
         if not 1 <= problem.k <= MAX_K:
             raise ImplementationError(f"{self.name} handles 1 <= k <= {MAX_K}; got k = {problem.k}")
-        if problem.n >= 2**31:
-            raise ImplementationError(f"{self.name} indexes points with int: n must be < 2**31")
+        if problem.n > INT_POINTS_LIMIT:
+            raise ImplementationError(f"{self.name} indexes points with int: n must be <= {INT_POINTS_LIMIT}")
         if not 1 <= self.block_size <= 1024:
             raise ImplementationError(f"block size must be 1..1024; got {self.block_size}")
 
@@ -74,17 +79,40 @@ class CudaLloyd(Implementation):
         phases: dict[str, float] = {}
         with host_region(phases, "compile"):
             source = (self.source_dir / self.source_file).read_text()
-            self._module = cupy.RawModule(code=source, options=("-std=c++17", f"--include-path={self.source_dir}"))
+            options = ("-std=c++17", f"--include-path={self.source_dir}", *self.defines)
+            self._module = cupy.RawModule(code=source, options=options)
             self._functions = {name: self._module.get_function(name) for name in self.kernels}
-        with host_region(phases, "upload"):
+        self._stream = cupy.cuda.Stream(non_blocking=True)
+        with self._stream, host_region(phases, "upload"):
             data = np.asarray(problem.data, dtype=np.float32)
             self._x = cupy.asarray(np.ascontiguousarray(data[:, 0]))
             self._y = cupy.asarray(np.ascontiguousarray(data[:, 1]))
             self._allocate(problem)
-            cupy.cuda.get_current_stream().synchronize()
-        self._blocks = (problem.n + self.block_size - 1) // self.block_size
-        self._info = {"block_size": self.block_size, "blocks": self._blocks, "compile_s": phases["compile"],
-                      "upload_s": phases["upload"], "cupy": cupy.__version__}
+            self._stream.synchronize()
+        self._blocks = self.grid_blocks(problem.n)
+        self._graph = None
+        if self.use_graph:
+            with host_region(phases, "capture"):
+                self._graph = self._capture(problem)
+        self._info = {"block_size": self.block_size, "blocks": self._blocks,
+                      "launch": "cuda graph" if self.use_graph else "stream",
+                      "compile_s": phases["compile"], "upload_s": phases["upload"],
+                      "capture_s": phases.get("capture"), "cupy": cupy.__version__}
+
+    def grid_blocks(self, n: int) -> int:
+        return (n + self.block_size - 1) // self.block_size
+
+    def _capture(self, problem: Problem):
+        """Record the whole loop once as a graph; replays launch it in one call."""
+        n, k = np.int32(problem.n), np.int32(problem.k)
+        with self._stream:
+            self._stream.begin_capture()
+            try:
+                for _ in range(problem.iterations):
+                    self.iterate(n, k)
+            finally:
+                graph = self._stream.end_capture()
+        return graph
 
     def _allocate(self, problem: Problem) -> None:
         import cupy
@@ -105,17 +133,21 @@ class CudaLloyd(Implementation):
 
         phases: dict[str, float] = {}
         start = np.asarray(problem.initial_centroids, dtype=np.float32)
-        self._means_x.set(np.ascontiguousarray(start[:, 0]))
-        self._means_y.set(np.ascontiguousarray(start[:, 1]))
-        self._reset()
         n, k = np.int32(problem.n), np.int32(problem.k)
-        region = CudaEventRegion()
-        with region:
-            for _ in range(problem.iterations):
-                self.iterate(n, k)
-        phases["iterate"] = region.seconds()
-        with host_region(phases, "download"):
-            centroids = np.stack([cupy.asnumpy(self._means_x), cupy.asnumpy(self._means_y)], axis=1)
+        with self._stream:
+            self._means_x.set(np.ascontiguousarray(start[:, 0]))
+            self._means_y.set(np.ascontiguousarray(start[:, 1]))
+            self._reset()
+            region = CudaEventRegion()
+            with region:
+                if self._graph is not None:
+                    self._graph.launch(self._stream)
+                else:
+                    for _ in range(problem.iterations):
+                        self.iterate(n, k)
+            phases["iterate"] = region.seconds()
+            with host_region(phases, "download"):
+                centroids = np.stack([cupy.asnumpy(self._means_x), cupy.asnumpy(self._means_y)], axis=1)
         return Result(centroids=centroids.astype(np.float64), iterations=problem.iterations, phases=phases)
 
     def _reset(self) -> None:
@@ -124,7 +156,7 @@ class CudaLloyd(Implementation):
         self._counts.fill(0)
 
     def release(self) -> None:
-        for name in ("_x", "_y", "_means_x", "_means_y", "_sums_x", "_sums_y", "_counts",
+        for name in ("_graph", "_x", "_y", "_means_x", "_means_y", "_sums_x", "_sums_y", "_counts",
                      "_partial_x", "_partial_y", "_partial_count"):
             self.__dict__.pop(name, None)
 
@@ -170,13 +202,19 @@ class CudaV3(CudaLloyd):
     source = "000, section CUDA (third version, fine + coarse reduction)"
     source_file = "v3_reduce.cu"
     kernels = ("fine_reduce", "coarse_reduce")
-    coarse_threads = 256  # COARSE_THREADS in v3_reduce.cu
+    coarse_threads = 1024  # COARSE_THREADS in v3_reduce.cu
+    points_per_thread = 8  # NOTES.md: 8 points per thread cut blocks (and partials) 8x
+    defines = (f"-DPOINTS_PER_THREAD={points_per_thread}",)
+
+    def grid_blocks(self, n: int) -> int:
+        per_block = self.block_size * self.points_per_thread
+        return (n + per_block - 1) // per_block
 
     def _allocate(self, problem: Problem) -> None:
         import cupy
 
         super()._allocate(problem)
-        blocks = (problem.n + self.block_size - 1) // self.block_size
+        blocks = self.grid_blocks(problem.n)
         self._partial_x = cupy.empty(problem.k * blocks, dtype=cupy.float32)
         self._partial_y = cupy.empty(problem.k * blocks, dtype=cupy.float32)
         self._partial_count = cupy.empty(problem.k * blocks, dtype=cupy.int32)

@@ -1,17 +1,22 @@
 // cuda-v3 (document 000, "Our CUDA (3)"): no atomics. A "fine" kernel assigns each point
-// and reduces, per block and per cluster, the members' x, y and count: a shuffle tree
-// inside each warp, then one thread per cluster adds the warps' partials, which go to
-// global memory as partial[cluster * blocks + block]. A "coarse" kernel, one block per
-// cluster, tree-reduces that cluster's partials over every block (any block count) and
-// writes the new mean, or keeps the old one for an empty cluster.
+// and reduces, per block and per cluster, the members' x, y and count; a "coarse" kernel,
+// one block per cluster, tree-reduces that cluster's partials over every block (any
+// block count) and writes the new mean, or keeps the old one for an empty cluster.
 //
-// Shared memory does not grow with k beyond the staged means: clusters are reduced in
-// tiles of CLUSTER_TILE, so any k up to the means' limit works at any block size (1..1024).
+// The fine reduction: each thread holds POINTS_PER_THREAD points and their labels in
+// registers. For each cluster a lane first sums its own members, then a shuffle tree
+// reduces the warp, then one thread per cluster adds the warps' partials, which go to
+// global memory as partial[cluster * blocks + block]. Clusters are handled in tiles of
+// CLUSTER_TILE, so shared memory does not grow with k beyond the staged means, and any k
+// up to the means' limit works at any block size (1..1024). See NOTES.md for the counts.
 #include "common.cuh"
 
 #define CLUSTER_TILE 32
 #define MAX_WARPS 32
-#define COARSE_THREADS 256
+#define COARSE_THREADS 1024
+#ifndef POINTS_PER_THREAD
+#define POINTS_PER_THREAD 8
+#endif
 
 extern "C" __global__ void fine_reduce(const float* __restrict__ x, const float* __restrict__ y, int n,
                                        const float* __restrict__ means_x,
@@ -26,11 +31,18 @@ extern "C" __global__ void fine_reduce(const float* __restrict__ x, const float*
   float* shared_y = shared_means + k;
   stage_means(shared_x, shared_y, means_x, means_y, k);
 
-  const int index = blockIdx.x * blockDim.x + threadIdx.x;
-  const bool active = index < n;  // inactive threads stay for the barriers below
-  const float px = active ? x[index] : 0.0f;
-  const float py = active ? y[index] : 0.0f;
-  const int cluster = active ? nearest_centroid(px, py, shared_x, shared_y, k) : -1;
+  // Point p of this thread: consecutive threads read consecutive points (coalesced).
+  const long long first = (long long)blockIdx.x * blockDim.x * POINTS_PER_THREAD + threadIdx.x;
+  float px[POINTS_PER_THREAD], py[POINTS_PER_THREAD];
+  int label[POINTS_PER_THREAD];
+#pragma unroll
+  for (int p = 0; p < POINTS_PER_THREAD; ++p) {
+    const long long index = first + (long long)p * blockDim.x;
+    const bool active = index < n;  // inactive threads stay for the barriers below
+    px[p] = active ? x[index] : 0.0f;
+    py[p] = active ? y[index] : 0.0f;
+    label[p] = active ? nearest_centroid(px[p], py[p], shared_x, shared_y, k) : -1;
+  }
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -42,25 +54,32 @@ extern "C" __global__ void fine_reduce(const float* __restrict__ x, const float*
   for (int base = 0; base < k; base += CLUSTER_TILE) {
     const int tile = min(CLUSTER_TILE, k - base);
     for (int t = 0; t < tile; ++t) {
-      const bool mine = cluster == base + t;
-      const unsigned members = __ballot_sync(mask, mine);
+      const int cluster = base + t;
       float sx = 0.0f, sy = 0.0f;
-      if (members) {  // uniform across the warp: skip clusters this warp has no point of
-        sx = mine ? px : 0.0f;
-        sy = mine ? py : 0.0f;
+      int count = 0;
+#pragma unroll
+      for (int p = 0; p < POINTS_PER_THREAD; ++p) {
+        const bool mine = label[p] == cluster;
+        sx += mine ? px[p] : 0.0f;
+        sy += mine ? py[p] : 0.0f;
+        count += mine;
+      }
+      if (__ballot_sync(mask, count > 0)) {  // uniform: skip clusters the warp lacks
         for (int offset = 16; offset > 0; offset >>= 1) {
           const float ox = __shfl_down_sync(mask, sx, offset);
           const float oy = __shfl_down_sync(mask, sy, offset);
+          const int oc = __shfl_down_sync(mask, count, offset);
           if (lane + offset < live) {
             sx += ox;
             sy += oy;
+            count += oc;
           }
         }
       }
       if (lane == 0) {
         warp_x[warp][t] = sx;
         warp_y[warp][t] = sy;
-        warp_count[warp][t] = __popc(members);
+        warp_count[warp][t] = count;
       }
     }
     __syncthreads();
