@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -102,7 +103,7 @@ def list_impls():
     for impl in registry.discover().values():
         usable, why = impl.available()
         table.add_row(impl.name, impl.label, "[green]yes[/]" if usable else "[yellow]no[/]",
-                      impl.description if usable else why, impl.source)
+                      escape(impl.description if usable else why), escape(impl.source))
     console.print(table)
 
 
@@ -125,9 +126,11 @@ class _ProgressReporter:
 
 def _summary(records: list[dict]) -> Table:
     cells = report.cells_frame(records)
-    table = Table(title="kmbench run (Lloyd loop time, mean of counted repeats)")
-    for column in ("impl", "n", "status", "iterations", "mean", "per iteration", "vs sklearn", "detail"):
-        table.add_column(column, justify="right" if column in ("n", "mean", "per iteration", "vs sklearn") else "left")
+    table = Table(title="kmbench run: Lloyd loop, mean of counted repeats; speedup vs scikit-learn")
+    for column, width in (("impl", 9), ("n", 6), ("status", 8), ("iters", 5), ("mean", 9),
+                          ("per iter", 9), ("speedup", 7)):
+        table.add_column(column, no_wrap=True, min_width=width,
+                         justify="left" if column in ("impl", "status") else "right")
     for _, row in cells.iterrows():
         style = STATUS_STYLE.get(row["status"], "")
         speedup = row["speedup_vs_sklearn"]
@@ -136,15 +139,19 @@ def _summary(records: list[dict]) -> Table:
             format_seconds(row["mean_s"]) if row["mean_s"] == row["mean_s"] else "-",
             format_seconds(row["per_iter_s"]) if row["per_iter_s"] == row["per_iter_s"] else "-",
             f"{speedup:.2f}x" if speedup == speedup and speedup is not None else "-",
-            row["detail"] or "",
         )
     return table
 
 
 def _warnings(records: list[dict]) -> None:
+    """Below the table, where a long sentence has room: why a cell is not ok, and warnings."""
     for record in records:
+        if record["status"] != "ok":
+            style = STATUS_STYLE.get(record["status"], "")
+            errors.print(f"[{style}]{record['status']}[/] {record['impl']} n={record['dataset']['n']:,}: "
+                         f"{escape(record.get('detail') or '')}", highlight=False)
         for warning in record.get("warnings") or []:
-            errors.print(f"[yellow]warning[/] {record['impl']} n={record['dataset']['n']:,}: {warning}",
+            errors.print(f"[yellow]warning[/] {record['impl']} n={record['dataset']['n']:,}: {escape(warning)}",
                          highlight=False)
 
 
@@ -213,6 +220,7 @@ def _write(text: str, out: Optional[Path]):
 def report_cmd(
     format: str = typer.Option("markdown", "--format", help="markdown, csv or json."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write here instead of the terminal."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw time per iteration to this PNG (needs matplotlib)."),
     store: Optional[Path] = Store,
 ):
     """Render tables from stored records: per dataset, and document 000's published table beside ours."""
@@ -223,6 +231,10 @@ def report_cmd(
         raise UsageError(f"No record store at {source}: run `kmbench run` first or pass --store.")
     cells = report.cells_frame(results.load(source))
     _write(export.FORMATS[format](cells, str(source)), out)
+    if plot is not None:
+        from kmbench.plot import per_iteration_chart
+
+        errors.print(f"wrote {per_iteration_chart(cells, plot)}")
 
 
 EXPERIMENTS = {"python-cpp-cuda": "document 000: blobs d=2, n in {100, 100000}, k=5, 300 iterations, mean of 5"}

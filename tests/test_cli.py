@@ -98,3 +98,12 @@ def test_bad_options_exit_2(args, needle):
 def test_report_without_records_is_a_clear_error():
     out = invoke("report")
     assert out.exit_code == 2 and "No record store" in out.output
+
+
+def test_report_draws_a_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    assert invoke("run", "--n", 200, "--iters", 3, "--repeats", 1, "--impl", "numpy").exit_code == 0
+    png = tmp_path / "chart.png"
+    out = invoke("report", "--out", tmp_path / "r.md", "--plot", png)
+    assert out.exit_code == 0, out.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
