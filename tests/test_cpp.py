@@ -180,3 +180,11 @@ def test_concurrent_builds_build_once(tmp_path):
         binaries = list(pool.map(lambda _: build.build("race", [source / "kmeans.cpp", source / "harness.hpp"], flags), range(3)))
     assert sum(b.built_now for b in binaries) == 1
     assert len({b.path for b in binaries}) == 1 and os.access(binaries[0].path, os.X_OK)
+
+
+@needs_compiler
+def test_float32_on_request(monkeypatch):
+    monkeypatch.setenv("KMBENCH_CPP_PRECISION", "float32")
+    record = _cell(CppPlain(), blobs(2000, seed=5))
+    assert record["status"] == "ok", record.get("detail")
+    assert record["validation"]["dtype"] == "float32" and record["build"]["precision"] == "float32"
