@@ -94,7 +94,7 @@ class CudaLloyd(Implementation):
         if self.use_graph:
             with host_region(phases, "capture"):
                 self._graph = self._capture(problem)
-        self._info = {"block_size": self.block_size, "blocks": self._blocks,
+        self._info = {"block_size": self.block_size, "blocks": self._blocks, "defines": list(self.defines),
                       "launch": "cuda graph" if self.use_graph else "stream",
                       "compile_s": phases["compile"], "upload_s": phases["upload"],
                       "capture_s": phases.get("capture"), "cupy": cupy.__version__}
@@ -204,7 +204,13 @@ class CudaV3(CudaLloyd):
     kernels = ("fine_reduce", "coarse_reduce")
     coarse_threads = 1024  # COARSE_THREADS in v3_reduce.cu
     points_per_thread = 8  # NOTES.md: 8 points per thread cut blocks (and partials) 8x
-    defines = (f"-DPOINTS_PER_THREAD={points_per_thread}",)
+
+    def __init__(self, block_size: int | None = None, source_dir: Path | None = None,
+                 points_per_thread: int | None = None):
+        super().__init__(block_size, source_dir)
+        if points_per_thread:
+            self.points_per_thread = int(points_per_thread)
+        self.defines = (f"-DPOINTS_PER_THREAD={self.points_per_thread}",)
 
     def grid_blocks(self, n: int) -> int:
         per_block = self.block_size * self.points_per_thread

@@ -32,8 +32,10 @@ extern "C" __global__ void fine_reduce(const float* __restrict__ x, const float*
   stage_means(shared_x, shared_y, means_x, means_y, k);
 
   // Point p of this thread: consecutive threads read consecutive points (coalesced).
+  // All loads are issued first; then clusters run in the outer loop so each staged mean is
+  // read from shared memory once per thread, not once per point (NOTES.md, change 3).
   const long long first = (long long)blockIdx.x * blockDim.x * POINTS_PER_THREAD + threadIdx.x;
-  float px[POINTS_PER_THREAD], py[POINTS_PER_THREAD];
+  float px[POINTS_PER_THREAD], py[POINTS_PER_THREAD], best[POINTS_PER_THREAD];
   int label[POINTS_PER_THREAD];
 #pragma unroll
   for (int p = 0; p < POINTS_PER_THREAD; ++p) {
@@ -41,8 +43,26 @@ extern "C" __global__ void fine_reduce(const float* __restrict__ x, const float*
     const bool active = index < n;  // inactive threads stay for the barriers below
     px[p] = active ? x[index] : 0.0f;
     py[p] = active ? y[index] : 0.0f;
-    label[p] = active ? nearest_centroid(px[p], py[p], shared_x, shared_y, k) : -1;
+    best[p] = KMBENCH_FLT_MAX;
+    label[p] = 0;
   }
+  for (int c = 0; c < k; ++c) {
+    const float mx = shared_x[c];
+    const float my = shared_y[c];
+#pragma unroll
+    for (int p = 0; p < POINTS_PER_THREAD; ++p) {
+      const float dx = px[p] - mx;
+      const float dy = py[p] - my;
+      const float distance = dx * dx + dy * dy;
+      if (distance < best[p]) {  // strict: ties go to the lower index, as in the oracle
+        best[p] = distance;
+        label[p] = c;
+      }
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < POINTS_PER_THREAD; ++p)
+    if (first + (long long)p * blockDim.x >= n) label[p] = -1;
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
