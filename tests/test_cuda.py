@@ -140,3 +140,11 @@ def test_timing_uses_events_and_keeps_phases_apart():
     assert record["build"]["launch"] == "cuda graph" and record["build"]["capture_s"] > 0
     assert record["times"]["iterate"]["count"] == 3
     assert record["times"]["iterate"]["mean"] <= record["times"]["wall"]["mean"]
+
+
+def test_v3_points_per_thread_follow_the_block_size():
+    assert CudaV3().block_size == 128 and CudaV3().points_per_thread == 16
+    assert CudaV3(block_size=1024).points_per_thread == 8
+    assert "-DFINE_MAX_THREADS=512" in CudaV3(block_size=512).defines
+    with pytest.raises(ImplementationError, match="at most 512 threads"):
+        CudaV3(block_size=1024, points_per_thread=16).check(_problem())

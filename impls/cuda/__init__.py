@@ -51,8 +51,10 @@ class CudaLloyd(Implementation):
     dtype = "float32"
     defines: tuple[str, ...] = ()  # extra -D options for this version's source
 
+    default_block = DEFAULT_BLOCK
+
     def __init__(self, block_size: int | None = None, source_dir: Path | None = None):
-        self.block_size = int(block_size or os.environ.get("KMBENCH_CUDA_BLOCK", DEFAULT_BLOCK))
+        self.block_size = int(block_size or os.environ.get("KMBENCH_CUDA_BLOCK", self.default_block))
         self.source_dir = Path(source_dir) if source_dir else HERE
         self.use_graph = os.environ.get("KMBENCH_CUDA_GRAPH", "1") != "0"
         self._module = None
@@ -203,14 +205,24 @@ class CudaV3(CudaLloyd):
     source_file = "v3_reduce.cu"
     kernels = ("fine_reduce", "coarse_reduce")
     coarse_threads = 1024  # COARSE_THREADS in v3_reduce.cu
-    points_per_thread = 8  # NOTES.md: 8 points per thread cut blocks (and partials) 8x
+    default_block = 128  # NOTES.md, change 3: the sweep's best at n = 1e7 for k = 5 and 100
 
     def __init__(self, block_size: int | None = None, source_dir: Path | None = None,
                  points_per_thread: int | None = None):
         super().__init__(block_size, source_dir)
-        if points_per_thread:
-            self.points_per_thread = int(points_per_thread)
-        self.defines = (f"-DPOINTS_PER_THREAD={self.points_per_thread}",)
+        # 16 points per thread measured fastest; their 104 registers fit blocks of up to
+        # 512 threads, so a 1024-thread block takes 8 points (64 registers, no spills).
+        self.points_per_thread = int(points_per_thread or (16 if self.block_size <= 512 else 8))
+        self.max_threads = 1024 if self.points_per_thread <= 8 else 512
+        self.defines = (f"-DPOINTS_PER_THREAD={self.points_per_thread}",
+                        f"-DFINE_MAX_THREADS={self.max_threads}")
+
+    def check(self, problem: Problem) -> None:
+        super().check(problem)
+        if self.block_size > self.max_threads:
+            raise ImplementationError(
+                f"{self.name} with {self.points_per_thread} points per thread takes blocks of at most "
+                f"{self.max_threads} threads; got {self.block_size}")
 
     def grid_blocks(self, n: int) -> int:
         per_block = self.block_size * self.points_per_thread

@@ -17,8 +17,13 @@
 #ifndef POINTS_PER_THREAD
 #define POINTS_PER_THREAD 8
 #endif
+// The largest block this build is launched with; the register budget follows from it
+// (64 per thread at 1024 threads). The adapter keeps it consistent with the points.
+#ifndef FINE_MAX_THREADS
+#define FINE_MAX_THREADS 1024
+#endif
 
-extern "C" __global__ void fine_reduce(const float* __restrict__ x, const float* __restrict__ y, int n,
+extern "C" __global__ void __launch_bounds__(FINE_MAX_THREADS) fine_reduce(const float* __restrict__ x, const float* __restrict__ y, int n,
                                        const float* __restrict__ means_x,
                                        const float* __restrict__ means_y, int k,
                                        float* __restrict__ partial_x, float* __restrict__ partial_y,
