@@ -35,14 +35,18 @@ def _ram_bytes() -> int | None:
 
 
 def _git_commit() -> str | None:
+    """The checkout's commit (with -dirty for uncommitted changes), or None outside git."""
     root = Path(__file__).resolve().parent.parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, timeout=5).stdout.strip()
+        head = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=5)
+        if head.returncode != 0:
+            return None  # a copy without .git (as on the device machine) has no commit to name
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
+    commit = head.stdout.strip()
     return f"{commit}{'-dirty' if dirty else ''}" if commit else None
 
 
