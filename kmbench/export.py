@@ -84,6 +84,12 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
           _ratio(row["speedup_vs_sklearn"]), _ratio(row["speedup_per_iter_vs_sklearn"])]
          for _, row in group.iterrows()],
     ))
+    if group["bandwidth_fraction"].notna().any():
+        out += ["", "GPU rows: the declared bytes per iteration (each point read once) over the "
+                "time per iteration, as a fraction of the GPU's measured copy bandwidth:", ""]
+        out.append(_table(["Implementation", "n", "of copy bandwidth"],
+                          [[row["label"], f"{row['n']:,}", f"{row['bandwidth_fraction']:.1%}"]
+                           for _, row in group.dropna(subset=["bandwidth_fraction"]).iterrows()]))
     notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
     notes += [f"- {row['label']} (n={row['n']:,}): {row['warnings']}"

@@ -90,5 +90,11 @@ class Implementation:
         """Compiler, flags, library versions: recorded with every result."""
         return {}
 
+    def bytes_per_iteration(self, problem: Problem) -> int | None:
+        """The fewest bytes one iteration must move through device memory (each input read
+        once), declared by GPU implementations so a record can say what fraction of the
+        machine's measured bandwidth it reached. None: not declared."""
+        return None
+
     def release(self) -> None:
         """Free what `prepare` holds (device memory, say) before the next problem."""

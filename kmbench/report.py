@@ -8,9 +8,9 @@ import pandas as pd
 from kmbench import published
 
 BASELINE = "sklearn"
-# Lower is better for every time column; higher for speedups and rates (used for ratios).
-POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "speedup_vs_sklearn": "higher",
-            "speedup_per_iter_vs_sklearn": "higher", "dist_evals_per_s": "higher"}
+# Which way is better, per metric: every ratio against the baseline is taken through it.
+POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "dist_evals_per_s": "higher",
+            "bandwidth_fraction": "higher"}
 NOISE_FRACTION = 0.03  # measured means closer than this (or two std devs) are a tie
 CELL_KEY = ["impl", "dataset", "k", "iterations", "init", "seed"]
 
@@ -29,6 +29,13 @@ def _machine(record: dict) -> str:
     gpu = env.get("gpu") or {}
     cpu = f"{env.get('cpu', '?')} ({env.get('cores', '?')} cores)"
     return f"{cpu} + {gpu['name']}" if gpu.get("name") else cpu
+
+
+def _bandwidth_fraction(record: dict) -> float | None:
+    """Achieved bytes per second over the GPU's measured copy rate, where both exist."""
+    achieved = record.get("achieved_bandwidth_Bps")
+    ceiling = ((record.get("env") or {}).get("gpu") or {}).get("copy_bandwidth_Bps")
+    return achieved / ceiling if achieved and ceiling else None
 
 
 def _row(record: dict) -> dict:
@@ -59,6 +66,7 @@ def _row(record: dict) -> dict:
         "cv": iterate.get("cv"),
         "per_iter_s": record.get("per_iteration_s"),
         "dist_evals_per_s": record.get("distance_evals_per_s"),
+        "bandwidth_fraction": _bandwidth_fraction(record),
         "setup_s": times.get("setup"),
         "first_run_s": times.get("first_run"),
         "wall_mean_s": (times.get("wall") or {}).get("mean"),
@@ -71,12 +79,14 @@ def _row(record: dict) -> dict:
 
 
 def _speedups(cells: pd.DataFrame, column: str) -> pd.Series:
-    """Baseline's `column` over each cell's, for the same dataset group and n."""
+    """How many times better than the baseline each cell is on `column` (same dataset group
+    and n), the direction taken from POLARITY: above 1 always means better."""
     base = cells[(cells["impl"] == BASELINE) & (cells["status"] == "ok")]
     base = base.set_index(["group", "n"])[column]
     keys = list(zip(cells["group"], cells["n"]))
     baseline = pd.Series([base.get(key) for key in keys], index=cells.index, dtype=float)
-    return baseline / cells[column].astype(float)
+    value = cells[column].astype(float)
+    return baseline / value if POLARITY[column] == "lower" else value / baseline
 
 
 def _published_columns(cells: pd.DataFrame, records: list[dict]) -> pd.DataFrame:

@@ -210,9 +210,12 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
             "iterate_values": cell.iterate,
         },
         per_iteration_s=iterate.mean / max(1, iterations),
+        bytes_per_iteration=impl.bytes_per_iteration(problem),
         distance_evals_per_s=problem.k * problem.n * iterations / iterate.mean if iterate.mean else None,
         notes=last.notes,
     )
+    if record["bytes_per_iteration"]:
+        record["achieved_bandwidth_Bps"] = record["bytes_per_iteration"] / record["per_iteration_s"]
     warning = spread_warning(iterate)
     if warning:
         record["warnings"].append(warning)

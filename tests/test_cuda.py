@@ -102,6 +102,14 @@ def test_empty_cluster_keeps_its_centroid(version):
 
 
 @pytest.mark.gpu
+def test_environment_measures_the_copy_bandwidth():
+    from kmbench import environment
+
+    info = environment.gpu()
+    assert info["name"] and info["copy_bandwidth_Bps"] > 1e11  # any data-centre GPU copies > 100 GB/s
+
+
+@pytest.mark.gpu
 def test_many_blocks_reduce_completely():
     """More blocks than one coarse block has threads, so the coarse loop must stride."""
     data = np.asarray(blobs(1_000_000, 2, 5, seed=2).data)
@@ -138,6 +146,7 @@ def test_timing_uses_events_and_keeps_phases_apart():
     assert record["status"] == "ok"
     assert record["build"]["compile_s"] > 0 and record["build"]["upload_s"] > 0
     assert record["build"]["launch"] == "cuda graph" and record["build"]["capture_s"] > 0
+    assert record["bytes_per_iteration"] == 100_000 * 8 and record["achieved_bandwidth_Bps"] > 0
     assert record["times"]["iterate"]["count"] == 3
     assert record["times"]["iterate"]["mean"] <= record["times"]["wall"]["mean"]
 

@@ -62,3 +62,17 @@ def test_differences_within_noise_are_not_reversals():
     assert report.ordering_changes(cells) == []
     cells.loc[1, "mean_s"] = 4.0
     assert len(report.ordering_changes(cells)) == 1
+
+
+def test_ratios_follow_polarity_and_bandwidth_needs_both_figures():
+    import pandas as pd
+
+    cells = pd.DataFrame([
+        {"group": "g", "n": 10, "impl": "sklearn", "status": "ok", "mean_s": 2.0, "dist_evals_per_s": 100.0},
+        {"group": "g", "n": 10, "impl": "fast", "status": "ok", "mean_s": 0.5, "dist_evals_per_s": 400.0},
+    ])
+    assert list(report._speedups(cells, "mean_s")) == [1.0, 4.0]  # lower is better
+    assert list(report._speedups(cells, "dist_evals_per_s")) == [1.0, 4.0]  # higher is better
+    gpu = {"env": {"gpu": {"copy_bandwidth_Bps": 4e12}}, "achieved_bandwidth_Bps": 1e12}
+    assert report._bandwidth_fraction(gpu) == 0.25
+    assert report._bandwidth_fraction({"achieved_bandwidth_Bps": 1e12}) is None

@@ -39,6 +39,14 @@ extern "C" __global__ void update_means(float* __restrict__ means_x, float* __re
   counts[cluster] = 0;
 }
 
+// v1 and v2's update: the point joins its cluster's sums and count with atomics.
+__device__ __forceinline__ void add_to_cluster(int cluster, float px, float py, float* sums_x,
+                                               float* sums_y, int* counts) {
+  atomicAdd(&sums_x[cluster], px);
+  atomicAdd(&sums_y[cluster], py);
+  atomicAdd(&counts[cluster], 1);
+}
+
 // Copy the k means into shared memory with a block-strided loop, so any k works whatever
 // the block size (the published code let only the first blockDim.x threads load).
 // Every thread of the block must call this: it ends with a barrier.

@@ -17,7 +17,5 @@ extern "C" __global__ void assign_shared(const float* __restrict__ x, const floa
   const float px = x[index];
   const float py = y[index];
   const int cluster = nearest_centroid(px, py, shared_x, shared_y, k);
-  atomicAdd(&sums_x[cluster], px);
-  atomicAdd(&sums_y[cluster], py);
-  atomicAdd(&counts[cluster], 1);
+  add_to_cluster(cluster, px, py, sums_x, sums_y, counts);
 }
