@@ -6,6 +6,7 @@ import functools
 from pathlib import Path
 from typing import Optional
 
+import pandas as pd
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -101,9 +102,9 @@ def list_impls():
     for column in ("name", "row label", "available", "description / reason", "source"):
         table.add_column(column)
     for impl in registry.discover().values():
-        usable, why = impl.available()
-        table.add_row(impl.name, impl.label, "[green]yes[/]" if usable else "[yellow]no[/]",
-                      escape(impl.description if usable else why), escape(impl.source))
+        ready, why = runner.usable(impl)
+        table.add_row(impl.name, impl.label, "[green]yes[/]" if ready else "[yellow]no[/]",
+                      escape(impl.description if ready else why), escape(impl.source))
     console.print(table)
 
 
@@ -136,9 +137,9 @@ def _summary(records: list[dict]) -> Table:
         speedup = row["speedup_vs_sklearn"]
         table.add_row(
             row["impl"], f"{row['n']:,}", f"[{style}]{row['status']}[/]", export.iterations_text(row),
-            format_seconds(row["mean_s"]) if row["mean_s"] == row["mean_s"] else "-",
-            format_seconds(row["per_iter_s"]) if row["per_iter_s"] == row["per_iter_s"] else "-",
-            f"{speedup:.2f}x" if speedup == speedup and speedup is not None else "-",
+            format_seconds(row["mean_s"]) if pd.notna(row["mean_s"]) else "-",
+            format_seconds(row["per_iter_s"]) if pd.notna(row["per_iter_s"]) else "-",
+            f"{speedup:.2f}x" if pd.notna(speedup) else "-",
         )
     return table
 

@@ -150,6 +150,14 @@ def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Impleme
     return validate.worst(verdicts), dtype
 
 
+def usable(impl: Implementation) -> tuple[bool, str]:
+    """`available()`, with a check that itself fails counted as a reason, not a crash."""
+    try:
+        return impl.available()
+    except Exception as exc:
+        return False, f"availability check failed: {exc}"
+
+
 def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | None,
              dataset: Dataset, settings: Settings, run_id: str) -> dict:
     """Measure and validate one implementation on one problem; never raises."""
@@ -163,11 +171,8 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         "params": asdict(settings),
         "warnings": [],
     }
-    try:
-        usable, why = impl.available()
-    except Exception as exc:
-        usable, why = False, f"availability check failed: {exc}"
-    if not usable:
+    ready, why = usable(impl)
+    if not ready:
         record.update(status=validate.SKIPPED, detail=why)
         return record
     cell = _Cell()
@@ -238,7 +243,7 @@ def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings
         for impl in impls:
             if reporter:
                 reporter.start(impl, dataset)
-            if oracle is None and impl.available()[0]:
+            if oracle is None and usable(impl)[0]:
                 if reporter:
                     reporter.note(f"float64 reference on {dataset.name}")
                 oracle = validate.Oracle.compute(problem.data, problem.initial_centroids,

@@ -120,3 +120,16 @@ def test_bad_settings(settings, message):
 def test_k_larger_than_n():
     with pytest.raises(UsageError, match="larger than the number of points"):
         runner.initial_centroids(np.zeros((3, 2)), 4, "random", 0)
+
+
+class AvailabilityRaises(Implementation):
+    name = "raises-on-check"
+
+    def available(self):
+        raise OSError("driver library missing")
+
+
+def test_an_availability_check_that_raises_is_a_skip(tmp_path):
+    settings = runner.Settings(k=5, iterations=2, warmup=0, repeats=1)
+    (record,) = runner.run([AvailabilityRaises()], [_dataset()], settings, store=tmp_path / "r.jsonl")
+    assert record["status"] == "skipped" and "driver library missing" in record["detail"]
