@@ -90,6 +90,10 @@ class Implementation:
         """Compiler, flags, library versions: recorded with every result."""
         return {}
 
+    def setup_phases(self) -> dict[str, float]:
+        """Seconds of each part of the last `prepare` (compile, build, upload, ...)."""
+        return {}
+
     def bytes_per_iteration(self, problem: Problem) -> int | None:
         """The fewest bytes one iteration must move through device memory (each input read
         once), declared by GPU implementations so a record can say what fraction of the

@@ -210,6 +210,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
             "iterate": iterate.as_dict(),
             "wall": summarize(cell.wall).as_dict(),
             "setup": cell.setup,
+            "setup_phases": impl.setup_phases(),
             "first_run": cell.first_run,
             "phases": _phase_stats(cell.counted),
             "iterate_values": cell.iterate,

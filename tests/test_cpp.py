@@ -46,6 +46,7 @@ def test_builds_runs_and_agrees_with_reference(impl_class, d):
     assert record["build"]["flags"][:2] == ["-O3", "-std=c++17"]
     assert record["build"]["compiler_version"]
     assert "process_overhead" in record["times"]["phases"]
+    assert "build" in record["times"]["setup_phases"]
 
 
 @needs_compiler
@@ -188,3 +189,14 @@ def test_float32_on_request(monkeypatch):
     record = _cell(CppPlain(), blobs(2000, seed=5))
     assert record["status"] == "ok", record.get("detail")
     assert record["validation"]["dtype"] == "float32" and record["build"]["precision"] == "float32"
+
+
+def test_eigen_include_overrides_the_wheel(monkeypatch, tmp_path):
+    from impls.cpp import eigen_include
+
+    found, _ = eigen_include()
+    monkeypatch.setenv("EIGEN_INCLUDE", str(tmp_path))
+    assert CppEigen().available() == (False, f"EIGEN_INCLUDE={tmp_path} has no Eigen/Dense")
+    if found is not None:
+        monkeypatch.setenv("EIGEN_INCLUDE", str(found))
+        assert eigen_include() == (found, "")

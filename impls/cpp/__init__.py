@@ -142,6 +142,9 @@ class NativeLloyd(Implementation):
             self._workdir.cleanup()
             self._workdir = None
 
+    def setup_phases(self) -> dict[str, float]:
+        return {"build": self._binary.build_seconds} if self._binary is not None else {}
+
     def build_info(self) -> dict:
         info = {"precision": self.dtype}
         if self._binary is not None:

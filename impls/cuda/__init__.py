@@ -96,10 +96,9 @@ class CudaLloyd(Implementation):
         if self.use_graph:
             with host_region(phases, "capture"):
                 self._graph = self._capture(problem)
+        self._setup_phases = phases
         self._info = {"block_size": self.block_size, "blocks": self._blocks, "defines": list(self.defines),
-                      "launch": "cuda graph" if self.use_graph else "stream",
-                      "compile_s": phases["compile"], "upload_s": phases["upload"],
-                      "capture_s": phases.get("capture"), "cupy": cupy.__version__}
+                      "launch": "cuda graph" if self.use_graph else "stream", "cupy": cupy.__version__}
 
     def grid_blocks(self, n: int) -> int:
         return (n + self.block_size - 1) // self.block_size
@@ -164,6 +163,9 @@ class CudaLloyd(Implementation):
 
     def build_info(self) -> dict:
         return dict(self._info)
+
+    def setup_phases(self) -> dict[str, float]:
+        return dict(getattr(self, "_setup_phases", {}))
 
     def bytes_per_iteration(self, problem: Problem) -> int:
         return problem.n * 2 * 4  # x and y, float32, each read once; means and sums are tiny
