@@ -164,7 +164,6 @@ def _datasets_for(n_text, dataset, d, centers, dtype, data_dir, label_column):
 
 def _run(impl_names, data, settings, store):
     impls = registry.select(impl_names)
-    runner.check_settings(settings)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
                   console=console, transient=True) as progress:

@@ -108,12 +108,12 @@ def cells_frame(records: list[dict]) -> pd.DataFrame:
     """One row per cell; the latest record wins where a cell was measured more than once."""
     if not records:
         return pd.DataFrame()
-    latest: dict[tuple, dict] = {}
+    latest: dict[tuple, tuple[dict, dict]] = {}
     for record in records:
         row = _row(record)
-        latest[tuple(row[key] for key in CELL_KEY)] = record
-    chosen = list(latest.values())
-    cells = pd.DataFrame([_row(record) for record in chosen])
+        latest[tuple(row[key] for key in CELL_KEY)] = (record, row)
+    chosen = [record for record, _ in latest.values()]
+    cells = pd.DataFrame([row for _, row in latest.values()])
     cells["speedup_vs_sklearn"] = _speedups(cells, "mean_s")
     # scikit-learn stops at convergence; per iteration compares the same unit of work.
     cells["speedup_per_iter_vs_sklearn"] = _speedups(cells, "per_iter_s")

@@ -17,8 +17,8 @@ drifts for hundreds of iterations and near-ties flip, so two correct float32 pro
 end 1e-3 apart (measured: 100 centroids on 5 blobs, n=1e5). The oracle therefore
 measures the problem's sensitivity: a second run of the same code in float32 (float32
 distances, running sums in point order and stored centroids), which is what an honest
-float32 program computes. A float32 result may differ by up to max(1e-3, SENSITIVITY_FACTOR x that
-run's divergence); the inertia tolerance never loosens.
+float32 program computes. A float32 result may differ by up to
+max(1e-3, SENSITIVITY_FACTOR x that run's divergence); the inertia tolerance never loosens.
 """
 
 from __future__ import annotations
@@ -53,8 +53,9 @@ class Oracle:
         device_data = xp.asarray(data)
         centroids, _ = reference.lloyd(device_data, initial_centroids, iterations, xp)
         total = reference.inertia(device_data, centroids, xp)
-        mean = xp.asarray(data, dtype=xp.float64).mean(axis=0)
-        spread = float(xp.sqrt(((xp.asarray(data, dtype=xp.float64) - mean) ** 2).sum(axis=1).mean()))
+        as_float64 = xp.asarray(data, dtype=xp.float64)
+        spread = float(xp.sqrt(((as_float64 - as_float64.mean(axis=0)) ** 2).sum(axis=1).mean()))
+        del as_float64
         oracle = cls(reference.to_numpy(centroids), total, spread)
         drifted, _ = reference.lloyd(device_data, initial_centroids, iterations, xp, dtype=xp.float32)
         oracle.sensitivity = centroid_error(reference.to_numpy(drifted), oracle)

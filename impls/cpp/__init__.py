@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -103,8 +104,6 @@ class NativeLloyd(Implementation):
         return command + (["--float32"] if self.single else [])
 
     def run(self, problem: Problem) -> Result:
-        import time
-
         start = time.perf_counter()
         try:
             done = subprocess.run(self.command(problem), capture_output=True, text=True,

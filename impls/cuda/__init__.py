@@ -116,14 +116,11 @@ class CudaLloyd(Implementation):
         return graph
 
     def _allocate(self, problem: Problem) -> None:
+        """The means; versions add the buffers their kernels need."""
         import cupy
 
-        k = problem.k
-        self._means_x = cupy.empty(k, dtype=cupy.float32)
-        self._means_y = cupy.empty(k, dtype=cupy.float32)
-        self._sums_x = cupy.zeros(k, dtype=cupy.float32)
-        self._sums_y = cupy.zeros(k, dtype=cupy.float32)
-        self._counts = cupy.zeros(k, dtype=cupy.int32)
+        self._means_x = cupy.empty(problem.k, dtype=cupy.float32)
+        self._means_y = cupy.empty(problem.k, dtype=cupy.float32)
 
     def iterate(self, n: int, k: int) -> None:
         """Queue one Lloyd iteration's kernels."""
@@ -152,9 +149,7 @@ class CudaLloyd(Implementation):
         return Result(centroids=centroids.astype(np.float64), iterations=problem.iterations, phases=phases)
 
     def _reset(self) -> None:
-        self._sums_x.fill(0)
-        self._sums_y.fill(0)
-        self._counts.fill(0)
+        """Clear what a run must start from zero (before the timed region)."""
 
     def release(self) -> None:
         for name in ("_graph", "_x", "_y", "_means_x", "_means_y", "_sums_x", "_sums_y", "_counts",
@@ -180,6 +175,21 @@ class CudaV1(CudaLloyd):
     kernels = ("assign_atomic", "update_means")
     assign_kernel = "assign_atomic"
     shared_means = False
+
+    def _allocate(self, problem: Problem) -> None:
+        import cupy
+
+        super()._allocate(problem)
+        self._sums_x = cupy.zeros(problem.k, dtype=cupy.float32)
+        self._sums_y = cupy.zeros(problem.k, dtype=cupy.float32)
+        self._counts = cupy.zeros(problem.k, dtype=cupy.int32)
+
+    def _reset(self) -> None:
+        """update_means clears the accumulators after each iteration; this clears them
+        before the first."""
+        self._sums_x.fill(0)
+        self._sums_y.fill(0)
+        self._counts.fill(0)
 
     def iterate(self, n, k):
         shared = 2 * int(k) * 4 if self.shared_means else 0
@@ -242,10 +252,8 @@ class CudaV3(CudaLloyd):
         self._partial_y = cupy.empty(problem.k * blocks, dtype=cupy.float32)
         self._partial_count = cupy.empty(problem.k * blocks, dtype=cupy.int32)
 
-    def _reset(self) -> None:
-        """Nothing to clear: every iteration overwrites every partial."""
-
     def iterate(self, n, k):
+        # Nothing to clear between runs: every iteration overwrites every partial.
         self._functions["fine_reduce"](
             (self._blocks,), (self.block_size,),
             (self._x, self._y, n, self._means_x, self._means_y, k,
