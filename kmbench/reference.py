@@ -38,39 +38,50 @@ def nearest(data, centroids, xp=np, dtype=None):
 
 def update(data, labels, centroids, xp=np, dtype=None):
     """New centroids: means of the assigned points; an empty cluster keeps its centroid.
-    Sums are float64 (bincount) unless `dtype` asks for float32 running sums in point
-    order (`add.at`), the accumulation a plain loop or atomicAdd performs."""
+
+    Sums are float64 (bincount) unless `dtype` asks for float32: then each point's offset
+    from its old centroid is summed in float32 in point order (`add.at`), and the mean offset
+    is added back. That is what a careful float32 program does; summing raw coordinates far
+    from the origin in float32 would lose the answer, and the validator must not take such a
+    program's drift as the problem's own sensitivity."""
     k, d = centroids.shape
     counts = xp.bincount(labels, minlength=k).astype(xp.float64)
+    filled = counts > 0
+    new = xp.array(centroids, dtype=xp.float64, copy=True)
     if dtype is None or dtype == xp.float64:
         sums = xp.empty((k, d), dtype=xp.float64)
         for dim in range(d):
             sums[:, dim] = xp.bincount(labels, weights=xp.asarray(data[:, dim], dtype=xp.float64),
                                        minlength=k)
-    else:
-        sums = xp.zeros((k, d), dtype=dtype)
-        xp.add.at(sums, labels, xp.asarray(data, dtype=dtype))
-        sums = sums.astype(xp.float64)
-    filled = counts > 0
-    new = xp.array(centroids, dtype=xp.float64, copy=True)
-    new[filled] = sums[filled] / counts[filled, None]
+        new[filled] = sums[filled] / counts[filled, None]
+        return new
+    old = xp.asarray(centroids, dtype=dtype)
+    shifted = xp.zeros((k, d), dtype=dtype)
+    step = _chunk_rows(d)
+    for start in range(0, data.shape[0], step):
+        rows = labels[start : start + step]
+        xp.add.at(shifted, rows, xp.asarray(data[start : start + step], dtype=dtype) - old[rows])
+    mean_offset = shifted[filled] / xp.asarray(counts[filled, None], dtype=dtype)
+    new[filled] = (old[filled] + mean_offset).astype(xp.float64)
     return new
 
 
-def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None):
+def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None, progress=None):
     """Run exactly `iterations` Lloyd iterations; return (centroids, labels).
 
-    In float64 by default. `dtype=float32` computes distances, running sums and stored
-    centroids in float32, as a plain float32 program does: the validator uses it to
-    measure how much a problem amplifies float32 rounding."""
+    In float64 by default. `dtype=float32` computes distances, sums and stored centroids in
+    float32, as a careful float32 program does: the validator uses it to measure how much a
+    problem amplifies float32 rounding. `progress(done, total)` is called after each iteration."""
     data = xp.asarray(data)
     centroids = xp.asarray(initial_centroids, dtype=xp.float64)
     labels = None
-    for _ in range(iterations):
+    for done in range(1, iterations + 1):
         labels, _ = nearest(data, centroids, xp, dtype)
         centroids = update(data, labels, centroids, xp, dtype)
         if dtype is not None:
             centroids = centroids.astype(dtype).astype(xp.float64)
+        if progress is not None:
+            progress(done, iterations)
     return centroids, labels
 
 
@@ -78,6 +89,68 @@ def inertia(data, centroids, xp=np) -> float:
     """Sum of squared distances from each point to its nearest centroid (float64)."""
     _, best = nearest(xp.asarray(data), centroids, xp)
     return float(best.sum())
+
+
+def tie_shift(data, centroids, xp=np) -> tuple[np.ndarray, int]:
+    """How far float32 rounding alone can move each cluster's mean in one assignment from
+    `centroids`: a bound per cluster, and the number of points it comes from.
+
+    A point is a float32 tie when its two nearest centroids' squared distances differ by less
+    than the rounding of computing them directly in float32: a centroid stored in float32 is
+    off by up to eps/2 per coordinate, which moves |x - c|^2 by up to eps*|x - c|*|c|, and
+    the arithmetic adds about eps*|x - c|^2 (eps = 2^-23). Such a point may go either way in
+    a correct float32 program; if it leaves cluster a for b, a's mean moves by up to
+    |x - c_a| / n_a and b's by |x - c_b| / (n_b + 1). The bound adds these up over every tie."""
+    k = centroids.shape[0]
+    shift = np.zeros(k)
+    if k < 2:
+        return shift, 0
+    eps = float(np.finfo(np.float32).eps)
+    c = xp.asarray(centroids, dtype=xp.float64)
+    c_norm = xp.sqrt((c * c).sum(axis=1))
+    counts = xp.zeros(k, dtype=xp.float64)
+    ties = []
+    step = _chunk_rows(k)
+    for start in range(0, data.shape[0], step):
+        x = xp.asarray(data[start : start + step], dtype=xp.float64)
+        distances = xp.zeros((x.shape[0], k), dtype=xp.float64)
+        for dim in range(x.shape[1]):
+            distances += (x[:, dim : dim + 1] - c[None, :, dim]) ** 2
+        rows = xp.arange(x.shape[0])
+        first = xp.argmin(distances, axis=1)
+        d1 = distances[rows, first]
+        counts += xp.bincount(first, minlength=k)
+        distances[rows, first] = xp.inf
+        second = xp.argmin(distances, axis=1)
+        d2 = distances[rows, second]
+        scale = xp.maximum(xp.sqrt((x * x).sum(axis=1)), xp.maximum(c_norm[first], c_norm[second]))
+        band = eps * ((xp.sqrt(d1) + xp.sqrt(d2)) * scale + 2 * (d1 + d2))
+        near = (d2 - d1) <= band
+        if bool(near.any()):
+            ties.append(tuple(to_numpy(a[near]) for a in (first, second, d1, d2)))
+    counts = to_numpy(counts)
+    found = 0
+    for first, second, d1, d2 in ties:
+        np.add.at(shift, first, np.sqrt(d1) / np.maximum(counts[first], 1))
+        np.add.at(shift, second, np.sqrt(d2) / (counts[second] + 1))
+        found += len(first)
+    return shift, found
+
+
+def spread(data, xp=np) -> float:
+    """RMS distance of the points from their mean, in float64, chunked: the data's own
+    length scale, unchanged when the data move."""
+    n, d = data.shape
+    mean = xp.zeros(d, dtype=xp.float64)
+    step = _chunk_rows(d)
+    for start in range(0, n, step):
+        mean += xp.asarray(data[start : start + step], dtype=xp.float64).sum(axis=0)
+    mean /= n
+    total = 0.0
+    for start in range(0, n, step):
+        chunk = xp.asarray(data[start : start + step], dtype=xp.float64) - mean
+        total += float((chunk * chunk).sum())
+    return float(np.sqrt(total / n))
 
 
 def array_module(n: int, k: int, iterations: int):

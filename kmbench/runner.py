@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from kmbench import environment, results, validate
+from kmbench import environment, oracles, results, validate
 from kmbench.datasets import Dataset
 from kmbench.errors import UsageError
 from kmbench.protocol import Implementation, Problem, Result
@@ -143,10 +143,10 @@ def _measure(impl: Implementation, problem: Problem, settings: Settings, cell: _
 
 
 def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Implementation):
+    """Every counted repeat is judged on both measures (the oracle remembers the inertia of
+    centroids it has seen, so identical repeats cost one pass); the cell shows the worst."""
     dtype = impl.dtype or str(problem.dtype)
-    verdicts = [validate.judge(run.centroids, oracle, problem.data, dtype, check_inertia=False)
-                for run in cell.counted[:-1]]
-    verdicts.append(validate.judge(cell.counted[-1].centroids, oracle, problem.data, dtype))
+    verdicts = [validate.judge(run.centroids, oracle, problem.data, dtype) for run in cell.counted]
     return validate.worst(verdicts), dtype
 
 
@@ -202,7 +202,8 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         status=verdict.status,
         detail=verdict.detail,
         validation={**verdict.as_dict(), "tolerances": oracle.tolerances(dtype), "dtype": dtype,
-                    "sensitivity": oracle.sensitivity},
+                    "sensitivity": oracle.sensitivity, "representation": oracle.representation,
+                    "reference_inertia": oracle.inertia},
         iterations_executed=iterations,
         repeats_done=len(cell.iterate),
         stopped_by_budget=cell.stopped_by_budget,
@@ -232,8 +233,9 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
 
 
 def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings,
-        store=None, reporter=None) -> list[dict]:
-    """Every implementation on every dataset; each record is stored as soon as it exists."""
+        store=None, reporter=None, data_dir=None) -> list[dict]:
+    """Every implementation on every dataset; each record is stored as soon as it exists.
+    The oracle comes from the cache under `data_dir` where an earlier run left it."""
     check_settings(settings)
     run_id = uuid.uuid4().hex[:12]
     env = environment.capture()
@@ -245,10 +247,10 @@ def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings
             if reporter:
                 reporter.start(impl, dataset)
             if oracle is None and usable(impl)[0]:
-                if reporter:
-                    reporter.note(f"float64 reference on {dataset.name}")
-                oracle = validate.Oracle.compute(problem.data, problem.initial_centroids,
-                                                 problem.iterations)
+                note = (lambda text, name=dataset.name: reporter.note(f"{text} on {name}")) if reporter else None
+                if note:
+                    note("float64 reference")
+                oracle, _ = oracles.get(dataset, problem, data_dir, progress=note)
             record = run_cell(impl, problem, oracle, dataset, settings, run_id)
             record["env"] = env
             results.append(record, store)

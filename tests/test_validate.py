@@ -100,3 +100,109 @@ def test_tolerance_widens_only_for_problems_that_amplify_float32_rounding():
     assert tol_c == max(validate.TOLERANCES["float32"][0], validate.SENSITIVITY_FACTOR * oracle.sensitivity)
     assert tol_i == validate.TOLERANCES["float32"][1]  # the inertia check never loosens
     assert oracle.tolerances("float64") == validate.TOLERANCES["float64"]
+
+
+# ---------------------------------------------------------------- issue 7, validator items
+
+
+def _far_unit_spread(n=4000, offset=1e6, dtype=np.float64, seed=5):
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-1, 1, (4, 2))
+    return (centers[rng.integers(0, 4, n)] + 0.3 * rng.standard_normal((n, 2)) + offset).astype(dtype)
+
+
+def test_centroid_error_sees_large_errors_far_from_the_origin():
+    """90 units off on unit-spread data near 1e6 is a centroid error, not only an inertia one."""
+    data = _far_unit_spread()
+    oracle = validate.Oracle.compute(data, data[:4], 10)
+    moved = oracle.centroids.copy()
+    moved[0] += 90.0
+    verdict = validate.judge(moved, oracle, data, "float32")
+    assert verdict.status == "mismatch"
+    assert "centroid error" in verdict.detail
+    assert verdict.centroid_error > 10
+
+
+def test_centroid_error_means_the_same_wherever_the_data_sit():
+    near = _far_unit_spread(offset=0.0)
+    far = near + 1e6
+    errors = []
+    for data in (near, far):
+        oracle = validate.Oracle.compute(data, data[:4], 10)
+        errors.append(validate.centroid_error(oracle.centroids + [0.5, 0.0], oracle))
+    assert errors[0] == pytest.approx(errors[1], rel=1e-6)
+
+
+def test_zero_reference_inertia_is_not_a_false_mismatch():
+    """n = k: every point its own cluster, reference inertia 0."""
+    data = np.random.default_rng(9).standard_normal((6, 2)).astype(np.float32)
+    oracle = validate.Oracle.compute(data, data, 3)
+    assert oracle.inertia == 0.0
+    verdict = validate.judge(data.astype(np.float64), oracle, data, "float32")
+    assert verdict.status == "ok", verdict.detail
+    assert verdict.inertia_difference == 0.0
+
+
+def test_zero_reference_inertia_still_flags_a_wrong_result_in_meaningful_terms():
+    data = np.random.default_rng(9).standard_normal((6, 2)).astype(np.float32)
+    oracle = validate.Oracle.compute(data, data, 3)
+    relocated = data.astype(np.float64)
+    relocated[0] = relocated[1]  # an "empty" cluster moved onto another point
+    verdict = validate.judge(relocated, oracle, data, "float64")
+    assert verdict.status == "mismatch"
+    assert "total sum of squares" in verdict.detail
+    assert "e+2" not in verdict.detail and "e+1" not in verdict.detail  # no 9.09e+289
+
+
+class DriftingRepeats(NumpyFast):
+    """Correct, but each repeat nudges its centroids by a different tiny amount."""
+
+    name = "drifting"
+
+    def __init__(self):
+        self.calls = 0
+
+    def run(self, problem):
+        result = super().run(problem)
+        self.calls += 1
+        result.centroids = result.centroids + 1e-7 * (3 - self.calls)
+        return result
+
+
+def test_every_repeat_carries_its_inertia_difference():
+    data = blob_data(np.random.default_rng(2), n=600, k=3)
+    dataset = Dataset("unit", data, None, {"generator": "test"})
+    settings = Settings(k=3, iterations=5, warmup=0, repeats=3)
+    problem = make_problem(dataset, settings)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 5)
+    record = run_cell(DriftingRepeats(), problem, oracle, dataset, settings, "t")
+    # The first repeat is the worst by centroid error; its verdict must carry inertia too.
+    assert record["status"] == "ok"
+    assert record["validation"]["inertia_difference"] is not None
+    assert record["validation"]["inertia"] is not None
+
+
+def test_far_data_in_float32_flags_raw_sums_and_the_expanded_distance_only():
+    """The table must say which implementations are wrong far from the origin, and why."""
+    from kmbench import registry
+
+    data = _far_unit_spread(n=20000, dtype=np.float32)
+    dataset = Dataset("far", data, None, {"generator": "test"})
+    settings = Settings(k=4, iterations=20, warmup=0, repeats=1)
+    problem = make_problem(dataset, settings)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 20)
+    everything = registry.discover()
+    status = {name: run_cell(everything[name], problem, oracle, dataset, settings, "t")["status"]
+              for name in ("numpy-blog", "scipy", "numpy", "sklearn")}
+    assert status == {"numpy-blog": "mismatch", "scipy": "mismatch", "numpy": "mismatch", "sklearn": "ok"}
+    for name in ("numpy-blog", "scipy", "numpy"):
+        assert "far from the origin" in everything[name].description
+
+
+def test_float32_ties_are_allowed_and_counted():
+    """A point on the boundary between two centroids may go either way in float32."""
+    data = blob_data(np.random.default_rng(4), n=500, d=2, k=3)
+    start = np.vstack([data[:3], [[500.0, 500.0]]]).astype(np.float32)
+    oracle = validate.Oracle.compute(data, start, 10)
+    assert oracle.near_ties >= 1
+    assert oracle.tolerances("float32")[0] >= validate.TIE_FACTOR * oracle.ties > 1e-3

@@ -1,0 +1,73 @@
+"""The oracle, cached: the float64 reference and its float32 sensitivity run cost minutes at
+1e8 points, and they depend only on the data, the initial centroids and the stop rule.
+
+Each result is stored under the dataset cache as `oracles/<key>.npz`, the key a hash of the
+dataset's checksum, the initial centroids' bytes, the stop rule and ORACLE_VERSION (raise it
+whenever the reference or the validator's measures change). Written to a temporary name and
+renamed, so a crash leaves either a whole entry or none; an entry that cannot be read is
+recomputed, never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from kmbench import datasets, validate
+
+ORACLE_VERSION = 2
+FOLDER = "oracles"
+
+
+def key(checksum: str, initial_centroids: np.ndarray, stop: dict) -> str:
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"version": ORACLE_VERSION, "data": checksum, "stop": stop},
+                             sort_keys=True).encode())
+    start = np.ascontiguousarray(initial_centroids)
+    digest.update(str(start.dtype).encode() + str(start.shape).encode() + start.tobytes())
+    return digest.hexdigest()[:32]
+
+
+def _load(path: Path) -> validate.Oracle | None:
+    try:
+        with np.load(path, allow_pickle=False) as stored:
+            payload = json.loads(str(stored["meta"]))
+            payload["centroids"] = stored["centroids"]
+        return validate.Oracle.from_dict(payload)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _save(path: Path, oracle: validate.Oracle) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {name: value for name, value in oracle.to_dict().items() if name != "centroids"}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, centroids=oracle.centroids, meta=np.array(json.dumps(meta)))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def get(dataset, problem, directory=None, progress=None) -> tuple[validate.Oracle, bool]:
+    """The oracle for `problem` on `dataset`, from the cache or computed (and then stored).
+    Returns (oracle, was_cached)."""
+    checksum = dataset.meta.get("checksum") or datasets.checksum(problem.data)
+    stop = {"rule": "iterations", "iterations": problem.iterations}
+    path = datasets.data_dir(directory) / FOLDER / f"{key(checksum, problem.initial_centroids, stop)}.npz"
+    if path.exists():
+        found = _load(path)
+        if found is not None:
+            return found, True
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, problem.iterations,
+                                     progress=progress)
+    try:
+        _save(path, oracle)
+    except OSError:
+        pass  # a cache that cannot be written costs time next run, never this run's result
+    return oracle, False
