@@ -13,8 +13,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kmbench import datasets, export, published, registry, report, results, runner
+from kmbench import datasets, export, files, published, registry, report, results, runner
 from kmbench.errors import UsageError
+from kmbench.plot import per_iteration_chart, require_matplotlib
 from kmbench.timing import format_seconds
 
 app = typer.Typer(
@@ -31,8 +32,10 @@ console = Console()
 errors = Console(stderr=True)
 
 STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "error": "red", "skipped": "yellow"}
-DataDir = typer.Option(None, "--data-dir", help="Dataset cache folder [default: $KMBENCH_DATA or ./datasets].")
-Store = typer.Option(None, "--store", help="Record store [default: $KMBENCH_RESULTS or results/records.jsonl].")
+# Help and messages go through rich markup, which would take "[default: ...]" or
+# "kmbench[plot]" for a style tag and drop it: every bracket is escaped.
+DataDir = typer.Option(None, "--data-dir", help=escape("Dataset cache folder, also where oracle results are cached [default: $KMBENCH_DATA or ./datasets]."))
+Store = typer.Option(None, "--store", help=escape("Record store [default: $KMBENCH_RESULTS or results/records.jsonl]."))
 
 
 def friendly(command):
@@ -43,7 +46,7 @@ def friendly(command):
         try:
             return command(*args, **kwargs)
         except UsageError as exc:
-            errors.print(f"[bold red]Error:[/] {exc}", highlight=False)
+            errors.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from None
 
     return wrapper
@@ -156,19 +159,42 @@ def _warnings(records: list[dict]) -> None:
                          highlight=False)
 
 
-def _datasets_for(n_text, dataset, d, centers, dtype, data_dir, label_column):
+def _planned(n_text, dataset, d, centers, dtype, data_dir, label_column):
+    """Checks the dataset options without writing anything. Returns each dataset's point
+    count by name, and a function that then makes (generates or loads) the datasets."""
     if dataset:
-        return [datasets.resolve(dataset, data_dir, label_column)]
-    return [datasets.blobs(n, d, centers, 1.0, 0, dtype, data_dir) for n in _sizes(n_text)]
+        found = datasets.resolve(dataset, data_dir, label_column)
+        return {found.name: found.n}, lambda: [found]
+    sizes = _sizes(n_text)
+    datasets.dtype_of(dtype)
+    names = {datasets.blobs_name(n, d, centers, 1.0, 0, dtype): n for n in sizes}
+    return names, lambda: [datasets.blobs(n, d, centers, 1.0, 0, dtype, data_dir) for n in sizes]
 
 
-def _run(impl_names, data, settings, store):
-    impls = registry.select(impl_names)
+def _check_before_writing(settings, sizes: dict, store, data_dir, generating: bool) -> None:
+    """Every option, every dataset against k, and every folder we will write, before any
+    dataset is generated, any cell computed or any record appended."""
+    runner.check_settings(settings)
+    runner.check_sizes(settings, sizes)
+    results.check_writable(store)
+    if generating:
+        files.check_writable_folder(datasets.data_dir(data_dir), "the dataset cache")
+
+
+def _made(make) -> list:
+    made = make()
+    for dataset in made:
+        for note in dataset.meta.get("notes") or []:
+            errors.print(f"[yellow]note[/] {escape(note)}", highlight=False)
+    return made
+
+
+def _run(impls, data, settings, store, data_dir=None):
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         records = runner.run(impls, data, settings, store,
-                             _ProgressReporter(progress, len(impls) * len(data)))
+                             _ProgressReporter(progress, len(impls) * len(data)), data_dir)
     console.print(_summary(records))
     _warnings(records)
     console.print(f"{len(records)} records appended to {results.store_path(store)}; "
@@ -184,7 +210,7 @@ def run(
     iters: int = typer.Option(300, "--iters", help="Lloyd iterations every implementation runs (no early stop)."),
     repeats: int = typer.Option(5, "--repeats", help="Counted runs per cell (the mean is document 000's statistic)."),
     warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first (compilation, caches)."),
-    impl: Optional[str] = typer.Option(None, "--impl", help="Implementations, comma separated [default: all]. See `kmbench list`."),
+    impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations, comma separated [default: all]. See `kmbench list`.")),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="A generated dataset's name or a .npy / text file, instead of blobs of --n points."),
     label_column: bool = typer.Option(False, "--label-column", help="The last column of --dataset is a label: drop it."),
     d: int = typer.Option(2, "--d", min=1, help="Dimensions of the generated blobs."),
@@ -200,18 +226,17 @@ def run(
     settings = runner.Settings(k=k, iterations=iters, init=init, seed=seed, warmup=warmup,
                                repeats=repeats, max_time=max_time)
     runner.check_settings(settings)
-    data = _datasets_for(n, dataset, d, centers, dtype, data_dir, label_column)
-    _run(impl, data, settings, store)
+    impls = registry.select(impl)
+    sizes, make = _planned(n, dataset, d, centers, dtype, data_dir, label_column)
+    _check_before_writing(settings, sizes, store, data_dir, generating=not dataset)
+    _run(impls, _made(make), settings, store, data_dir)
 
 
 def _write(text: str, out: Optional[Path]):
     if out is None:
         typer.echo(text, nl=False)  # unwrapped: the output is markdown/CSV/JSON, not a display
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(out)
+    files.write_text_atomically(out, text)
     console.print(f"wrote {out}")
 
 
@@ -220,7 +245,7 @@ def _write(text: str, out: Optional[Path]):
 def report_cmd(
     format: str = typer.Option("markdown", "--format", help="markdown, csv or json."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write here instead of the terminal."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw time per iteration to this PNG (needs matplotlib)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help=escape("Also draw time per iteration to this PNG (needs matplotlib: pip install 'kmbench[plot]').")),
     store: Optional[Path] = Store,
 ):
     """Render tables from stored records: per dataset, and document 000's published table beside ours."""
@@ -229,11 +254,14 @@ def report_cmd(
     source = results.store_path(store)
     if not source.exists():
         raise UsageError(f"No record store at {source}: run `kmbench run` first or pass --store.")
+    if plot is not None:
+        require_matplotlib()  # before the markdown is written, not after
+        files.check_writable_file(plot, "--plot")
+    if out is not None:
+        files.check_writable_file(out, "--out")
     cells = report.cells_frame(results.load(source))
     _write(export.FORMATS[format](cells, str(source)), out)
     if plot is not None:
-        from kmbench.plot import per_iteration_chart
-
         errors.print(f"wrote {per_iteration_chart(cells, plot)}")
 
 
@@ -244,7 +272,7 @@ EXPERIMENTS = {"python-cpp-cuda": "document 000: blobs d=2, n in {100, 100000}, 
 @friendly
 def reproduce(
     experiment: str = typer.Argument(..., help=f"Which published comparison: {', '.join(EXPERIMENTS)}."),
-    impl: Optional[str] = typer.Option(None, "--impl", help="Implementations [default: every one the document has, plus numpy]."),
+    impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations [default: every one the document has, plus numpy].")),
     out: Path = typer.Option(Path("results/report.md"), "--out", help="Markdown report to write."),
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
@@ -256,9 +284,12 @@ def reproduce(
     protocol = table["protocol"]
     settings = runner.Settings(k=protocol["k"], iterations=protocol["iterations"],
                                repeats=protocol["repeats"])
-    data = [datasets.blobs(n, protocol["d"], protocol["centers"], 1.0, 0, "float32", data_dir)
-            for n in protocol["n"]]
-    records = _run(impl, data, settings, store)
+    impls = registry.select(impl)
+    sizes, make = _planned(",".join(map(str, protocol["n"])), None, protocol["d"], protocol["centers"],
+                           "float32", data_dir, False)
+    _check_before_writing(settings, sizes, store, data_dir, generating=True)
+    files.check_writable_file(out, "--out")
+    records = _run(impls, _made(make), settings, store, data_dir)
     _write(export.markdown(report.cells_frame(records), str(results.store_path(store))), out)
 
 

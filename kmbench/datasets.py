@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from kmbench import files
 from kmbench.errors import UsageError
 
 DEFAULT_DIR = Path("datasets")
@@ -54,7 +56,7 @@ def checksum(array: np.ndarray) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def _dtype(name: str):
+def dtype_of(name: str):
     try:
         return DTYPES[name]
     except KeyError:
@@ -79,7 +81,7 @@ def _generate_blobs(n, d, centers, std, seed, dtype):
         n_samples=n, n_features=d, centers=centers, cluster_std=std,
         random_state=seed, return_centers=True,
     )
-    return data.astype(_dtype(dtype)), true_centers
+    return data.astype(dtype_of(dtype)), true_centers
 
 
 def radial_name(branches1, dist1, branches2, dist2, cluster_size, scale, seed, dtype) -> str:
@@ -128,9 +130,7 @@ def _write_atomically(path: Path, fill, shape, dtype) -> None:
 
 
 def _write_json_atomically(path: Path, payload: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(tmp, path)
+    files.write_text_atomically(path, json.dumps(payload, indent=2) + "\n")
 
 
 def _cached(name: str, directory: Path) -> Dataset | None:
@@ -143,7 +143,7 @@ def _cached(name: str, directory: Path) -> Dataset | None:
 def _store(name, directory, generator, params, shape, dtype, fill, true_centers) -> Dataset:
     directory.mkdir(parents=True, exist_ok=True)
     npy = directory / f"{name}.npy"
-    _write_atomically(npy, fill, shape, _dtype(dtype))
+    _write_atomically(npy, fill, shape, dtype_of(dtype))
     data = np.load(npy, mmap_mode="r")
     meta = {
         "generator": generator,
@@ -224,7 +224,17 @@ def check_points(data: np.ndarray, origin: str) -> np.ndarray:
     return data
 
 
-def _read_text(path: Path, label_column: bool) -> np.ndarray:
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_text(path: Path, label_column: bool, notes: list[str]) -> np.ndarray:
+    """Whitespace or comma separated numbers; a first line that is not all numbers is taken
+    as a header, skipped, and said so in `notes`."""
     try:
         with open(path) as handle:
             first = next((line for line in handle if line.strip()), "")
@@ -233,10 +243,19 @@ def _read_text(path: Path, label_column: bool) -> np.ndarray:
     if not first:
         raise UsageError(f"{path} is empty.")
     delimiter = "," if "," in first else None
+    tokens = [token.strip() for token in first.strip().split(delimiter)]
+    header = not all(_is_number(token) for token in tokens if token)
+    if header:
+        notes.append(f"{path}: the first line ({first.strip()[:60]!r}) is not numbers; "
+                     "read it as a header and skipped it")
     try:
-        data = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data": said below, in one sentence
+            data = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64, skiprows=int(header))
     except ValueError as exc:
         raise UsageError(f"{path} has text that is not a number: {exc}.") from None
+    if data.size == 0:
+        raise UsageError(f"{path} holds a header line but no points.")
     if label_column:
         if data.shape[1] < 2:
             raise UsageError(f"{path} has one column; --label-column needs at least two.")
@@ -244,29 +263,59 @@ def _read_text(path: Path, label_column: bool) -> np.ndarray:
     return data
 
 
+def _sidecar_meta(path: Path, data: np.ndarray, digest: str) -> dict | None:
+    """The JSON sidecar kmbench wrote beside a generated .npy, when it describes this very
+    array (same shape and checksum): then tables can name the generator and parameters."""
+    sidecar = path.with_suffix(".json")
+    if path.suffix != ".npy" or not sidecar.is_file():
+        return None
+    try:
+        meta = json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("checksum") != digest or \
+            list(meta.get("shape", [])) != list(data.shape):
+        return None
+    return meta
+
+
 def load_file(path: Path | str, label_column: bool = False, dtype: str | None = None) -> Dataset:
-    """Load a user's .npy or text file (whitespace or comma separated)."""
+    """Load a user's .npy or text file (whitespace or comma separated), validated once here.
+
+    The array is made C-contiguous float32/float64 once. The dataset keeps the file's path
+    (for programs that read the data themselves) only when the file holds exactly that array;
+    otherwise subprocesses get a copy of what was validated, never the raw file."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"Dataset file {path} does not exist or is not a file.")
+    notes: list[str] = []
     try:
         if path.suffix == ".npy":
             try:
-                data = np.load(path, allow_pickle=False)
+                raw = np.load(path, allow_pickle=False)
             except ValueError as exc:
                 raise UsageError(f"{path} is not a readable .npy file: {exc}.") from None
-            if label_column and data.ndim == 2:
-                data = data[:, :-1]
+            data = raw[:, :-1] if label_column and raw.ndim == 2 else raw
         else:
-            data = _read_text(path, label_column)
+            raw = None
+            data = _read_text(path, label_column, notes)
     except OSError as exc:
         raise UsageError(f"Cannot read dataset file {path}: {exc.strerror or exc}.") from None
     data = check_points(np.asarray(data), f"Dataset file {path}")
     if dtype:
-        data = data.astype(_dtype(dtype))
-    meta = {"generator": "file", "parameters": {"path": str(path)}, "dtype": str(data.dtype),
-            "shape": list(data.shape), "checksum": checksum(data)}
-    return Dataset(path.stem, np.ascontiguousarray(data), path if path.suffix == ".npy" else None, meta)
+        data = data.astype(dtype_of(dtype))
+    as_read = raw is not None and data is raw and raw.flags.c_contiguous
+    if raw is not None and not raw.flags.c_contiguous and raw.ndim == 2:
+        notes.append(f"{path} is stored in Fortran (column-major) order; "
+                     "read it into row-major order once")
+    data = np.ascontiguousarray(data)
+    digest = checksum(data)
+    meta = _sidecar_meta(path, data, digest) if as_read else None
+    if meta is None:
+        meta = {"generator": "file", "parameters": {"path": str(path)}, "dtype": str(data.dtype),
+                "shape": list(data.shape), "checksum": digest}
+    meta["notes"] = notes
+    return Dataset(path.stem, data, path if as_read else None, meta)
 
 
 def resolve(spec: str, directory: Path | str | None = None, label_column: bool = False) -> Dataset:

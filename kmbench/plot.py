@@ -11,7 +11,8 @@ import pandas as pd
 from kmbench.errors import UsageError
 
 
-def per_iteration_chart(cells: pd.DataFrame, out: Path) -> Path:
+def require_matplotlib():
+    """pyplot on the file-only backend, or a one-sentence UsageError saying how to get it."""
     try:
         import matplotlib
 
@@ -19,6 +20,11 @@ def per_iteration_chart(cells: pd.DataFrame, out: Path) -> Path:
         import matplotlib.pyplot as plt
     except ImportError:
         raise UsageError("--plot needs matplotlib: pip install 'kmbench[plot]'.") from None
+    return plt
+
+
+def per_iteration_chart(cells: pd.DataFrame, out: Path) -> Path:
+    plt = require_matplotlib()
     measured = cells.dropna(subset=["per_iter_s"])
     if measured.empty:
         raise UsageError("No measured cell to plot.")

@@ -14,12 +14,21 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
+from kmbench import files
+
 SCHEMA_VERSION = 1
 DEFAULT_STORE = Path("results") / "records.jsonl"
 
 
 def store_path(path: Path | str | None = None) -> Path:
     return Path(path or os.environ.get("KMBENCH_RESULTS") or DEFAULT_STORE)
+
+
+def check_writable(path: Path | str | None = None) -> Path:
+    """Before any cell runs: the store (and its lock beside it) can be written."""
+    path = store_path(path)
+    files.check_writable_file(path, "the record store")
+    return path
 
 
 @contextmanager

@@ -44,6 +44,16 @@ def check_settings(settings: Settings) -> None:
         raise UsageError(f"--init must be one of {', '.join(INITS)}; got {settings.init!r}.")
     if settings.max_time is not None and settings.max_time <= 0:
         raise UsageError(f"--max-time must be positive; got {settings.max_time}.")
+    if not 0 <= settings.seed < 2**32:
+        raise UsageError(f"--seed must be between 0 and 2**32 - 1; got {settings.seed}.")
+
+
+def check_sizes(settings: Settings, sizes: dict[str, int]) -> None:
+    """k against every dataset's point count ({name: n}), before any is generated or run."""
+    for name, n in sizes.items():
+        if settings.k > n:
+            raise UsageError(f"--k {settings.k} is larger than the number of points ({n:,}) "
+                             f"of {name}.")
 
 
 def initial_centroids(data: np.ndarray, k: int, method: str, seed: int) -> np.ndarray:

@@ -78,13 +78,16 @@ class Oracle:
 
         def stage(name):
             return None if progress is None else (
-                lambda done, total: progress(f"{name}: iteration {done}/{total}"))
+                lambda done, _: progress(f"{name}: iteration {done}/{iterations}"))
 
         # The last iteration apart: its assignment, from the centroids before it, is where
         # float32 ties are counted.
+        reference_progress = stage("float64 reference")
         before, _ = reference.lloyd(device_data, initial_centroids, iterations - 1, xp,
-                                    progress=stage("float64 reference"))
+                                    progress=reference_progress)
         centroids, _ = reference.lloyd(device_data, before, 1, xp)
+        if reference_progress:
+            reference_progress(iterations, iterations)
         total = reference.inertia(device_data, centroids, xp)
         oracle = cls(reference.to_numpy(centroids), total, reference.spread(device_data, xp), n,
                      iterations=iterations)

@@ -89,7 +89,9 @@ class NativeLloyd(Implementation):
         path = problem.data_path
         if path is not None and path.suffix == ".npy":
             on_disk = np.load(path, mmap_mode="r")
-            if on_disk.shape == problem.data.shape and on_disk.dtype == problem.data.dtype:
+            # The native reader takes row-major arrays only, and must read what was validated.
+            if on_disk.shape == problem.data.shape and on_disk.dtype == problem.data.dtype \
+                    and on_disk.flags.c_contiguous:
                 return path
         path = work / "data.npy"
         np.save(path, problem.data)

@@ -1,0 +1,47 @@
+"""Writing files safely: a folder checked before any work, a file written whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from kmbench.errors import UsageError
+
+
+def check_writable_folder(folder: Path, what: str) -> None:
+    """Raise a one-sentence UsageError unless files can be created in `folder` (made if
+    missing). Tried by creating and removing a file, because permission bits alone say
+    nothing for root or on a read-only mount."""
+    folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"Cannot write {what} under {folder}: {existing} is a file, not a folder.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".kmbench-write-check-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"Cannot write {what} in {folder}: {exc.strerror or exc}.") from None
+
+
+def check_writable_file(path: Path, what: str) -> None:
+    """The file's folder must take new files (files are replaced by renaming), and the path
+    must not be a folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{what} {path} is a folder; give a file path.")
+    check_writable_folder(path.parent, what)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,74 @@
+"""The oracle, cached (issue 7, item 13)."""
+
+import numpy as np
+
+from kmbench import oracles, runner, validate
+from kmbench.datasets import Dataset, checksum
+from impls.numpy_fast import NumpyFast
+from tests.conftest import blob_data
+
+
+def _problem(n=800, iterations=6, seed=0):
+    data = blob_data(np.random.default_rng(11), n=n)
+    dataset = Dataset("unit", data, None, {"generator": "test", "checksum": checksum(data)})
+    settings = runner.Settings(k=5, iterations=iterations, seed=seed, warmup=0, repeats=1)
+    return dataset, runner.make_problem(dataset, settings), settings
+
+
+def test_second_run_reuses_the_stored_oracle(tmp_path, monkeypatch):
+    dataset, problem, _ = _problem()
+    first, cached = oracles.get(dataset, problem, tmp_path)
+    assert not cached
+    assert len(list((tmp_path / "oracles").glob("*.npz"))) == 1
+    computed = []
+    monkeypatch.setattr(validate.Oracle, "compute", classmethod(lambda *a, **k: computed.append(1)))
+    second, cached = oracles.get(dataset, problem, tmp_path)
+    assert cached and not computed
+    np.testing.assert_array_equal(first.centroids, second.centroids)
+    for name in ("inertia", "spread", "sensitivity", "representation", "ties", "near_ties", "n"):
+        assert getattr(first, name) == getattr(second, name)
+
+
+def test_key_follows_data_start_and_stop_rule(tmp_path):
+    dataset, problem, _ = _problem()
+    oracles.get(dataset, problem, tmp_path)
+    _, other_iterations, _ = _problem(iterations=7)
+    _, other_start, _ = _problem(seed=3)
+    assert not oracles.get(dataset, other_iterations, tmp_path)[1]
+    assert not oracles.get(dataset, other_start, tmp_path)[1]
+    changed = Dataset("unit", dataset.data, None, {"generator": "test", "checksum": "sha256:other"})
+    assert not oracles.get(changed, problem, tmp_path)[1]
+    assert len(list((tmp_path / "oracles").glob("*.npz"))) == 4
+
+
+def test_a_damaged_entry_is_recomputed_not_trusted(tmp_path):
+    dataset, problem, _ = _problem()
+    good, _ = oracles.get(dataset, problem, tmp_path)
+    (entry,) = (tmp_path / "oracles").glob("*.npz")
+    entry.write_bytes(b"half a file")
+    again, cached = oracles.get(dataset, problem, tmp_path)
+    assert not cached
+    np.testing.assert_array_equal(good.centroids, again.centroids)
+
+
+def test_no_temporary_file_is_left_behind(tmp_path):
+    dataset, problem, _ = _problem()
+    oracles.get(dataset, problem, tmp_path)
+    assert [p.name for p in (tmp_path / "oracles").iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_oracle_reports_progress_while_it_runs(tmp_path):
+    dataset, problem, _ = _problem(iterations=4)
+    seen = []
+    oracles.get(dataset, problem, tmp_path, progress=seen.append)
+    assert any("float64 reference: iteration 4/4" in text for text in seen), seen
+    assert any("float32 sensitivity run: iteration 4/4" in text for text in seen), seen
+
+
+def test_run_uses_the_cache_across_runs(tmp_path):
+    dataset, _, settings = _problem()
+    first = runner.run([NumpyFast()], [dataset], settings, tmp_path / "r.jsonl", data_dir=tmp_path)
+    assert len(list((tmp_path / "oracles").glob("*.npz"))) == 1
+    second = runner.run([NumpyFast()], [dataset], settings, tmp_path / "r.jsonl", data_dir=tmp_path)
+    assert first[0]["validation"]["centroid_error"] == second[0]["validation"]["centroid_error"]
+    assert first[0]["status"] == second[0]["status"] == "ok"
