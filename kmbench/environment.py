@@ -11,6 +11,8 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from kmbench import ceilings
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "KMBENCH_THREADS")
 LIBRARIES = ("numpy", "scipy", "scikit-learn", "pandas", "threadpoolctl", "cupy-cuda12x",
@@ -75,26 +77,6 @@ def threads() -> dict:
     return info
 
 
-def _copy_bandwidth(cupy, megabytes: int = 512, copies: int = 10) -> float | None:
-    """Device-to-device copy rate in bytes per second, counting bytes read plus written:
-    the ceiling GPU cells are compared with. Filled with ones, not zeros (zeros can run
-    faster than real data)."""
-    try:
-        source = cupy.ones(megabytes << 18, dtype=cupy.float32)
-        target = cupy.empty_like(source)
-        cupy.copyto(target, source)  # warm-up
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        for _ in range(copies):
-            cupy.copyto(target, source)
-        end.record()
-        end.synchronize()
-        seconds = cupy.cuda.get_elapsed_time(start, end) / 1000.0
-        return 2 * source.nbytes * copies / seconds
-    except Exception:
-        return None
-
-
 def gpu() -> dict | None:
     """GPU name, driver and CUDA runtime when CuPy can see a device, else None."""
     try:
@@ -112,7 +94,8 @@ def gpu() -> dict | None:
             "memory_bytes": props["totalGlobalMem"],
             "driver_version": runtime.driverGetVersion(),
             "runtime_version": runtime.runtimeGetVersion(),
-            "copy_bandwidth_Bps": _copy_bandwidth(cupy),
+            "copy_bandwidth_Bps": ceilings.copy_bandwidth(cupy),
+            "fp32_issue_rate": ceilings.fp32_issue_rate(cupy),
         }
     except Exception:
         return None

@@ -23,6 +23,10 @@ def _ratio(value) -> str:
     return "-" if _missing(value) else f"{value:.2f}x"
 
 
+def _fraction(value) -> str:
+    return "-" if _missing(value) else f"{value:.1%}"
+
+
 def _rate(value) -> str:
     if _missing(value):
         return "-"
@@ -84,12 +88,16 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
           _ratio(row["speedup_vs_sklearn"]), _ratio(row["speedup_per_iter_vs_sklearn"])]
          for _, row in group.iterrows()],
     ))
-    if group["bandwidth_fraction"].notna().any():
-        out += ["", "GPU rows: the declared bytes per iteration (each point read once) over the "
-                "time per iteration, as a fraction of the GPU's measured copy bandwidth:", ""]
-        out.append(_table(["Implementation", "n", "of copy bandwidth"],
-                          [[row["label"], f"{row['n']:,}", f"{row['bandwidth_fraction']:.1%}"]
-                           for _, row in group.dropna(subset=["bandwidth_fraction"]).iterrows()]))
+    if group["roofline_fraction"].notna().any():
+        out += ["", "GPU rows on the roofline: the declared bytes per iteration (each point read "
+                "once) over the time, as a fraction of the GPU's measured copy bandwidth; the "
+                "distance evaluations times the declared FP32 instructions per evaluation, as a "
+                "fraction of its measured FP32 issue rate; the cell sits at the larger:", ""]
+        out.append(_table(["Implementation", "n", "of copy bandwidth", "of FP32 issue rate", "roofline"],
+                          [[row["label"], f"{row['n']:,}", _fraction(row["memory_fraction"]),
+                            _fraction(row["arithmetic_fraction"]),
+                            _flagged(row, f"{row['roofline_fraction']:.1%} of {row['roofline_limit']}")]
+                           for _, row in group.dropna(subset=["roofline_fraction"]).iterrows()]))
     notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
     notes += [f"- {row['label']} (n={row['n']:,}): {row['warnings']}"

@@ -10,8 +10,8 @@ from kmbench.errors import UsageError
 
 
 def check_writable_folder(folder: Path, what: str) -> None:
-    """Raise a one-sentence UsageError unless files can be created in `folder` (made if
-    missing). Tried by creating and removing a file, because permission bits alone say
+    """Raise a one-sentence UsageError unless files can be created in `folder` (or, if it
+    is missing, it can be made). Tried by creating and removing a file, because permission bits alone say
     nothing for root or on a read-only mount."""
     folder = Path(folder)
     existing = folder
@@ -20,8 +20,9 @@ def check_writable_folder(folder: Path, what: str) -> None:
     if not existing.is_dir():
         raise UsageError(f"Cannot write {what} under {folder}: {existing} is a file, not a folder.")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".kmbench-write-check-"):
+        # A missing folder will be made inside `existing`: probing there creates nothing
+        # that outlives the check.
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".kmbench-write-check-"):
             pass
     except OSError as exc:
         raise UsageError(f"Cannot write {what} in {folder}: {exc.strerror or exc}.") from None

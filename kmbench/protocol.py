@@ -100,5 +100,11 @@ class Implementation:
         machine's measured bandwidth it reached. None: not declared."""
         return None
 
+    def fp32_per_distance(self, problem: Problem) -> float | None:
+        """FP32 instructions one distance evaluation costs in this implementation's inner loop
+        (subtractions, multiplies, FMAs, the compare), declared by GPU implementations so a
+        record can say what fraction of the GPU's measured FP32 issue rate it reached."""
+        return None
+
     def release(self) -> None:
         """Free what `prepare` holds (device memory, say) before the next problem."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kmbench import published
+from kmbench import ceilings, published
 
 BASELINE = "sklearn"
 # Which way is better, per metric: every ratio against the baseline is taken through it.
 POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "dist_evals_per_s": "higher",
-            "bandwidth_fraction": "higher"}
+            "memory_fraction": "higher", "arithmetic_fraction": "higher", "roofline_fraction": "higher"}
 NOISE_FRACTION = 0.03  # measured means closer than this (or two std devs) are a tie
 CELL_KEY = ["impl", "dataset", "k", "iterations", "init", "seed"]
 
@@ -31,11 +31,13 @@ def _machine(record: dict) -> str:
     return f"{cpu} + {gpu['name']}" if gpu.get("name") else cpu
 
 
-def _bandwidth_fraction(record: dict) -> float | None:
-    """Achieved bytes per second over the GPU's measured copy rate, where both exist."""
-    achieved = record.get("achieved_bandwidth_Bps")
-    ceiling = ((record.get("env") or {}).get("gpu") or {}).get("copy_bandwidth_Bps")
-    return achieved / ceiling if achieved and ceiling else None
+def _roofline(record: dict) -> dict:
+    """Memory and arithmetic fractions of the GPU's measured ceilings, and the cell's position
+    on the roofline: the larger of the two, named by the limit it is near."""
+    found = ceilings.fractions(record)
+    limit = max(found, key=found.get) if found else None
+    return {"memory_fraction": found.get("memory"), "arithmetic_fraction": found.get("FP32 issue"),
+            "roofline_fraction": found.get(limit), "roofline_limit": limit}
 
 
 def _row(record: dict) -> dict:
@@ -66,7 +68,7 @@ def _row(record: dict) -> dict:
         "cv": iterate.get("cv"),
         "per_iter_s": record.get("per_iteration_s"),
         "dist_evals_per_s": record.get("distance_evals_per_s"),
-        "bandwidth_fraction": _bandwidth_fraction(record),
+        **_roofline(record),
         "setup_s": times.get("setup"),
         "first_run_s": times.get("first_run"),
         "wall_mean_s": (times.get("wall") or {}).get("mean"),

@@ -102,11 +102,13 @@ def test_empty_cluster_keeps_its_centroid(version):
 
 
 @pytest.mark.gpu
-def test_environment_measures_the_copy_bandwidth():
+def test_environment_measures_both_ceilings():
     from kmbench import environment
 
     info = environment.gpu()
     assert info["name"] and info["copy_bandwidth_Bps"] > 1e11  # any data-centre GPU copies > 100 GB/s
+    # An H100/H200 issues about 3e13 FP32 instructions per second; any recent GPU over 1e12.
+    assert 1e12 < info["fp32_issue_rate"] < 1e15
 
 
 @pytest.mark.gpu
@@ -148,6 +150,7 @@ def test_timing_uses_events_and_keeps_phases_apart():
     assert setup["compile"] > 0 and setup["upload"] > 0 and setup["capture"] > 0
     assert record["build"]["launch"] == "cuda graph"
     assert record["bytes_per_iteration"] == 100_000 * 8 and record["achieved_bandwidth_Bps"] > 0
+    assert record["fp32_per_distance"] == 5.0
     assert record["times"]["iterate"]["count"] == 3
     assert record["times"]["iterate"]["mean"] <= record["times"]["wall"]["mean"]
 

@@ -1,3 +1,4 @@
+import pytest
 import numpy as np
 
 from kmbench import datasets, export, report, runner
@@ -74,5 +75,34 @@ def test_ratios_follow_polarity_and_bandwidth_needs_both_figures():
     assert list(report._speedups(cells, "mean_s")) == [1.0, 4.0]  # lower is better
     assert list(report._speedups(cells, "dist_evals_per_s")) == [1.0, 4.0]  # higher is better
     gpu = {"env": {"gpu": {"copy_bandwidth_Bps": 4e12}}, "achieved_bandwidth_Bps": 1e12}
-    assert report._bandwidth_fraction(gpu) == 0.25
-    assert report._bandwidth_fraction({"achieved_bandwidth_Bps": 1e12}) is None
+    assert report._roofline(gpu)["memory_fraction"] == 0.25
+    assert report._roofline({"achieved_bandwidth_Bps": 1e12})["roofline_fraction"] is None
+
+
+def _gpu_record(impl, per_iter, k, n=1_000_000):
+    """A GPU cell as the runner writes it: declared bytes and FP32 instructions per distance."""
+    evals = k * n / per_iter
+    return {"impl": impl, "label": impl, "status": "ok", "dataset": {"name": "r", "generator": "radial",
+            "parameters": {}, "n": n, "d": 2, "dtype": "float32"},
+            "params": {"k": k, "iterations": 10, "init": "random", "seed": 0},
+            "times": {"iterate": {"mean": per_iter * 10}}, "per_iteration_s": per_iter,
+            "iterations_executed": 10, "distance_evals_per_s": evals, "fp32_per_distance": 5.0,
+            "bytes_per_iteration": n * 8, "achieved_bandwidth_Bps": n * 8 / per_iter,
+            "env": {"gpu": {"name": "G", "copy_bandwidth_Bps": 4e12, "fp32_issue_rate": 3.3e13}}}
+
+
+def test_roofline_names_the_limit_the_cell_is_near():
+    compute_bound = report._roofline(_gpu_record("v", 400e-6, k=1000))
+    assert compute_bound["roofline_limit"] == "FP32 issue"
+    assert compute_bound["arithmetic_fraction"] == pytest.approx(1000 * 1e6 / 400e-6 * 5 / 3.3e13)
+    assert compute_bound["memory_fraction"] < 0.01  # the misleading "0.3% of copy bandwidth"
+    memory_bound = report._roofline(_gpu_record("v", 4e-6, k=3))
+    assert memory_bound["roofline_limit"] == "memory"
+    assert memory_bound["roofline_fraction"] == pytest.approx(8e6 / 4e-6 / 4e12)
+
+
+def test_markdown_shows_the_roofline_position():
+    from kmbench import export
+
+    md = export.markdown(report.cells_frame([_gpu_record("v", 400e-6, k=1000)]))
+    assert "of FP32 issue" in md and "37.9% of FP32 issue" in md

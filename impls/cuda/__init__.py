@@ -165,6 +165,10 @@ class CudaLloyd(Implementation):
     def bytes_per_iteration(self, problem: Problem) -> int:
         return problem.n * 2 * 4  # x and y, float32, each read once; means and sums are tiny
 
+    def fp32_per_distance(self, problem: Problem) -> float:
+        # Direct 2-D distance: two subtractions, a multiply, an FMA, and the compare (FSETP).
+        return 5.0
+
 
 class CudaV1(CudaLloyd):
     name = "cuda-v1"

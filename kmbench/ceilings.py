@@ -1,0 +1,79 @@
+"""The two ceilings a GPU cell is measured against, each measured once per process on the GPU
+present: the device-to-device copy rate (bytes read plus written per second) and the FP32
+issue rate (FP32 instructions per second, counting one per thread per instruction, a fused
+multiply-add as one). A cell's position on the roofline is the larger of its two fractions:
+declared bytes over the copy rate, and distance evaluations times declared FP32 instructions
+per evaluation over the issue rate.
+"""
+
+from __future__ import annotations
+
+# Eight independent FMA chains per thread keep every FP32 pipe busy (the FMA latency is 4
+# cycles; two warps per scheduler and 8 chains cover it); the result is written so the
+# compiler cannot drop the work.
+_FMA_KERNEL = r"""
+extern "C" __global__ void fma_chains(float* out, int rounds, float a, float b) {
+  float v[8];
+  for (int i = 0; i < 8; ++i) v[i] = threadIdx.x * 1e-3f + i;
+  for (int r = 0; r < rounds; ++r) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = fmaf(v[i], a, b);
+  }
+  float s = 0.0f;
+  for (int i = 0; i < 8; ++i) s += v[i];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+"""
+FMA_PER_ROUND = 8
+
+
+def _event_seconds(cupy, work, repeats: int) -> float:
+    work()  # warm-up: module load, clocks up
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    for _ in range(repeats):
+        work()
+    end.record()
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) / 1000.0
+
+
+def copy_bandwidth(cupy, megabytes: int = 512, copies: int = 10) -> float | None:
+    """Device-to-device copy rate in bytes per second, counting bytes read plus written.
+    Filled with ones, not zeros (zeros can run faster than real data)."""
+    try:
+        source = cupy.ones(megabytes << 18, dtype=cupy.float32)
+        target = cupy.empty_like(source)
+        seconds = _event_seconds(cupy, lambda: cupy.copyto(target, source), copies)
+        return 2 * source.nbytes * copies / seconds
+    except Exception:
+        return None
+
+
+def fp32_issue_rate(cupy, rounds: int = 4096, launches: int = 5) -> float | None:
+    """FP32 instructions per second over the whole GPU, from dependent FMA chains."""
+    try:
+        kernel = cupy.RawKernel(_FMA_KERNEL, "fma_chains")
+        sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+        blocks, threads = sms * 8, 256
+        out = cupy.empty(blocks * threads, dtype=cupy.float32)
+        args = (out, cupy.int32(rounds), cupy.float32(0.999), cupy.float32(1e-3))
+        seconds = _event_seconds(cupy, lambda: kernel((blocks,), (threads,), args), launches)
+        return blocks * threads * rounds * FMA_PER_ROUND * launches / seconds
+    except Exception:
+        return None
+
+
+def fractions(record: dict) -> dict:
+    """The memory and arithmetic fractions of one record, where both figures exist, and which
+    limit the cell is nearer ("memory" or "FP32 issue")."""
+    gpu = (record.get("env") or {}).get("gpu") or {}
+    found = {}
+    achieved, ceiling = record.get("achieved_bandwidth_Bps"), gpu.get("copy_bandwidth_Bps")
+    if achieved and ceiling:
+        found["memory"] = achieved / ceiling
+    rate, instructions = record.get("distance_evals_per_s"), record.get("fp32_per_distance")
+    issue = gpu.get("fp32_issue_rate")
+    if rate and instructions and issue:
+        found["FP32 issue"] = rate * instructions / issue
+    return found
