@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kmbench.protocol import Implementation, Problem, Result
+from kmbench.protocol import Implementation, Problem, Result, stop_done
 from kmbench.timing import host_region
 
 
@@ -32,13 +32,18 @@ class NumpyBlog(Implementation):
         self._repeated = np.repeat(problem.data[:, :, None], k, axis=2)
         self._rows = np.arange(problem.n)
 
+    def follows_tolerance(self, tol: float) -> bool:
+        return True
+
     def run(self, problem: Problem) -> Result:
         data, k = problem.data, problem.k
         n, d = data.shape
         means = np.array(problem.initial_centroids.T, dtype=data.dtype)  # (d, k)
         phases: dict[str, float] = {}
+        previous = np.full(n, -1) if problem.tol is not None else None
+        done = 0
         with host_region(phases, "iterate"):
-            for _ in range(problem.iterations):
+            for done in range(1, problem.iterations + 1):
                 distances = np.square(self._repeated - means).sum(axis=1)  # (n, k)
                 assignment = distances.argmin(axis=1)
                 one_hot = np.zeros((n, k), dtype=data.dtype)
@@ -48,7 +53,12 @@ class NumpyBlog(Implementation):
                 sums = sparse.sum(axis=0)  # (k, d)
                 filled = counts > 0
                 means[:, filled] = (sums[filled] / counts[filled, None]).T
-        return Result(centroids=means.T.astype(np.float64), iterations=problem.iterations,
+                if previous is not None:
+                    changed = int(np.count_nonzero(assignment != previous))
+                    previous = assignment
+                    if stop_done(changed, n, problem.tol):
+                        break
+        return Result(centroids=means.T.astype(np.float64), iterations=done,
                       phases=phases, labels=assignment)
 
     def release(self) -> None:

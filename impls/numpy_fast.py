@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kmbench.protocol import Implementation, Problem, Result
+from kmbench.protocol import Implementation, Problem, Result, stop_done
 from kmbench.timing import host_region
 
 _ROWS_PER_BLOCK = 1 << 16  # keeps the (rows x k) distance block in cache-sized pieces
@@ -23,15 +23,20 @@ class NumpyFast(Implementation):
                    "the expansion cancels far from the origin")
     source = "kmbench's own; the algorithm of document 000's Python section, restated"
 
+    def follows_tolerance(self, tol: float) -> bool:
+        return True
+
     def run(self, problem: Problem) -> Result:
         data = problem.data
         n, d = data.shape
         k = problem.k
         centroids = np.array(problem.initial_centroids, dtype=data.dtype)
         labels = np.empty(n, dtype=np.intp)
+        previous = np.full(n, -1, dtype=np.intp) if problem.tol is not None else None
         phases: dict[str, float] = {}
+        done = 0
         with host_region(phases, "iterate"):
-            for _ in range(problem.iterations):
+            for done in range(1, problem.iterations + 1):
                 # argmin_j ||x - c_j||^2 = argmin_j (||c_j||^2 - 2 x.c_j): ||x||^2 is common.
                 half_norms = 0.5 * np.einsum("ij,ij->i", centroids, centroids)
                 for start in range(0, n, _ROWS_PER_BLOCK):
@@ -44,5 +49,11 @@ class NumpyFast(Implementation):
                 for dim in range(d):
                     sums = np.bincount(labels, weights=data[:, dim], minlength=k)
                     centroids[filled, dim] = sums[filled] / counts[filled]
-        return Result(centroids=centroids.astype(np.float64), iterations=problem.iterations,
+                if previous is not None:
+                    changed = int(np.count_nonzero(labels != previous))
+                    previous, labels = labels, previous
+                    if stop_done(changed, n, problem.tol):
+                        labels = previous
+                        break
+        return Result(centroids=centroids.astype(np.float64), iterations=done,
                       phases=phases, labels=labels)

@@ -33,6 +33,11 @@ class SklearnKMeans(Implementation):
             return False, "scikit-learn is not installed"
         return True, ""
 
+    def follows_tolerance(self, tol: float) -> bool:
+        # Its strict convergence (no label changed) is the tolerance rule at tol = 0; its own
+        # tol measures centroid movement, another rule, so tol > 0 cannot be followed.
+        return tol == 0
+
     def run(self, problem: Problem) -> Result:
         from sklearn.cluster import KMeans
 

@@ -207,7 +207,10 @@ def _run(impls, data, settings, store, data_dir=None):
 def run(
     n: str = typer.Option("100000", "--n", help="Point counts of the blobs dataset, comma separated (e.g. 100,100000)."),
     k: int = typer.Option(5, "--k", help="Clusters."),
-    iters: int = typer.Option(300, "--iters", help="Lloyd iterations every implementation runs (no early stop)."),
+    iters: int = typer.Option(300, "--iters", help="Lloyd iterations every implementation runs, with --stop iterations (no early stop)."),
+    stop: str = typer.Option("iterations", "--stop", help="Stop rule: iterations (exactly --iters) or tolerance (stop after an iteration in which at most --tol of the points changed cluster, at most --max-iters)."),
+    tol: float = typer.Option(0.0, "--tol", help="With --stop tolerance: the fraction of points that may still change cluster (0: none)."),
+    max_iters: Optional[int] = typer.Option(None, "--max-iters", help=escape("With --stop tolerance: the most iterations [default: --iters].")),
     repeats: int = typer.Option(5, "--repeats", help="Counted runs per cell (the mean is document 000's statistic)."),
     warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first (compilation, caches)."),
     impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations, comma separated [default: all]. See `kmbench list`.")),
@@ -223,7 +226,8 @@ def run(
     store: Optional[Path] = Store,
 ):
     """Run implementations on the same problem, validate each result, store one record per cell."""
-    settings = runner.Settings(k=k, iterations=iters, init=init, seed=seed, warmup=warmup,
+    settings = runner.Settings(k=k, iterations=max_iters if stop == "tolerance" and max_iters is not None else iters,
+                               stop=stop, tol=tol, init=init, seed=seed, warmup=warmup,
                                repeats=repeats, max_time=max_time)
     runner.check_settings(settings)
     impls = registry.select(impl)

@@ -53,10 +53,15 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def iterations_text(row) -> str:
-    executed, asked = row["iters_executed"], row["iterations"]
+    """Iterations executed; beside them what was asked where the two differ, and a mark where
+    the row could not stop by the tolerance rule itself and was given the reference's count."""
+    executed, reference = row["iters_executed"], row.get("reference_iterations")
     if _missing(executed):
         return "-"
-    return f"{int(executed)}" if executed == asked else f"{int(executed)} of {asked}"
+    if row.get("stop_followed") == "reference count":
+        return f"{int(executed)} (reference's count)"
+    expected = row["iterations"] if _missing(reference) else reference
+    return f"{int(executed)}" if executed == expected else f"{int(executed)} of {int(expected)}"
 
 
 def _repeats(row) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 
 from kmbench import datasets, validate
 
-ORACLE_VERSION = 2
+ORACLE_VERSION = 3
 FOLDER = "oracles"
 
 
@@ -58,14 +58,14 @@ def get(dataset, problem, directory=None, progress=None) -> tuple[validate.Oracl
     """The oracle for `problem` on `dataset`, from the cache or computed (and then stored).
     Returns (oracle, was_cached)."""
     checksum = dataset.meta.get("checksum") or datasets.checksum(problem.data)
-    stop = {"rule": "iterations", "iterations": problem.iterations}
+    stop = problem.stop
     path = datasets.data_dir(directory) / FOLDER / f"{key(checksum, problem.initial_centroids, stop)}.npz"
     if path.exists():
         found = _load(path)
         if found is not None:
             return found, True
     oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, problem.iterations,
-                                     progress=progress)
+                                     progress=progress, tol=problem.tol)
     try:
         _save(path, oracle)
     except OSError:

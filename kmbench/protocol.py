@@ -14,13 +14,32 @@ from pathlib import Path
 import numpy as np
 
 
+STOP_RULES = ("iterations", "tolerance")
+
+
+def stop_done(changed: int, n: int, tol: float | None) -> bool:
+    """The tolerance rule, one definition for every Python implementation and the oracle:
+    stop after an iteration in which at most tol * n points changed cluster (none when
+    tol = 0). In the first iteration every point counts as changed. None: never stop early."""
+    return tol is not None and changed <= tol * n
+
+
+def describe_stop(iterations: int, tol: float | None) -> str:
+    if tol is None:
+        return f"{iterations} iterations"
+    if tol == 0:
+        return f"until no label changes (at most {iterations} iterations)"
+    return f"until at most {tol:g} of the points change (at most {iterations} iterations)"
+
+
 @dataclass(frozen=True)
 class Problem:
     """One k-means problem, identical for every implementation."""
 
     data: np.ndarray  # (n, d), C-contiguous, float32 or float64
     initial_centroids: np.ndarray  # (k, d), same dtype as data
-    iterations: int  # exactly this many Lloyd iterations, no early stop
+    iterations: int  # exactly this many Lloyd iterations, or the most with a tolerance
+    tol: float | None = None  # None: the iterations rule; else the tolerance rule (stop_done)
     data_path: Path | None = None  # the .npy the data came from, for subprocess implementations
     dataset_name: str = "in-memory"
     # The counted protocol, for implementations that repeat inside their own process.
@@ -43,6 +62,11 @@ class Problem:
     @property
     def dtype(self) -> np.dtype:
         return self.data.dtype
+
+    @property
+    def stop(self) -> dict:
+        return {"rule": "iterations" if self.tol is None else "tolerance",
+                "max_iter": self.iterations, "tol": self.tol}
 
 
 @dataclass
@@ -76,6 +100,11 @@ class Implementation:
     source: str = ""  # which reference document and section it follows
     dtype: str | None = None  # "float64" when it always computes in double precision
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
+
+    def follows_tolerance(self, tol: float) -> bool:
+        """Can `run` stop by the tolerance rule itself (see `stop_done`)? If not, the runner
+        hands it the oracle's iteration count under the iterations rule, and says so."""
+        return False
 
     def available(self) -> tuple[bool, str]:
         return True, ""

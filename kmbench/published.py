@@ -26,4 +26,5 @@ def matches(record: dict, protocol: dict) -> bool:
         and parameters.get("centers") == protocol["centers"]
         and params.get("k") == protocol["k"]
         and params.get("iterations") == protocol["iterations"]
+        and params.get("stop", "iterations") == protocol.get("stop", "iterations")
     )

@@ -8,7 +8,11 @@ memory. Works with NumPy or, when handed `cupy` as `xp`, on the GPU.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from kmbench.protocol import stop_done
 
 CHUNK_ELEMENTS = 1 << 23  # points x clusters per distance chunk (64 MiB of float64)
 
@@ -66,23 +70,38 @@ def update(data, labels, centroids, xp=np, dtype=None):
     return new
 
 
-def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None, progress=None):
-    """Run exactly `iterations` Lloyd iterations; return (centroids, labels).
+@dataclass
+class LloydRun:
+    centroids: object  # (k, d) float64, on the array module used
+    labels: object  # the last assignment
+    iterations: int  # iterations executed
+    previous: object  # centroids before the last iteration (its assignment started from them)
+
+
+def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None, progress=None,
+          tol: float | None = None) -> LloydRun:
+    """Lloyd iterations from the given centroids: exactly `iterations`, or with `tol` until
+    the tolerance rule of `kmbench.protocol.stop_done` holds (at most `iterations`).
 
     In float64 by default. `dtype=float32` computes distances, sums and stored centroids in
     float32, as a careful float32 program does: the validator uses it to measure how much a
     problem amplifies float32 rounding. `progress(done, total)` is called after each iteration."""
     data = xp.asarray(data)
     centroids = xp.asarray(initial_centroids, dtype=xp.float64)
-    labels = None
+    previous, labels, done = centroids, None, 0
     for done in range(1, iterations + 1):
-        labels, _ = nearest(data, centroids, xp, dtype)
+        previous = centroids
+        new_labels, _ = nearest(data, centroids, xp, dtype)
+        changed = data.shape[0] if labels is None else int((new_labels != labels).sum())
+        labels = new_labels
         centroids = update(data, labels, centroids, xp, dtype)
         if dtype is not None:
             centroids = centroids.astype(dtype).astype(xp.float64)
         if progress is not None:
             progress(done, iterations)
-    return centroids, labels
+        if stop_done(changed, data.shape[0], tol):
+            break
+    return LloydRun(centroids, labels, done, previous)
 
 
 def inertia(data, centroids, xp=np) -> float:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import pandas as pd
 
 from kmbench import ceilings, published
+from kmbench.protocol import describe_stop
 
 BASELINE = "sklearn"
 # Which way is better, per metric: every ratio against the baseline is taken through it.
 POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "dist_evals_per_s": "higher",
             "memory_fraction": "higher", "arithmetic_fraction": "higher", "roofline_fraction": "higher"}
 NOISE_FRACTION = 0.03  # measured means closer than this (or two std devs) are a tie
-CELL_KEY = ["impl", "dataset", "k", "iterations", "init", "seed"]
+CELL_KEY = ["impl", "dataset", "k", "stop", "init", "seed"]
 
 
 def _group(record: dict) -> str:
@@ -21,7 +22,13 @@ def _group(record: dict) -> str:
                   if key not in ("n", "path")}
     described = " ".join(f"{key}={value}" for key, value in parameters.items())
     return (f"{data.get('generator')} {described} {data.get('dtype')}; k={params['k']}, "
-            f"{params['iterations']} iterations, init {params['init']} (seed {params['seed']})")
+            f"{_stop(record)}, init {params['init']} (seed {params['seed']})")
+
+
+def _stop(record: dict) -> str:
+    params = record["params"]
+    tolerance = params.get("stop", "iterations") == "tolerance"
+    return describe_stop(params["iterations"], params.get("tol", 0.0) if tolerance else None)
 
 
 def _machine(record: dict) -> str:
@@ -52,6 +59,9 @@ def _row(record: dict) -> dict:
         "d": data["d"],
         "k": params["k"],
         "iterations": params["iterations"],
+        "stop": _stop(record),
+        "stop_followed": (record.get("stop") or {}).get("followed", "own"),
+        "reference_iterations": record.get("reference_iterations"),
         "init": params["init"],
         "seed": params["seed"],
         "impl": record["impl"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import traceback
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 
 import numpy as np
@@ -14,7 +14,7 @@ import numpy as np
 from kmbench import environment, oracles, results, validate
 from kmbench.datasets import Dataset
 from kmbench.errors import UsageError
-from kmbench.protocol import Implementation, Problem, Result
+from kmbench.protocol import STOP_RULES, Implementation, Problem, Result
 from kmbench.timing import spread_warning, summarize
 
 INITS = ("random", "kmeans++")
@@ -23,7 +23,9 @@ INITS = ("random", "kmeans++")
 @dataclass
 class Settings:
     k: int = 5
-    iterations: int = 300
+    iterations: int = 300  # exactly, or the most with stop = "tolerance"
+    stop: str = "iterations"
+    tol: float = 0.0  # with stop = "tolerance": the fraction of points allowed to change
     init: str = "random"
     seed: int = 0
     warmup: int = 1
@@ -35,7 +37,11 @@ def check_settings(settings: Settings) -> None:
     if settings.k < 1:
         raise UsageError(f"--k must be at least 1; got {settings.k}.")
     if settings.iterations < 1:
-        raise UsageError(f"--iters must be at least 1; got {settings.iterations}.")
+        raise UsageError(f"--iters and --max-iters must be at least 1; got {settings.iterations}.")
+    if settings.stop not in STOP_RULES:
+        raise UsageError(f"--stop must be one of {', '.join(STOP_RULES)}; got {settings.stop!r}.")
+    if not 0 <= settings.tol <= 1:
+        raise UsageError(f"--tol is a fraction of the points, from 0 to 1; got {settings.tol}.")
     if settings.repeats < 1:
         raise UsageError(f"--repeats must be at least 1; got {settings.repeats}.")
     if settings.warmup < 0:
@@ -77,6 +83,7 @@ def make_problem(dataset: Dataset, settings: Settings) -> Problem:
         data=data,
         initial_centroids=initial_centroids(data, settings.k, settings.init, settings.seed),
         iterations=settings.iterations,
+        tol=settings.tol if settings.stop == "tolerance" else None,
         data_path=dataset.path,
         dataset_name=dataset.name,
         warmup=settings.warmup,
@@ -160,6 +167,17 @@ def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Impleme
     return validate.worst(verdicts), dtype
 
 
+def _as_followed(impl: Implementation, problem: Problem, oracle) -> tuple[Problem, str]:
+    """The problem as this implementation will run it. One that cannot stop by the tolerance
+    rule itself gets the oracle's iteration count under the iterations rule: the same work,
+    said so in the record and the tables, never silently compared."""
+    if problem.tol is None:
+        return problem, "own"
+    if impl.follows_tolerance(problem.tol):
+        return problem, "own"
+    return replace(problem, iterations=oracle.iterations, tol=None), "reference count"
+
+
 def usable(impl: Implementation) -> tuple[bool, str]:
     """`available()`, with a check that itself fails counted as a reason, not a crash."""
     try:
@@ -185,6 +203,8 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
     if not ready:
         record.update(status=validate.SKIPPED, detail=why)
         return record
+    problem, followed = _as_followed(impl, problem, oracle)
+    record["stop"] = {**problem.stop, "followed": followed}
     cell = _Cell()
     try:
         _measure(impl, problem, settings, cell)
@@ -237,9 +257,13 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
     warning = spread_warning(iterate)
     if warning:
         record["warnings"].append(warning)
-    if iterations != settings.iterations:
+    record["reference_iterations"] = oracle.iterations
+    if record["stop"]["followed"] == "reference count":
         record["warnings"].append(
-            f"ran {iterations} of {settings.iterations} iterations (stops at convergence)")
+            f"cannot stop by the tolerance rule itself: ran the reference's {oracle.iterations} iterations")
+    elif iterations != oracle.iterations:
+        why = " (stops at convergence)" if problem.tol is None else ""
+        record["warnings"].append(f"ran {iterations} iterations, the reference {oracle.iterations}{why}")
     return record
 
 

@@ -69,36 +69,32 @@ class Oracle:
     _inertias: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def compute(cls, data, initial_centroids, iterations, progress=None) -> "Oracle":
-        """Run the float64 reference, then the float32 one; `progress(text)` is told of each
-        stage, and of each iteration, so a long oracle shows it is working."""
+    def compute(cls, data, initial_centroids, iterations, progress=None, tol=None) -> "Oracle":
+        """Run the float64 reference, then the float32 one, by the same stop rule (`tol`: see
+        `kmbench.protocol.stop_done`); `progress(text)` is told of each iteration of each, so a
+        long oracle shows it is working."""
         n, k = data.shape[0], initial_centroids.shape[0]
         xp = reference.array_module(n, k, iterations)
         device_data = xp.asarray(data)
 
         def stage(name):
             return None if progress is None else (
-                lambda done, _: progress(f"{name}: iteration {done}/{iterations}"))
+                lambda done, total: progress(f"{name}: iteration {done}/{total}"))
 
-        # The last iteration apart: its assignment, from the centroids before it, is where
-        # float32 ties are counted.
-        reference_progress = stage("float64 reference")
-        before, _ = reference.lloyd(device_data, initial_centroids, iterations - 1, xp,
-                                    progress=reference_progress)
-        centroids, _ = reference.lloyd(device_data, before, 1, xp)
-        if reference_progress:
-            reference_progress(iterations, iterations)
-        total = reference.inertia(device_data, centroids, xp)
-        oracle = cls(reference.to_numpy(centroids), total, reference.spread(device_data, xp), n,
-                     iterations=iterations)
-        shift, oracle.near_ties = reference.tie_shift(device_data, reference.to_numpy(before), xp)
+        run = reference.lloyd(device_data, initial_centroids, iterations, xp,
+                              progress=stage("float64 reference"), tol=tol)
+        total = reference.inertia(device_data, run.centroids, xp)
+        oracle = cls(reference.to_numpy(run.centroids), total, reference.spread(device_data, xp), n,
+                     iterations=run.iterations)
+        # Float32 ties are counted in the last assignment, made from the centroids before it.
+        shift, oracle.near_ties = reference.tie_shift(device_data, reference.to_numpy(run.previous), xp)
         oracle.ties = float(np.linalg.norm(shift)) / max(np.sqrt(k) * oracle.spread, 1e-300)
         rounded = oracle.centroids.astype(np.float32).astype(np.float64)
         oracle.representation = oracle.inertia_difference(
             reference.inertia(device_data, rounded, xp))
-        drifted, _ = reference.lloyd(device_data, initial_centroids, iterations, xp, dtype=xp.float32,
-                                     progress=stage("float32 sensitivity run"))
-        oracle.sensitivity = centroid_error(reference.to_numpy(drifted), oracle)
+        drifted = reference.lloyd(device_data, initial_centroids, iterations, xp, dtype=xp.float32,
+                                  progress=stage("float32 sensitivity run"), tol=tol)
+        oracle.sensitivity = centroid_error(reference.to_numpy(drifted.centroids), oracle)
         return oracle
 
     @property

@@ -24,7 +24,8 @@ def loop_lloyd(data, centroids, iterations):
 def test_reference_matches_loop_statement(rng):
     data = blob_data(rng, n=300, d=3, k=4)
     start = data[rng.choice(len(data), 4, replace=False)]
-    got, labels = reference.lloyd(data, start, 7)
+    run = reference.lloyd(data, start, 7)
+    got, labels = run.centroids, run.labels
     np.testing.assert_allclose(got, loop_lloyd(data, start, 7), rtol=1e-12, atol=1e-12)
     assert labels.shape == (300,)
 
@@ -33,7 +34,8 @@ def test_empty_cluster_keeps_its_centroid(rng):
     data = blob_data(rng, n=200, d=2, k=2)
     far = np.array([[1e6, 1e6]])
     start = np.vstack([data[:2], far])
-    got, labels = reference.lloyd(data, start, 5)
+    run = reference.lloyd(data, start, 5)
+    got, labels = run.centroids, run.labels
     assert not (labels == 2).any()
     np.testing.assert_array_equal(got[2], far[0])
 
@@ -41,9 +43,9 @@ def test_empty_cluster_keeps_its_centroid(rng):
 def test_chunking_does_not_change_the_result(rng, monkeypatch):
     data = blob_data(rng, n=1000, d=2, k=5)
     start = data[:5]
-    whole, _ = reference.lloyd(data, start, 10)
+    whole = reference.lloyd(data, start, 10).centroids
     monkeypatch.setattr(reference, "CHUNK_ELEMENTS", 37)  # many ragged chunks
-    chunked, _ = reference.lloyd(data, start, 10)
+    chunked = reference.lloyd(data, start, 10).centroids
     np.testing.assert_array_equal(whole, chunked)
 
 

@@ -58,6 +58,9 @@ class NativeLloyd(Implementation):
         self._binary: build.Binary | None = None
         self._workdir: tempfile.TemporaryDirectory | None = None
 
+    def follows_tolerance(self, tol: float) -> bool:
+        return True  # harness.hpp's StopRule, the same rule as kmbench.protocol.stop_done
+
     def include_flags(self) -> tuple[list[str], str]:
         return [], ""
 
@@ -103,6 +106,8 @@ class NativeLloyd(Implementation):
                    "--repeats", str(problem.repeats)]
         if problem.max_time:
             command += ["--max-time", str(problem.max_time)]
+        if problem.tol is not None:
+            command += ["--tol", repr(float(problem.tol))]
         return command + (["--float32"] if self.single else [])
 
     def run(self, problem: Problem) -> Result:

@@ -4,6 +4,8 @@
 // the warm-up and the counted repeats itself, times only the Lloyd loop with
 // std::chrono::steady_clock, and prints one JSON document on stdout:
 //   {"centroids": [[...], ...], "iterations": N, "times": [...], "warmup_times": [...]}
+// where N is the iterations the last run executed: exactly --iters, or, with --tol, until
+// the fraction of points that changed cluster in an iteration is <= tol (at most --iters).
 // Any failure prints one line on stderr and exits non-zero.
 #pragma once
 
@@ -71,9 +73,21 @@ inline Matrix read_npy(const std::string& path) {
   return m;
 }
 
+// kmbench's stop rules. An iteration assigns every point and updates the means; with a
+// tolerance the run stops after the first iteration in which at most tol * n points changed
+// cluster (none, for tol = 0). In the first iteration every point counts as changed.
+struct StopRule {
+  long max_iter = 300;
+  double tol = -1;  // < 0: exactly max_iter iterations
+  bool done(std::size_t changed, std::size_t n) const {
+    return tol >= 0 && double(changed) <= tol * double(n);
+  }
+};
+
 struct Options {
   std::string data, init;
   long iterations = 300, warmup = 1, repeats = 5;
+  double tol = -1;
   double max_time = 0;  // seconds of counted repeats after which to stop; 0: no budget
   bool single = false;  // compute in float32
 };
@@ -91,10 +105,12 @@ inline Options parse(int argc, char** argv) {
     else if (flag == "--warmup") o.warmup = std::stol(value);
     else if (flag == "--repeats") o.repeats = std::stol(value);
     else if (flag == "--max-time") o.max_time = std::stod(value);
+    else if (flag == "--tol") o.tol = std::stod(value);
     else throw std::runtime_error("unknown option " + flag);
   }
   if (o.data.empty() || o.init.empty()) throw std::runtime_error("--data and --init are required");
   if (o.iterations < 1 || o.repeats < 1 || o.warmup < 0) throw std::runtime_error("bad iteration counts");
+  if (o.tol > 1) throw std::runtime_error("--tol is a fraction of the points, at most 1");
   return o;
 }
 
@@ -124,9 +140,9 @@ inline void print_json(const std::vector<double>& centroids, std::size_t d, long
               rows.c_str(), iterations, list(times).c_str(), list(warmup).c_str());
 }
 
-// Runs `lloyd(points, n, d, centroids, k, iterations)` (which updates centroids in place)
-// for the warm-up and the counted repeats, each from the initial centroids, timing only
-// that call. `lloyd` is generic over the scalar type (float with --float32, else double).
+// Runs `lloyd(points, n, d, centroids, k, stop)` (which updates centroids in place and
+// returns the iterations it executed) for the warm-up and the counted repeats, each from the
+// initial centroids, timing only that call. `lloyd` is generic over the scalar type (float with --float32, else double).
 template <typename Lloyd>
 int main_with(int argc, char** argv, Lloyd&& lloyd) {
   try {
@@ -137,6 +153,8 @@ int main_with(int argc, char** argv, Lloyd&& lloyd) {
     if (init.rows > data.rows) throw std::runtime_error("more centroids than points");
     std::vector<double> result;
     std::vector<double> times, warmup;
+    long executed = 0;
+    const StopRule stop{o.iterations, o.tol};
     auto run = [&](auto zero) {
       using T = decltype(zero);
       const std::vector<T> points = as<T>(data);
@@ -146,7 +164,7 @@ int main_with(int argc, char** argv, Lloyd&& lloyd) {
       for (long r = 0; r < o.warmup + o.repeats; ++r) {
         centroids = start;
         const auto t0 = std::chrono::steady_clock::now();
-        lloyd(points, data.rows, data.cols, centroids, init.rows, o.iterations);
+        executed = lloyd(points, data.rows, data.cols, centroids, init.rows, stop);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (r < o.warmup) {
           warmup.push_back(seconds);
@@ -159,7 +177,7 @@ int main_with(int argc, char** argv, Lloyd&& lloyd) {
       result.assign(centroids.begin(), centroids.end());
     };
     if (o.single) run(float{}); else run(double{});
-    print_json(result, data.cols, o.iterations, times, warmup);
+    print_json(result, data.cols, executed, times, warmup);
     return 0;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "out of memory\n");

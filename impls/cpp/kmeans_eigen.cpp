@@ -10,8 +10,8 @@
 
 struct EigenLloyd {
   template <typename T>
-  void operator()(const std::vector<T>& points, std::size_t n, std::size_t d, std::vector<T>& means,
-                  std::size_t k, long iterations) const {
+  long operator()(const std::vector<T>& points, std::size_t n, std::size_t d, std::vector<T>& means,
+                  std::size_t k, const kmbench::StopRule& stop) const {
     using Array = Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using Column = Eigen::Array<T, Eigen::Dynamic, 1>;
     const Eigen::Map<const Array> data(points.data(), n, d);
@@ -19,21 +19,27 @@ struct EigenLloyd {
     Array distances(n, k);
     Array sums(k, d);
     Column counts(k);
-    for (long iteration = 0; iteration < iterations; ++iteration) {
+    std::vector<Eigen::Index> assignment(n, Eigen::Index(k));  // k: no cluster yet
+    for (long iteration = 1; iteration <= stop.max_iter; ++iteration) {
       distances.setZero();
       for (std::size_t j = 0; j < d; ++j)
         distances += (data.col(j).replicate(1, k).rowwise() - centroids.col(j).transpose()).square();
       sums.setZero();
       counts.setZero();
+      std::size_t changed = 0;
       for (std::size_t point = 0; point < n; ++point) {
         Eigen::Index nearest;
         distances.row(point).minCoeff(&nearest);
+        changed += assignment[point] != nearest;
+        assignment[point] = nearest;
         sums.row(nearest) += data.row(point);
         counts(nearest) += 1;
       }
       for (std::size_t cluster = 0; cluster < k; ++cluster)
         if (counts(cluster) > 0) centroids.row(cluster) = sums.row(cluster) / counts(cluster);
+      if (stop.done(changed, n)) return iteration;
     }
+    return stop.max_iter;
   }
 };
 
