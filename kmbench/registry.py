@@ -20,6 +20,7 @@ BUILTINS = [
     "impls.cuda:CudaV1",
     "impls.cuda:CudaV2",
     "impls.cuda:CudaV3",
+    "impls.cuda.doc002:Cuda002",
     "impls.sklearn_impl:SklearnKMeans",
     "impls.scipy_impl:ScipyKMeans2",
 ]
