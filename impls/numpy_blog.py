@@ -13,10 +13,17 @@ marks such cells `mismatch`; float64 data are fine.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+
+from kmbench.errors import ImplementationError
 
 from kmbench.protocol import Implementation, Problem, Result, stop_done
 from kmbench.timing import host_region
+
+
+MAX_BYTES = float(os.environ.get("KMBENCH_NUMPY_BLOG_MAX_GIB", 4)) * 2**30
 
 
 class NumpyBlog(Implementation):
@@ -28,6 +35,13 @@ class NumpyBlog(Implementation):
 
     def prepare(self, problem: Problem) -> None:
         k = problem.k
+        # The design holds n x d x k values twice over (the repeated data, and the n x k x d
+        # products per iteration): refuse before allocating what the machine cannot hold.
+        needed = 2 * problem.n * problem.d * k * problem.data.itemsize
+        if needed > MAX_BYTES:
+            raise ImplementationError(
+                f"{self.name} would need {needed / 2**30:.1f} GiB for its n x d x k broadcasts "
+                f"(limit {MAX_BYTES / 2**30:.1f} GiB, KMBENCH_NUMPY_BLOG_MAX_GIB)")
         # The data repeated k times depthwise: (n, d, k), built once like the blog did.
         self._repeated = np.repeat(problem.data[:, :, None], k, axis=2)
         self._rows = np.arange(problem.n)

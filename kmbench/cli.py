@@ -13,9 +13,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kmbench import datasets, export, files, published, registry, report, results, runner
+from kmbench import datasets, export, files, plan, registry, report, results, runner, suite
 from kmbench.errors import UsageError
-from kmbench.plot import per_iteration_chart, require_matplotlib
+from kmbench.plot import per_iteration_chart, require_matplotlib, sweep_charts
 from kmbench.timing import format_seconds
 
 app = typer.Typer(
@@ -126,6 +126,9 @@ class _ProgressReporter:
 
     def done(self, record):
         self.progress.advance(self.task)
+
+    def skip(self, count):
+        self.progress.advance(self.task, count)
 
 
 def _summary(records: list[dict]) -> Table:
@@ -269,32 +272,120 @@ def report_cmd(
         errors.print(f"wrote {per_iteration_chart(cells, plot)}")
 
 
-EXPERIMENTS = {"python-cpp-cuda": "document 000: blobs d=2, n in {100, 100000}, k=5, 300 iterations, mean of 5"}
+def _plan_progress(steps) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
+def _execute(steps, store, data_dir, force):
+    """Run a checked plan with one bar over every cell (skipped cells advance it too)."""
+    total = sum(len(step.impls) for step in steps)
+    with _plan_progress(steps) as progress:
+        reporter = _ProgressReporter(progress, total)
+        records, skipped = plan.execute(steps, store, reporter, data_dir, force)
+    if records:
+        console.print(_summary(records))
+        _warnings(records)
+    console.print(f"{len(records)} records appended to {results.store_path(store)}"
+                  + (f"; {skipped} cells skipped, measured before with this code on this machine "
+                     "(--force runs them again)" if skipped else "") + ".")
+    return plan.latest_records(steps, store)
+
+
+def _write_plots(cells, kinds, stem: Path):
+    for kind in kinds:
+        if kind == "per-iteration":
+            errors.print(f"wrote {per_iteration_chart(cells, Path(f'{stem}-per-iteration.png'))}")
+        else:
+            for path in sweep_charts(cells, Path(str(stem))):
+                errors.print(f"wrote {path}")
 
 
 @app.command("reproduce")
 @friendly
 def reproduce(
-    experiment: str = typer.Argument(..., help=f"Which published comparison: {', '.join(EXPERIMENTS)}."),
-    impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations [default: every one the document has, plus numpy].")),
-    out: Path = typer.Option(Path("results/report.md"), "--out", help="Markdown report to write."),
+    name: Optional[str] = typer.Argument(None, help="Which suite (a reproduction of a reference document); see --list."),
+    list_suites: bool = typer.Option(False, "--list", help="List the suites and exit."),
+    impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations [default: the suite's own, else every one]. See `kmbench list`.")),
+    out: Optional[Path] = typer.Option(None, "--out", help=escape("Markdown report to write [default: results/reproduce-NAME.md]; plots go beside it.")),
+    force: bool = typer.Option(False, "--force", help="Run cells again even if this code measured them on this machine."),
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
 ):
-    """Run a reference document's protocol and write its published table beside ours."""
-    if experiment not in EXPERIMENTS:
-        raise UsageError(f"Unknown experiment {experiment!r}; known: {', '.join(EXPERIMENTS)}.")
-    table = published.table(experiment)
-    protocol = table["protocol"]
-    settings = runner.Settings(k=protocol["k"], iterations=protocol["iterations"],
-                               repeats=protocol["repeats"])
-    impls = registry.select(impl)
-    sizes, make = _planned(",".join(map(str, protocol["n"])), None, protocol["d"], protocol["centers"],
-                           "float32", data_dir, False)
-    _check_before_writing(settings, sizes, store, data_dir, generating=True)
+    """Run a reference document's protocol from its suite file and write its published figures beside ours."""
+    if list_suites or name is None:
+        table = Table(title="Suites (kmbench/suites/*.toml)")
+        for column in ("name", "title", "source", "cells"):
+            table.add_column(column)
+        for entry in suite.names():
+            loaded = suite.load(entry)
+            cells = sum(len(step.impls) for step in loaded.steps())
+            table.add_row(entry, escape(loaded.title), loaded.source, str(cells))
+        console.print(table)
+        if name is None and not list_suites:
+            raise UsageError("Name a suite to reproduce (see the list above).")
+        return
+    chosen = suite.load(name)
+    steps = chosen.steps(impl)
+    out = out or Path("results") / f"reproduce-{name}.md"
+    plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
-    records = _run(impls, _made(make), settings, store, data_dir)
-    _write(export.markdown(report.cells_frame(records), str(results.store_path(store))), out)
+    if chosen.plots:
+        require_matplotlib()
+    records = _execute(steps, store, data_dir, force)
+    cells = report.cells_frame(records)
+    comparisons = [c for c in ([chosen.comparison] if chosen.comparison != "none" else [])]
+    comparisons = ["seconds" if c == "seconds" else (c, chosen.published) for c in comparisons]
+    _write(export.markdown(cells, str(results.store_path(store)), comparisons,
+                           title=f"kmbench reproduce {name}: {chosen.title}"), out)
+    _write_plots(cells, chosen.plots, out.with_suffix(""))
+
+
+def _numbers(option: str, text: str) -> list:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"{option} takes numbers separated by commas (e.g. 1e4,1e5); got {text!r}.") from None
+    if not values:
+        raise UsageError(f"{option} names no value.")
+    return [int(v) if v == int(v) else v for v in values]
+
+
+@app.command("sweep")
+@friendly
+def sweep(
+    data: str = typer.Option("radial", "--data", help="Generator: radial (document 002's tree) or blobs."),
+    vary: list[str] = typer.Option(["n=1e4,1e5,1e6"], "--vary", help="A dataset parameter and its values, e.g. n=1e4,1e5,1e6 (repeatable)."),
+    k: str = typer.Option("3,30,100", "--k", help="Clusters, comma separated."),
+    iters: str = typer.Option("30", "--iters", help="Iterations (the most, with --stop tolerance), comma separated: varying h."),
+    stop: str = typer.Option("iterations", "--stop", help="iterations or tolerance (see kmbench run --help)."),
+    tol: float = typer.Option(0.0, "--tol", help="With --stop tolerance: the fraction of points that may still change."),
+    repeats: int = typer.Option(3, "--repeats", help="Counted runs per cell."),
+    warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
+    impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations, comma separated [default: all].")),
+    force: bool = typer.Option(False, "--force", help="Run cells again even if this code measured them on this machine."),
+    out: Path = typer.Option(Path("results/sweep.md"), "--out", help="Markdown report; the plots go beside it (NAME-log.png, NAME-linear.png)."),
+    data_dir: Optional[Path] = DataDir,
+    store: Optional[Path] = Store,
+):
+    """Run a grid of sizes, k and iterations, skipping cells already measured, and plot rate and time against n, k and h."""
+    spec: dict = {"generator": data}
+    for item in vary:
+        key, sep, values = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--vary takes NAME=VALUES, e.g. n=1e4,1e5; got {item!r}.")
+        spec[key.strip()] = _numbers(f"--vary {key.strip()}", values)
+    settings = runner.Settings(stop=stop, tol=tol, repeats=repeats, warmup=warmup, max_time=max_time)
+    steps = plan.expand([spec], settings, _numbers("--k", k), _numbers("--iters", iters), impl)
+    plan.check(steps, store, data_dir)
+    files.check_writable_file(out, "--out")
+    require_matplotlib()
+    records = _execute(steps, store, data_dir, force)
+    cells = report.cells_frame(records)
+    _write(export.markdown(cells, str(results.store_path(store)), comparisons=(), title="kmbench sweep"), out)
+    _write_plots(cells, ["sweep"], out.with_suffix(""))
 
 
 def main():

@@ -101,6 +101,33 @@ def gpu() -> dict | None:
         return None
 
 
+CODE_SUFFIXES = (".py", ".json", ".toml", ".cu", ".cuh", ".cpp", ".hpp")
+
+
+@lru_cache(maxsize=1)
+def code_hash() -> str:
+    """A hash of every source file of the harness and the implementations: what decides
+    whether two records were measured with the same code (git's commit does not see
+    uncommitted edits, and the device machine has no .git)."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for folder in ("kmbench", "impls"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in CODE_SUFFIXES and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def identity(env: dict | None = None) -> tuple:
+    """Code and machine of a record's environment (or of this process): equal identities
+    measure the same thing, so a finished cell need not run again."""
+    env = env if env is not None else capture()
+    gpu = env.get("gpu") or {}
+    return (env.get("code_hash"), env.get("cpu"), env.get("cores"), gpu.get("name"))
+
+
 @lru_cache(maxsize=1)
 def capture() -> dict:
     """The environment of this process, once per run."""
@@ -114,6 +141,7 @@ def capture() -> dict:
         "threads": threads(),
         "gpu": gpu(),
         "git_commit": _git_commit(),
+        "code_hash": code_hash(),
         "command": shlex.join([Path(sys.argv[0]).name] + sys.argv[1:]),
         "hostname": platform.node(),
     }

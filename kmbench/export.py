@@ -149,8 +149,47 @@ def _published_markdown(cells: pd.DataFrame) -> list[str]:
     return out
 
 
-def markdown(cells: pd.DataFrame, source: str = "") -> str:
-    out = ["# kmbench report", ""]
+def _billions(value) -> str:
+    return "-" if _missing(value) else f"{value / 1e9:.3g}"
+
+
+def rates_markdown(cells: pd.DataFrame, key: str) -> list[str]:
+    """Document 002's view: the computation rate C = k*n*h/t (billions per second) per
+    implementation, one table per dataset with k across, and the published peaks beside the
+    peaks we measured. A row that is not `ok` is flagged where its figure stands."""
+    table = published.table(key)
+    out = [f"## {table['title']}: published rates vs measured", "",
+           f"Published: `{table['source']}`, {table['hardware']}; {table['protocol']['statistic']}. "
+           f"Rate: {table['rate']}; h is the iterations each run executed.", ""]
+    for dataset, part in cells.groupby("dataset", sort=False):
+        ks = sorted(part["k"].unique())
+        out += [f"C in billions per second on {dataset} (n = {part['n'].iloc[0]:,}):", ""]
+        rows = []
+        for label, rows_of in part.groupby("label", sort=False):
+            cells_by_k = {row["k"]: row for _, row in rows_of.iterrows()}
+            rows.append([label] + [_flagged(cells_by_k[k], _billions(cells_by_k[k]["dist_evals_per_s"]))
+                                   if k in cells_by_k else "" for k in ks])
+        out += [_table(["Implementation"] + [f"k = {k}" for k in ks], rows), ""]
+    peaks = []
+    for peak in table["peaks"]:
+        mine = cells[(cells["impl"] == peak["impl"]) & (cells["status"] == "ok")]
+        if "k" in peak:
+            mine = mine[mine["k"] == peak["k"]]
+        best = mine.loc[mine["dist_evals_per_s"].idxmax()] if mine["dist_evals_per_s"].notna().any() else None
+        where = f"n = {best['n']:,}, k = {best['k']}, h = {int(best['iters_executed'])}" if best is not None else "-"
+        measured = best["dist_evals_per_s"] if best is not None else None
+        peaks.append([peak["what"], peak["impl"], _billions(peak["rate"]), _billions(measured), where,
+                      _ratio(measured / peak["rate"]) if measured else "-"])
+    out += ["Peaks (only `ok` cells count):", "",
+            _table(["published figure", "our row", "published (billion/s)", "measured (billion/s)",
+                    "measured at", "measured / published"], peaks)]
+    return out
+
+
+def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title="kmbench report") -> str:
+    """Every group's tables, then the published comparisons asked for: "seconds" (document
+    000's table beside ours) and ("peak-rates", key) pairs for rate comparisons."""
+    out = [f"# {title}", ""]
     if cells.empty:
         return "\n".join(out + ["No records yet: run `kmbench run` first.", ""])
     out.append(f"{len(cells)} cells from `{source}`. Times are the Lloyd loop only (the region "
@@ -160,8 +199,12 @@ def markdown(cells: pd.DataFrame, source: str = "") -> str:
         machines = ", ".join(sorted(group["machine"].unique()))
         out += ["", f"## {group_name}", "", f"Machine: {machines}", ""]
         out += _group_markdown(group)
-    out += [""] + _published_markdown(cells) + [""]
-    return "\n".join(out)
+    for comparison in comparisons:
+        if comparison == "seconds":
+            out += [""] + _published_markdown(cells)
+        else:
+            out += [""] + rates_markdown(cells, comparison[1])
+    return "\n".join(out + [""])
 
 
 def csv(cells: pd.DataFrame, source: str = "") -> str:

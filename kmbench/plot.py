@@ -54,3 +54,76 @@ def per_iteration_chart(cells: pd.DataFrame, out: Path) -> Path:
     plt.close(figure)
     tmp.replace(out)
     return out
+
+
+SWEEP_AXES = (("n", "points n"), ("k", "clusters k"), ("iters_executed", "iterations h"))
+SWEEP_METRICS = (("dist_evals_per_s", "rate C = k n h / t (per second)"),
+                 ("per_iter_s", "seconds per iteration"))
+
+
+def _panel_rows(cells: pd.DataFrame, axis: str) -> tuple[pd.DataFrame, str]:
+    """The cells one panel shows: those varying `axis`, every other parameter held at its
+    largest value (where most work is done), as document 002's figures hold them; and a note
+    of what is held. With one iteration cap (a convergence stop), h varies with k, so the h
+    panel shows every k."""
+    rows, held = cells, []
+    if axis != "n":
+        rows = rows[rows["n"] == rows["n"].max()]
+        held.append(f"n = {rows['n'].max():,}")
+    h_from_k = axis == "iters_executed" and rows["iterations"].nunique() == 1
+    if axis != "k" and not h_from_k:
+        rows = rows[rows["k"] == rows["k"].max()]
+        held.append(f"k = {rows['k'].max()}")
+    if axis != "iters_executed":
+        rows = rows[rows["iterations"] == rows["iterations"].max()]
+        held.append(f"at most {rows['iterations'].max()} iterations")
+    return rows, ", ".join(held)
+
+
+def sweep_charts(cells: pd.DataFrame, out_stem: Path) -> list[Path]:
+    """Two PNGs, log and linear axes (document 002's Figures 1 and 2): the rate and the time
+    per iteration against n, k and h, one line per implementation, a red cross on every
+    point that is not `ok`."""
+    plt = require_matplotlib()
+    from matplotlib import ticker
+
+    measured = cells.dropna(subset=["per_iter_s", "dist_evals_per_s"])
+    if measured.empty:
+        raise UsageError("No measured cell to plot.")
+    written = []
+    for scale in ("log", "linear"):
+        figure, axes = plt.subplots(2, 3, figsize=(15, 8.5))
+        for column, (axis, axis_label) in enumerate(SWEEP_AXES):
+            rows, held = _panel_rows(measured, axis)
+            for row_index, (metric, metric_label) in enumerate(SWEEP_METRICS):
+                panel = axes[row_index, column]
+                for label, line in rows.groupby("label", sort=False):
+                    line = line.sort_values(axis)
+                    drawn = panel.plot(line[axis], line[metric], marker="o", markersize=4, label=label)
+                    bad = line[line["status"] != "ok"]
+                    if not bad.empty:
+                        panel.plot(bad[axis], bad[metric], "x", color="red", markersize=10,
+                                   markeredgewidth=2, label=f"{label}: not ok" if len(bad) else None)
+                    drawn[0].set_linewidth(1.2)
+                panel.set_xscale(scale)
+                panel.set_yscale(scale)
+                if len(rows):
+                    panel.set_xticks(sorted(rows[axis].dropna().unique()))
+                panel.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+                panel.xaxis.set_minor_formatter(ticker.NullFormatter())
+                panel.set_xlabel(axis_label)
+                panel.set_ylabel(metric_label)
+                panel.set_title(f"varying {axis_label.split()[-1]} ({held})", fontsize=9)
+                panel.grid(True, which="both", alpha=0.3)
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        figure.legend(handles, labels, loc="lower center", ncol=min(6, max(1, len(labels))), fontsize=8)
+        figure.suptitle(f"kmbench sweep ({scale} axes); red cross: result not ok", fontsize=11)
+        figure.tight_layout(rect=(0, 0.06, 1, 0.96))
+        out = Path(f"{out_stem}-{scale}.png")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp.png")
+        figure.savefig(tmp, dpi=100)
+        plt.close(figure)
+        tmp.replace(out)
+        written.append(out)
+    return written

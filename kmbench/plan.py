@@ -1,0 +1,152 @@
+"""A plan: the grid of cells a suite or a sweep asks for, checked whole before anything is
+written, then run step by step (one dataset and one set of parameters per step), skipping
+cells already measured with the same code on the same machine unless told to re-run.
+
+A dataset is described by a spec, {"generator": "blobs" | "radial", parameters...}; its
+name and point count are known without generating it, so k can be checked against every
+dataset first. For the radial tree, "n" may stand for the size: the cluster size is then
+n / (branches1 * branches2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from kmbench import datasets, environment, registry, results, runner
+from kmbench.errors import UsageError
+
+BLOBS_DEFAULTS = {"d": 2, "centers": 5, "std": 1.0, "seed": 0, "dtype": "float32"}
+RADIAL_DEFAULTS = {"branches1": 10, "dist1": 20.0, "branches2": 5, "dist2": 2.0, "cluster_size": 20000,
+                   "scale": 0.1, "seed": 0, "dtype": "float32"}
+SKIPPABLE = ("ok", "mismatch")  # finished cells; errors and skips are tried again
+
+
+@dataclass
+class Step:
+    spec: dict  # the dataset, with every parameter filled in
+    settings: runner.Settings
+    impls: list = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return dataset_name(self.spec)[0]
+
+
+def _filled(spec: dict) -> dict:
+    generator = spec.get("generator")
+    if generator == "blobs":
+        full = {**BLOBS_DEFAULTS, **spec}
+        if "n" not in full:
+            raise UsageError("a blobs dataset needs n.")
+        return full
+    if generator == "radial":
+        full = {**RADIAL_DEFAULTS, **spec}
+        if "n" in full:
+            leaves = full["branches1"] * full["branches2"]
+            full["cluster_size"] = max(1, int(full.pop("n")) // leaves)
+        return full
+    raise UsageError(f"Unknown dataset generator {generator!r}; known: blobs, radial.")
+
+
+def dataset_name(spec: dict) -> tuple[str, int]:
+    """The cache name and point count of a filled spec, without generating anything."""
+    s = spec
+    datasets.dtype_of(s["dtype"])
+    if s["generator"] == "blobs":
+        return datasets.blobs_name(int(s["n"]), s["d"], s["centers"], s["std"], s["seed"], s["dtype"]), int(s["n"])
+    name = datasets.radial_name(s["branches1"], s["dist1"], s["branches2"], s["dist2"], int(s["cluster_size"]),
+                                s["scale"], s["seed"], s["dtype"])
+    return name, s["branches1"] * s["branches2"] * int(s["cluster_size"])
+
+
+def make_dataset(spec: dict, directory=None) -> datasets.Dataset:
+    s = spec
+    if s["generator"] == "blobs":
+        return datasets.blobs(int(s["n"]), s["d"], s["centers"], s["std"], s["seed"], s["dtype"], directory)
+    return datasets.radial(s["branches1"], s["dist1"], s["branches2"], s["dist2"], int(s["cluster_size"]),
+                           s["scale"], s["seed"], s["dtype"], directory)
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def expand(dataset_specs: list[dict], settings: runner.Settings, ks: list[int],
+           iterations: list[int] | None = None, impl_names: str | None = None) -> list[Step]:
+    """Every (dataset, k, iterations) combination. A list-valued parameter in a spec expands
+    into one dataset per value; a spec may name its own implementations ("impls")."""
+    everything = registry.discover()
+    steps = []
+    for raw in dataset_specs:
+        raw = dict(raw)
+        own = raw.pop("impls", None)
+        listed = [key for key, value in raw.items() if isinstance(value, (list, tuple))]
+        combos = [{}]
+        for key in listed:
+            combos = [{**combo, key: value} for combo in combos for value in raw[key]]
+        chosen = registry.select(impl_names or (",".join(own) if own else None), everything)
+        for combo in combos:
+            spec = _filled({**raw, **combo})
+            for k in ks:
+                for count in iterations or [settings.iterations]:
+                    steps.append(Step(spec, replace(settings, k=int(k), iterations=int(count)), chosen))
+    return steps
+
+
+def check(steps: list[Step], store=None, data_dir=None) -> None:
+    """Everything a plan needs, before any dataset is generated or cell run."""
+    if not steps:
+        raise UsageError("the plan has no cell to run.")
+    for step in steps:
+        runner.check_settings(step.settings)
+        name, n = dataset_name(step.spec)
+        runner.check_sizes(step.settings, {name: n})
+    results.check_writable(store)
+    from kmbench import files
+
+    files.check_writable_folder(datasets.data_dir(data_dir), "the dataset cache")
+
+
+def _cell_key(impl: str, dataset: str, settings: runner.Settings) -> tuple:
+    return (impl, dataset, settings.k, settings.iterations, settings.stop,
+            settings.tol if settings.stop == "tolerance" else None, settings.init, settings.seed)
+
+
+def _record_key(record: dict) -> tuple:
+    params = record["params"]
+    stop = params.get("stop", "iterations")
+    return (record["impl"], record["dataset"]["name"], params["k"], params["iterations"], stop,
+            params.get("tol", 0.0) if stop == "tolerance" else None, params["init"], params["seed"])
+
+
+def finished(store=None) -> set:
+    """Cells measured to the end with this code on this machine."""
+    here = environment.identity()
+    return {_record_key(record) for record in results.load(store)
+            if record.get("status") in SKIPPABLE and environment.identity(record.get("env")) == here}
+
+
+def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=False) -> tuple[list[dict], int]:
+    """Run every step; returns the new records and the number of cells skipped."""
+    done = set() if force else finished(store)
+    records, skipped = [], 0
+    for step in steps:
+        dataset = make_dataset(step.spec, data_dir)
+        todo = [impl for impl in step.impls if _cell_key(impl.name, dataset.name, step.settings) not in done]
+        skipped += len(step.impls) - len(todo)
+        if reporter:
+            reporter.skip(len(step.impls) - len(todo))
+        if todo:
+            records += runner.run(todo, [dataset], step.settings, store, reporter, data_dir)
+    return records, skipped
+
+
+def latest_records(steps: list[Step], store=None) -> list[dict]:
+    """The newest stored record of every cell of the plan (measured now or before)."""
+    wanted = {_cell_key(impl.name, step.name, step.settings) for step in steps for impl in step.impls}
+    latest = {}
+    for record in results.load(store):
+        key = _record_key(record)
+        if key in wanted:
+            latest[key] = record
+    return list(latest.values())

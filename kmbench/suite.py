@@ -1,0 +1,90 @@
+"""Suites: one declarative TOML file per reproduction under kmbench/suites/, naming its
+datasets, parameters, implementations, the published figures it compares against and the
+plots it draws. Adding a reproduction is adding one file.
+
+    title, source, published (key in published.json), comparison ("seconds" | "peak-rates"),
+    plots (["per-iteration"] and/or ["sweep"]), impls (optional list)
+    [protocol]   k (list), stop, tol, iterations, repeats, warmup, max_time
+    [[datasets]] generator and its parameters; a list expands; optional impls of its own
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from importlib.resources import files
+
+from kmbench import plan, runner
+from kmbench.errors import UsageError
+
+COMPARISONS = ("seconds", "peak-rates", "none")
+PLOTS = ("per-iteration", "sweep")
+PROTOCOL_KEYS = {"k", "stop", "tol", "iterations", "repeats", "warmup", "max_time", "init", "seed"}
+
+
+@dataclass
+class Suite:
+    name: str
+    title: str
+    source: str
+    protocol: dict
+    datasets: list
+    published: str | None = None
+    comparison: str = "none"
+    plots: list = field(default_factory=list)
+    impls: list | None = None
+
+    def settings(self) -> runner.Settings:
+        p = self.protocol
+        return runner.Settings(k=int(p["k"][0]), iterations=int(p.get("iterations", 300)),
+                               stop=p.get("stop", "iterations"), tol=float(p.get("tol", 0.0)),
+                               init=p.get("init", "random"), seed=int(p.get("seed", 0)),
+                               warmup=int(p.get("warmup", 1)), repeats=int(p.get("repeats", 5)),
+                               max_time=p.get("max_time"))
+
+    def steps(self, impl_names: str | None = None) -> list[plan.Step]:
+        specs = [spec if impl_names or self.impls is None or "impls" in spec
+                 else {**spec, "impls": self.impls} for spec in self.datasets]
+        return plan.expand(specs, self.settings(), [int(k) for k in self.protocol["k"]],
+                           impl_names=impl_names)
+
+
+def _folder():
+    return files("kmbench").joinpath("suites")
+
+
+def names() -> list[str]:
+    return sorted(entry.name[:-5] for entry in _folder().iterdir() if entry.name.endswith(".toml"))
+
+
+def load(name: str) -> Suite:
+    if name not in names():
+        raise UsageError(f"Unknown suite {name!r}; known: {', '.join(names())} (kmbench reproduce --list).")
+    try:
+        raw = tomllib.loads(_folder().joinpath(f"{name}.toml").read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"Suite file {name}.toml is not valid TOML: {exc}.") from None
+    return parse(name, raw)
+
+
+def parse(name: str, raw: dict) -> Suite:
+    """Check a suite's fields, so a broken file is one sentence, not a traceback mid-run."""
+    missing = [key for key in ("title", "source", "protocol", "datasets") if key not in raw]
+    if missing:
+        raise UsageError(f"Suite {name} lacks {', '.join(missing)}.")
+    protocol = raw["protocol"]
+    unknown = set(protocol) - PROTOCOL_KEYS
+    if unknown:
+        raise UsageError(f"Suite {name}: unknown protocol keys {', '.join(sorted(unknown))}.")
+    if not isinstance(protocol.get("k"), list) or not protocol["k"]:
+        raise UsageError(f"Suite {name}: protocol.k must be a non-empty list.")
+    comparison = raw.get("comparison", "none")
+    if comparison not in COMPARISONS:
+        raise UsageError(f"Suite {name}: comparison must be one of {', '.join(COMPARISONS)}.")
+    plots = raw.get("plots", [])
+    if set(plots) - set(PLOTS):
+        raise UsageError(f"Suite {name}: plots must be among {', '.join(PLOTS)}.")
+    if not raw["datasets"]:
+        raise UsageError(f"Suite {name} names no dataset.")
+    return Suite(name, raw["title"], raw["source"], protocol, raw["datasets"], raw.get("published"),
+                 comparison, plots, raw.get("impls"))

@@ -1,0 +1,144 @@
+"""Suites as data, sweeps that skip finished cells, and the plots they draw (issue 9)."""
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from kmbench import plan, published, results, runner, suite
+from kmbench.cli import app
+from kmbench.errors import UsageError
+
+cli = CliRunner(env={"COLUMNS": "200"})
+
+
+def invoke(*args):
+    return cli.invoke(app, [str(a) for a in args])
+
+
+def test_every_shipped_suite_loads_and_expands():
+    assert {"python-cpp-cuda", "radial-tree"} <= set(suite.names())
+    for name in suite.names():
+        loaded = suite.load(name)
+        steps = loaded.steps()
+        assert steps and all(step.impls for step in steps)
+        if loaded.published:
+            assert published.table(loaded.published)["source"] == loaded.source
+
+
+def test_radial_tree_suite_is_document_002s_protocol():
+    loaded = suite.load("radial-tree")
+    steps = loaded.steps()
+    assert sorted({step.settings.k for step in steps}) == [3, 10, 30, 100, 1000]
+    assert {plan.dataset_name(step.spec)[1] for step in steps} == {1_000_000, 100_000_000}
+    assert all(step.settings.stop == "tolerance" and step.settings.tol == 0 and step.settings.iterations == 30
+               for step in steps)
+    big = [step for step in steps if plan.dataset_name(step.spec)[1] == 100_000_000]
+    assert all(impl.name.startswith("cuda") for step in big for impl in step.impls)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"title": "t", "source": "s", "datasets": [{}]}, "lacks protocol"),
+    ({"title": "t", "source": "s", "protocol": {"k": 3}, "datasets": [{}]}, "non-empty list"),
+    ({"title": "t", "source": "s", "protocol": {"k": [3], "speed": 1}, "datasets": [{}]}, "unknown protocol"),
+    ({"title": "t", "source": "s", "protocol": {"k": [3]}, "datasets": [{}], "plots": ["pie"]}, "plots"),
+])
+def test_a_broken_suite_is_one_sentence(raw, message):
+    with pytest.raises(UsageError, match=message):
+        suite.parse("broken", raw)
+
+
+def test_adding_a_suite_is_adding_one_file(tmp_path, monkeypatch):
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    (folder / "tiny.toml").write_text(
+        'title = "tiny"\nsource = "mine"\nplots = ["sweep"]\nimpls = ["numpy"]\n'
+        '[protocol]\nk = [2, 3]\niterations = 4\nrepeats = 1\n'
+        '[[datasets]]\ngenerator = "blobs"\nn = [150, 300]\n')
+    monkeypatch.setattr(suite, "_folder", lambda: folder)
+    assert suite.names() == ["tiny"]
+    out = invoke("reproduce", "tiny", "--out", tmp_path / "tiny.md")
+    assert out.exit_code == 0, out.output
+    assert len(results.load()) == 4
+    assert (tmp_path / "tiny-log.png").stat().st_size > 0 and (tmp_path / "tiny-linear.png").exists()
+    assert "tiny" in (tmp_path / "tiny.md").read_text()
+
+
+def test_reproduce_list_and_unknown_name():
+    listed = invoke("reproduce", "--list")
+    assert listed.exit_code == 0 and "radial-tree" in listed.output and "python-cpp-cuda" in listed.output
+    unknown = invoke("reproduce", "nope")
+    assert unknown.exit_code == 2 and "Unknown suite" in unknown.output
+
+
+def _sweep(tmp_path, *extra):
+    return invoke("sweep", "--data", "blobs", "--vary", "n=300,600", "--k", "2,4", "--iters", "3,6",
+                  "--repeats", 1, "--impl", "numpy", "--out", tmp_path / "s.md", *extra)
+
+
+def test_sweep_runs_the_grid_skips_on_rerun_and_plots(tmp_path):
+    first = _sweep(tmp_path)
+    assert first.exit_code == 0, first.output
+    records = results.load()
+    assert len(records) == 8
+    assert {(r["dataset"]["n"], r["params"]["k"], r["params"]["iterations"]) for r in records} == \
+        {(n, k, t) for n in (300, 600) for k in (2, 4) for t in (3, 6)}
+    for png in ("s-log.png", "s-linear.png"):
+        assert (tmp_path / png).stat().st_size > 10_000
+    again = _sweep(tmp_path)
+    assert again.exit_code == 0 and len(results.load()) == 8
+    assert "8 cells skipped" in " ".join(again.output.split())
+    forced = _sweep(tmp_path, "--force")
+    assert forced.exit_code == 0 and len(results.load()) == 16
+
+
+def test_sweep_does_not_skip_cells_measured_by_other_code(tmp_path, monkeypatch):
+    from kmbench import environment
+
+    assert _sweep(tmp_path).exit_code == 0
+    environment.capture.cache_clear()
+    monkeypatch.setattr(environment, "code_hash", lambda: "other-code")
+    try:
+        assert _sweep(tmp_path).exit_code == 0
+        assert len(results.load()) == 16
+    finally:
+        environment.capture.cache_clear()
+
+
+def test_sweep_checks_the_whole_grid_before_writing(tmp_path):
+    out = invoke("sweep", "--data", "blobs", "--vary", "n=300,5", "--k", "2,6", "--impl", "numpy",
+                 "--out", tmp_path / "s.md")
+    assert out.exit_code == 2 and "larger than the number of points (5)" in out.output
+    assert not (tmp_path / "datasets").exists() and results.load() == []
+
+
+def test_radial_size_by_n():
+    spec = plan._filled({"generator": "radial", "n": 100_000})
+    assert spec["cluster_size"] == 2000 and plan.dataset_name(spec)[1] == 100_000
+
+
+def test_peak_rates_table_sets_published_beside_measured():
+    from kmbench import export, report
+
+    record = {"impl": "cpp", "label": "Our C++", "status": "ok",
+              "dataset": {"name": "radial-x", "generator": "radial", "parameters": {}, "n": 1_000_000, "d": 2,
+                          "dtype": "float32"},
+              "params": {"k": 100, "iterations": 30, "stop": "tolerance", "tol": 0.0, "init": "random", "seed": 0},
+              "times": {"iterate": {"mean": 2.0}}, "iterations_executed": 20, "reference_iterations": 20,
+              "distance_evals_per_s": 100 * 1e6 * 20 / 2.0, "per_iteration_s": 0.1}
+    md = "\n".join(export.rates_markdown(report.cells_frame([record]), "radial-tree"))
+    assert "| sequential code, one CPU core, peak over all parameters | cpp | 0.95 | 1 |" in md
+    assert "h = 20" in md
+
+
+def test_numpy_blog_refuses_what_memory_cannot_hold():
+    from impls.numpy_blog import NumpyBlog
+    from kmbench.datasets import Dataset
+    from kmbench.errors import ImplementationError
+
+    data = np.zeros((1, 2), dtype=np.float32) + np.arange(2)
+    big = runner.make_problem(Dataset("t", np.repeat(data, 3, 0), None, {}), runner.Settings(k=2, iterations=1))
+    from dataclasses import replace
+
+    huge = replace(big, data=np.lib.stride_tricks.as_strided(big.data, (10**9, 2), (0, 4)))
+    with pytest.raises(ImplementationError, match="GiB"):
+        NumpyBlog().prepare(huge)
