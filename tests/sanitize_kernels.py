@@ -4,12 +4,16 @@
     compute-sanitizer --tool racecheck python3 tests/sanitize_kernels.py
 
 n = 5003 leaves a partial last block, k = 37 exceeds a block of 32 and spans two cluster
-tiles, and 100 threads leave a partial last warp.
+tiles, and 100 threads leave a partial last warp. cuda-002 runs with k = 7 (warp sums),
+k = 37 (shared accumulators) and k = 1100 (global accumulators), under both stop rules.
 """
 
 import numpy as np
 
+from dataclasses import replace
+
 from impls.cuda import CudaV1, CudaV2, CudaV3
+from impls.cuda.doc002 import Cuda002
 from kmbench import runner
 from kmbench.datasets import Dataset
 
@@ -22,3 +26,12 @@ for version in (CudaV1, CudaV2, CudaV3):
         result = impl.run(problem)
         impl.release()
         print(version.name, block, "finite" if np.isfinite(result.centroids).all() else "NOT FINITE")
+for k in (7, 37, 1100):
+    for tol in (None, 0.0):
+        big = runner.make_problem(Dataset("sanitize", data, None, {}), runner.Settings(k=k, iterations=3))
+        big = replace(big, tol=tol)
+        impl = Cuda002(block_size=64)
+        impl.prepare(big)
+        result = impl.run(big)
+        impl.release()
+        print("cuda-002", k, tol, result.iterations, "finite" if np.isfinite(result.centroids).all() else "NOT FINITE")
