@@ -74,12 +74,14 @@ def _as_list(value) -> list:
 def expand(dataset_specs: list[dict], settings: runner.Settings, ks: list[int],
            iterations: list[int] | None = None, impl_names: str | None = None) -> list[Step]:
     """Every (dataset, k, iterations) combination. A list-valued parameter in a spec expands
-    into one dataset per value; a spec may name its own implementations ("impls")."""
+    into one dataset per value; a spec may name its own implementations ("impls") and its own
+    list of k ("k")."""
     everything = registry.discover()
     steps = []
     for raw in dataset_specs:
         raw = dict(raw)
         own = raw.pop("impls", None)
+        own_ks = raw.pop("k", None)
         listed = [key for key, value in raw.items() if isinstance(value, (list, tuple))]
         combos = [{}]
         for key in listed:
@@ -87,7 +89,7 @@ def expand(dataset_specs: list[dict], settings: runner.Settings, ks: list[int],
         chosen = registry.select(impl_names or (",".join(own) if own else None), everything)
         for combo in combos:
             spec = _filled({**raw, **combo})
-            for k in ks:
+            for k in own_ks or ks:
                 for count in iterations or [settings.iterations]:
                     steps.append(Step(spec, replace(settings, k=int(k), iterations=int(count)), chosen))
     return steps

@@ -5,7 +5,7 @@ plots it draws. Adding a reproduction is adding one file.
     title, source, published (key in published.json), comparison ("seconds" | "peak-rates"),
     plots (["per-iteration"] and/or ["sweep"]), impls (optional list)
     [protocol]   k (list), stop, tol, iterations, repeats, warmup, max_time
-    [[datasets]] generator and its parameters; a list expands; optional impls of its own
+    [[datasets]] generator and its parameters; a list expands; optional impls and k of its own
 """
 
 from __future__ import annotations
