@@ -310,6 +310,7 @@ def reproduce(
     impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations [default: the suite's own, else every one]. See `kmbench list`.")),
     out: Optional[Path] = typer.Option(None, "--out", help=escape("Markdown report to write [default: results/reproduce-NAME.md]; plots go beside it.")),
     force: bool = typer.Option(False, "--force", help="Run cells again even if this code measured them on this machine."),
+    no_run: bool = typer.Option(False, "--no-run", help="Run nothing: render the report and plots from the records already stored (say, measured on another machine)."),
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
 ):
@@ -329,11 +330,14 @@ def reproduce(
     chosen = suite.load(name)
     steps = chosen.steps(impl)
     out = out or Path("results") / f"reproduce-{name}.md"
-    plan.check(steps, store, data_dir)
+    if not no_run:
+        plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
     if chosen.plots:
         require_matplotlib()
-    records = _execute(steps, store, data_dir, force)
+    records = plan.latest_records(steps, store) if no_run else _execute(steps, store, data_dir, force)
+    if not records:
+        raise UsageError(f"No stored record of suite {name} in {results.store_path(store)}.")
     cells = report.cells_frame(records)
     comparisons = [c for c in ([chosen.comparison] if chosen.comparison != "none" else [])]
     comparisons = ["seconds" if c == "seconds" else (c, chosen.published) for c in comparisons]

@@ -91,20 +91,25 @@ def sweep_charts(cells: pd.DataFrame, out_stem: Path) -> list[Path]:
     if measured.empty:
         raise UsageError("No measured cell to plot.")
     written = []
+    # One colour and marker per implementation in every panel.
+    labels = list(dict.fromkeys(measured["label"]))
+    palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
+    style = {label: (palette(i % palette.N), "osD^v<>ph*"[i % 10]) for i, label in enumerate(labels)}
     for scale in ("log", "linear"):
         figure, axes = plt.subplots(2, 3, figsize=(15, 8.5))
         for column, (axis, axis_label) in enumerate(SWEEP_AXES):
             rows, held = _panel_rows(measured, axis)
+            # Where h follows from k (a convergence stop), several k can share an h: points, no lines.
+            joined = not (axis == "iters_executed" and rows["iterations"].nunique() == 1)
             for row_index, (metric, metric_label) in enumerate(SWEEP_METRICS):
                 panel = axes[row_index, column]
                 for label, line in rows.groupby("label", sort=False):
                     line = line.sort_values(axis)
-                    drawn = panel.plot(line[axis], line[metric], marker="o", markersize=4, label=label)
+                    color, marker = style[label]
+                    panel.plot(line[axis], line[metric], marker=marker, markersize=5, color=color,
+                               linestyle="-" if joined else "none", linewidth=1.2)
                     bad = line[line["status"] != "ok"]
-                    if not bad.empty:
-                        panel.plot(bad[axis], bad[metric], "x", color="red", markersize=10,
-                                   markeredgewidth=2, label=f"{label}: not ok" if len(bad) else None)
-                    drawn[0].set_linewidth(1.2)
+                    panel.plot(bad[axis], bad[metric], "x", color="red", markersize=11, markeredgewidth=2)
                 panel.set_xscale(scale)
                 panel.set_yscale(scale)
                 if len(rows):
@@ -115,8 +120,12 @@ def sweep_charts(cells: pd.DataFrame, out_stem: Path) -> list[Path]:
                 panel.set_ylabel(metric_label)
                 panel.set_title(f"varying {axis_label.split()[-1]} ({held})", fontsize=9)
                 panel.grid(True, which="both", alpha=0.3)
-        handles, labels = axes[0, 0].get_legend_handles_labels()
-        figure.legend(handles, labels, loc="lower center", ncol=min(6, max(1, len(labels))), fontsize=8)
+        from matplotlib.lines import Line2D
+
+        handles = [Line2D([], [], color=style[label][0], marker=style[label][1], label=label) for label in labels]
+        handles.append(Line2D([], [], color="red", marker="x", linestyle="none", markersize=9,
+                              markeredgewidth=2, label="result not ok"))
+        figure.legend(handles=handles, loc="lower center", ncol=min(6, len(handles)), fontsize=8)
         figure.suptitle(f"kmbench sweep ({scale} axes); red cross: result not ok", fontsize=11)
         figure.tight_layout(rect=(0, 0.06, 1, 0.96))
         out = Path(f"{out_stem}-{scale}.png")

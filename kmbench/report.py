@@ -132,12 +132,15 @@ def cells_frame(records: list[dict]) -> pd.DataFrame:
     cells = _published_columns(cells, chosen)
     order = {name: index for index, name in enumerate(_row_order())}
     cells["_order"] = cells["impl"].map(lambda name: order.get(name, len(order)))
-    return cells.sort_values(["group", "_order", "n"]).drop(columns="_order").reset_index(drop=True)
+    # Groups by their smallest dataset, then k, so k = 3 comes before k = 10.
+    cells["_size"] = cells.groupby("group")["n"].transform("min")
+    return (cells.sort_values(["_size", "k", "group", "_order", "n"]).drop(columns=["_order", "_size"])
+            .reset_index(drop=True))
 
 
 def _row_order() -> list[str]:
     """Document 000's row order, with implementations it does not have after their kin."""
-    return ["numpy-blog", "numpy", "cpp", "cpp-eigen", "cuda-v1", "cuda-v2", "cuda-v3",
+    return ["numpy-blog", "numpy", "cpp", "cpp-eigen", "cuda-v1", "cuda-v2", "cuda-v3", "cuda-002",
             "sklearn", "scipy"]
 
 
