@@ -19,7 +19,7 @@ import numpy as np
 
 from kmbench import datasets, validate
 
-ORACLE_VERSION = 3
+ORACLE_VERSION = 4
 FOLDER = "oracles"
 
 

@@ -15,6 +15,7 @@ import numpy as np
 from kmbench.protocol import stop_done
 
 CHUNK_ELEMENTS = 1 << 23  # points x clusters per distance chunk (64 MiB of float64)
+SUM_BLOCK = 4096  # points per block in the float32 model of a careful sum
 
 
 def _chunk_rows(k: int) -> int:
@@ -44,10 +45,12 @@ def update(data, labels, centroids, xp=np, dtype=None):
     """New centroids: means of the assigned points; an empty cluster keeps its centroid.
 
     Sums are float64 (bincount) unless `dtype` asks for float32: then each point's offset
-    from its old centroid is summed in float32 in point order (`add.at`), and the mean offset
-    is added back. That is what a careful float32 program does; summing raw coordinates far
-    from the origin in float32 would lose the answer, and the validator must not take such a
-    program's drift as the problem's own sensitivity."""
+    from its old centroid is summed as a careful float32 program sums it, in blocks: each
+    block's per-cluster sum is rounded to float32 (what a block's tree reduction commits) and
+    the block sums are added in float32 in block order; the mean offset is added back to the
+    old centroid. Summing raw coordinates far from the origin, or 1e8 offsets one after
+    another, in float32 would lose the answer, and the validator must not take such a
+    program's drift for the problem's own sensitivity."""
     k, d = centroids.shape
     counts = xp.bincount(labels, minlength=k).astype(xp.float64)
     filled = counts > 0
@@ -61,10 +64,16 @@ def update(data, labels, centroids, xp=np, dtype=None):
         return new
     old = xp.asarray(centroids, dtype=dtype)
     shifted = xp.zeros((k, d), dtype=dtype)
-    step = _chunk_rows(d)
+    step = max(SUM_BLOCK, (_chunk_rows(k) // SUM_BLOCK) * SUM_BLOCK)
     for start in range(0, data.shape[0], step):
         rows = labels[start : start + step]
-        xp.add.at(shifted, rows, xp.asarray(data[start : start + step], dtype=dtype) - old[rows])
+        offsets = xp.asarray(data[start : start + step], dtype=dtype) - old[rows]
+        blocks = (xp.arange(rows.shape[0]) // SUM_BLOCK) * k + rows
+        count = int((rows.shape[0] + SUM_BLOCK - 1) // SUM_BLOCK) * k
+        for dim in range(d):
+            per_block = xp.bincount(blocks, weights=offsets[:, dim].astype(xp.float64), minlength=count)
+            per_block = per_block.astype(dtype).reshape(-1, k)
+            shifted[:, dim] += per_block.sum(axis=0, dtype=dtype)  # the block sums, in float32
     mean_offset = shifted[filled] / xp.asarray(counts[filled, None], dtype=dtype)
     new[filled] = (old[filled] + mean_offset).astype(xp.float64)
     return new
