@@ -10,7 +10,7 @@ comma := ,
 RUN_EXTRAS := $(if $(GPU_EXTRA),[$(GPU_EXTRA)])
 DEV_EXTRAS := [dev$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))]
 
-.PHONY: run test test-gpu bench-gpu report venv clean
+.PHONY: run test test-gpu bench-gpu reproduce-gpu report venv clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kmbench needs Python 3.11 or newer; run make with PYTHON=python3.11 (found " + sys.version.split()[0] + ")")'
@@ -48,6 +48,9 @@ bench-gpu:  ## v1-v3 at n = 1e5, 1e6, 1e7 and k = 5, 100, then document 000's ta
 	$(GPU_PATH) $(PYTHON) -m kmbench run --n 100000,1000000,10000000 --k 100 --impl cuda-v1,cuda-v2,cuda-v3 --store $(GPU_RESULTS)/records.jsonl
 	$(GPU_PATH) $(PYTHON) -m kmbench reproduce python-cpp-cuda --store $(GPU_RESULTS)/records.jsonl --out $(GPU_RESULTS)/reproduce.md
 	$(GPU_PATH) $(PYTHON) -m kmbench report --store $(GPU_RESULTS)/records.jsonl --out $(GPU_RESULTS)/report.md
+
+reproduce-gpu:  ## document 002 on the radial tree (1M and 100M points), into $(GPU_RESULTS); resumable
+	$(GPU_PATH) $(PYTHON) -m kmbench reproduce radial-tree --store $(GPU_RESULTS)/records.jsonl --out $(GPU_RESULTS)/reproduce-radial-tree.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
