@@ -58,15 +58,18 @@ def test_validator_flags_a_missed_point():
     assert "centroid error" in record["detail"]
 
 
+def _measured(impl, data, k, iterations, repeats=1):
+    dataset = Dataset("unit", data, None, {"generator": "test"})
+    settings = Settings(k=k, iterations=iterations, warmup=0, repeats=repeats)
+    problem = make_problem(dataset, settings)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations)
+    return run_cell(impl, problem, oracle, dataset, settings, "t")
+
+
 def test_validator_flags_a_missing_iteration():
     rng = np.random.default_rng(3)
     data = rng.uniform(0, 1, size=(500, 2)).astype(np.float32)  # slow to converge: moves each step
-    dataset = Dataset("uniform", data, None, {"generator": "test"})
-    settings = Settings(k=8, iterations=3, warmup=0, repeats=1)
-    problem = make_problem(dataset, settings)
-    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 3)
-    record = run_cell(OneIterationShort(), problem, oracle, dataset, settings, "t")
-    assert record["status"] == "mismatch"
+    assert _measured(OneIterationShort(), data, 8, 3)["status"] == "mismatch"
 
 
 @pytest.mark.parametrize("bad", [np.full((5, 2), np.nan), np.zeros((4, 2))])
@@ -170,12 +173,7 @@ class DriftingRepeats(NumpyFast):
 
 
 def test_every_repeat_carries_its_inertia_difference():
-    data = blob_data(np.random.default_rng(2), n=600, k=3)
-    dataset = Dataset("unit", data, None, {"generator": "test"})
-    settings = Settings(k=3, iterations=5, warmup=0, repeats=3)
-    problem = make_problem(dataset, settings)
-    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 5)
-    record = run_cell(DriftingRepeats(), problem, oracle, dataset, settings, "t")
+    record = _measured(DriftingRepeats(), blob_data(np.random.default_rng(2), n=600, k=3), 3, 5, repeats=3)
     # The first repeat is the worst by centroid error; its verdict must carry inertia too.
     assert record["status"] == "ok"
     assert record["validation"]["inertia_difference"] is not None

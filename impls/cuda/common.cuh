@@ -4,15 +4,19 @@
 
 #define KMBENCH_FLT_MAX 3.402823466e+38f
 
+__device__ __forceinline__ float kmbench_largest(float) { return KMBENCH_FLT_MAX; }
+__device__ __forceinline__ double kmbench_largest(double) { return 1.7976931348623157e308; }
+
 // Index of the centroid nearest to (px, py); ties go to the lower index, as in the oracle.
-__device__ __forceinline__ int nearest_centroid(float px, float py, const float* means_x,
-                                                const float* means_y, int k) {
-  float best_distance = KMBENCH_FLT_MAX;
+// T is float for document 000's versions, double for document 002's.
+template <typename T>
+__device__ __forceinline__ int nearest_centroid(T px, T py, const T* means_x, const T* means_y, int k) {
+  T best_distance = kmbench_largest(T(0));
   int best_cluster = 0;
   for (int cluster = 0; cluster < k; ++cluster) {
-    const float dx = px - means_x[cluster];
-    const float dy = py - means_y[cluster];
-    const float distance = dx * dx + dy * dy;
+    const T dx = px - means_x[cluster];
+    const T dy = py - means_y[cluster];
+    const T distance = dx * dx + dy * dy;
     if (distance < best_distance) {
       best_distance = distance;
       best_cluster = cluster;

@@ -16,9 +16,10 @@
 //   <<<1, k>>>, which fails past 1024 clusters); counts are 64-bit and indices too.
 // - An empty cluster keeps its centroid; ties go to the lower index (strict <).
 
+#include "common.cuh"
+
 #define SHARED_MAX_K 1024  // 1024 x (8 + 8 + 8) bytes = 24 KiB of shared accumulators
 #define WARP_REDUCE_MAX_K 32
-#define DOUBLE_MAX 1.7976931348623157e308
 
 __device__ __forceinline__ double warp_sum(double v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
@@ -67,16 +68,7 @@ extern "C" __global__ void assign_reduce(const double* __restrict__ x, const dou
     if (active) {
       px = x[i];
       py = y[i];
-      double best_distance = DOUBLE_MAX;
-      for (int c = 0; c < k; ++c) {
-        const double dx = px - cx[c];
-        const double dy = py - cy[c];
-        const double distance = dx * dx + dy * dy;
-        if (distance < best_distance) {
-          best_distance = distance;
-          best = c;
-        }
-      }
+      best = nearest_centroid(px, py, cx, cy, k);
       if (membership[i] != best) {
         ++my_changes;
         membership[i] = best;

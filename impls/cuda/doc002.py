@@ -56,7 +56,8 @@ class Cuda002(Implementation):
         self.check(problem)
         phases: dict[str, float] = {}
         with host_region(phases, "compile"):
-            module = cupy.RawModule(code=(HERE / "doc002.cu").read_text(), options=("-std=c++17",))
+            module = cupy.RawModule(code=(HERE / "doc002.cu").read_text(),
+                                    options=("-std=c++17", f"--include-path={HERE}"))
             self._assign = module.get_function("assign_reduce")
             self._reduce = module.get_function("reduce_partials")
             self._update = module.get_function("update_centroids")
