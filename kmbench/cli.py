@@ -340,7 +340,7 @@ def reproduce(
         raise UsageError(f"No stored record of suite {name} in {results.store_path(store)}.")
     cells = report.cells_frame(records)
     comparisons = [c for c in ([chosen.comparison] if chosen.comparison != "none" else [])]
-    comparisons = ["seconds" if c == "seconds" else (c, chosen.published) for c in comparisons]
+    comparisons = [c if c in ("seconds", "best-peer") else (c, chosen.published) for c in comparisons]
     _write(export.markdown(cells, str(results.store_path(store)), comparisons,
                            title=f"kmbench reproduce {name}: {chosen.title}"), out)
     _write_plots(cells, chosen.plots, out.with_suffix(""))

@@ -186,6 +186,33 @@ def rates_markdown(cells: pd.DataFrame, key: str) -> list[str]:
     return out
 
 
+OURS = "kmbench-gpu"
+
+
+def peer_markdown(cells: pd.DataFrame) -> list[str]:
+    """Our fast row against the best other `ok` row of the same cell (time per iteration),
+    with its position on the roofline."""
+    out = ["## kmbench-gpu against the best peer in the same run", "",
+           "Time per iteration; the ratio is the best peer's time over ours (above 1: ours is faster). "
+           "Only `ok` rows count as peers.", ""]
+    rows = []
+    for (_, k), cell in cells.groupby(["group", "k"], sort=False):
+        mine = cell[cell["impl"] == OURS]
+        if mine.empty:
+            continue
+        me = mine.iloc[0]
+        peers = cell[(cell["impl"] != OURS) & (cell["status"] == "ok")].dropna(subset=["per_iter_s"])
+        best = peers.loc[peers["per_iter_s"].idxmin()] if not peers.empty else None
+        roofline = (f"{me['roofline_fraction']:.0%} of {me['roofline_limit']}"
+                    if not _missing(me.get("roofline_fraction")) else "-")
+        rows.append([f"{me['dataset']} (n = {me['n']:,}, d = {me['d']})", str(k), iterations_text(me),
+                     _flagged(me, _seconds(me["per_iter_s"])),
+                     f"{best['label']} {_seconds(best['per_iter_s'])}" if best is not None else "-",
+                     _ratio(best["per_iter_s"] / me["per_iter_s"]) if best is not None and me["status"] == "ok" else "-",
+                     roofline])
+    return out + [_table(["dataset", "k", "iterations", "kmbench-gpu", "best peer", "ratio", "roofline"], rows)]
+
+
 def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title="kmbench report") -> str:
     """Every group's tables, then the published comparisons asked for: "seconds" (document
     000's table beside ours) and ("peak-rates", key) pairs for rate comparisons."""
@@ -202,6 +229,8 @@ def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), ti
     for comparison in comparisons:
         if comparison == "seconds":
             out += [""] + _published_markdown(cells)
+        elif comparison == "best-peer":
+            out += [""] + peer_markdown(cells)
         else:
             out += [""] + rates_markdown(cells, comparison[1])
     return "\n".join(out + [""])

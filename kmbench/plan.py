@@ -74,14 +74,15 @@ def _as_list(value) -> list:
 def expand(dataset_specs: list[dict], settings: runner.Settings, ks: list[int],
            iterations: list[int] | None = None, impl_names: str | None = None) -> list[Step]:
     """Every (dataset, k, iterations) combination. A list-valued parameter in a spec expands
-    into one dataset per value; a spec may name its own implementations ("impls") and its own
-    list of k ("k")."""
+    into one dataset per value; a spec may name its own implementations ("impls"), list of k
+    ("k") and iteration count ("iterations")."""
     everything = registry.discover()
     steps = []
     for raw in dataset_specs:
         raw = dict(raw)
         own = raw.pop("impls", None)
         own_ks = raw.pop("k", None)
+        own_iterations = raw.pop("iterations", None)
         listed = [key for key, value in raw.items() if isinstance(value, (list, tuple))]
         combos = [{}]
         for key in listed:
@@ -90,7 +91,7 @@ def expand(dataset_specs: list[dict], settings: runner.Settings, ks: list[int],
         for combo in combos:
             spec = _filled({**raw, **combo})
             for k in own_ks or ks:
-                for count in iterations or [settings.iterations]:
+                for count in iterations or _as_list(own_iterations or settings.iterations):
                     steps.append(Step(spec, replace(settings, k=int(k), iterations=int(count)), chosen))
     return steps
 

@@ -21,6 +21,9 @@ BUILTINS = [
     "impls.cuda:CudaV2",
     "impls.cuda:CudaV3",
     "impls.cuda.doc002:Cuda002",
+    "impls.fast:KmbenchGpu",
+    "impls.fast:KmbenchGpuTf32",
+    "impls.torch_impl:TorchLloyd",
     "impls.sklearn_impl:SklearnKMeans",
     "impls.scipy_impl:ScipyKMeans2",
 ]

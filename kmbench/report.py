@@ -141,7 +141,7 @@ def cells_frame(records: list[dict]) -> pd.DataFrame:
 def _row_order() -> list[str]:
     """Document 000's row order, with implementations it does not have after their kin."""
     return ["numpy-blog", "numpy", "cpp", "cpp-eigen", "cuda-v1", "cuda-v2", "cuda-v3", "cuda-002",
-            "sklearn", "scipy"]
+            "kmbench-gpu", "kmbench-gpu-tf32", "torch", "sklearn", "scipy"]
 
 
 def _distinguishable(a, b) -> bool:

@@ -5,7 +5,8 @@ plots it draws. Adding a reproduction is adding one file.
     title, source, published (key in published.json), comparison ("seconds" | "peak-rates"),
     plots (["per-iteration"] and/or ["sweep"]), impls (optional list)
     [protocol]   k (list), stop, tol, iterations, repeats, warmup, max_time
-    [[datasets]] generator and its parameters; a list expands; optional impls and k of its own
+    [[datasets]] generator and its parameters; a list expands; optional impls, k and iterations
+                 of its own
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from importlib.resources import files
 from kmbench import plan, runner
 from kmbench.errors import UsageError
 
-COMPARISONS = ("seconds", "peak-rates", "none")
+COMPARISONS = ("seconds", "peak-rates", "best-peer", "none")
 PLOTS = ("per-iteration", "sweep")
 PROTOCOL_KEYS = {"k", "stop", "tol", "iterations", "repeats", "warmup", "max_time", "init", "seed"}
 

@@ -1,0 +1,314 @@
+"""kmbench-gpu: our own exact FP32 Lloyd on the GPU, any n, d and k; the strategy is chosen
+from (n, d, k). NOTES.md beside this file has the byte and instruction counts.
+
+- The data are shifted once, in prepare, by their float32 mean (computed in float64): every
+  coordinate the kernels see is of the order of the spread, so neither the distances nor the
+  sums lose precision when the data sit far from the origin. Centroids are kept in float64
+  for the answer and in float32 for the kernels; sums that cross blocks are float64.
+- Strategies (impls/fast/lowd.cu for d <= 32, cuBLAS through CuPy above):
+    small-k   d <= 8 and k <= 32: one fused pass, warp shuffle sums, per-warp float64
+              accumulators in shared memory;
+    tiled     d <= 32, any k: centroids in shared tiles, |c|^2/2 - x.c by FMAs, several
+              points per thread; warp-uniform labels add one sum, others float64 atomics;
+    gemm      d > 32: scores X C^T by cuBLAS SGEMM (FP32: TF32 only in the -tf32 variant),
+              argmin per row, sums by a one-hot sparse product per chunk into float64.
+- With the iterations rule the whole run is one CUDA graph (captured in prepare); with the
+  tolerance rule the host reads the changed counter after each iteration.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from impls.cuda import cuda_status
+from kmbench.errors import ImplementationError
+from kmbench.protocol import Implementation, Problem, Result, stop_done
+from kmbench.timing import CudaEventRegion, host_region
+
+HERE = Path(__file__).resolve().parent
+BLOCK = 256  # as in lowd.cu
+SMALL_K, SMALL_DIM, TILED_MAX_DIM = 32, 8, 32
+BLOCKS_PER_SM = 8
+GEMM_ROWS = 1 << 16  # rows of X per GEMM chunk: bounds the scores buffer to 65536 x k floats
+MAX_K = 1 << 20
+STRATEGIES = ("small-k", "tiled", "gemm")
+
+
+@contextmanager
+def _matmul_precision(tf32: bool):
+    """CuPy's float32 matrix products in TF32 (tensor cores) or in FP32, restored after."""
+    from cupy._core import _routines_linalg as linalg
+
+    wanted = linalg.COMPUTE_TYPE_TF32 if tf32 else linalg.COMPUTE_TYPE_FP32
+    previous = linalg.get_compute_type(np.dtype(np.float32))
+    linalg.set_compute_type(np.dtype(np.float32), wanted)
+    try:
+        yield
+    finally:
+        linalg.set_compute_type(np.dtype(np.float32), previous)
+
+
+def strategy(n: int, d: int, k: int) -> str:
+    if d > TILED_MAX_DIM:
+        return "gemm"
+    if d <= SMALL_DIM and k <= SMALL_K:
+        return "small-k"
+    return "tiled"
+
+
+def points_per_thread(d: int) -> int:
+    """Points each thread of the tiled kernel holds: more share each shared-memory load of a
+    centroid, fewer keep the registers (POINTS x d floats) from spilling."""
+    return 4 if d <= 4 else 2 if d <= 16 else 1
+
+
+class KmbenchGpu(Implementation):
+    name = "kmbench-gpu"
+    label = "kmbench-gpu"
+    description = ("our own exact FP32 Lloyd: data shifted by their mean, float64 sums across "
+                   "blocks, strategy from (n, d, k): fused small-k, shared-memory tiles, or GEMM")
+    source = "kmbench's own (issue: the fastest exact Lloyd on the GPU)"
+    dtype = "float32"
+    tf32 = False
+
+    def __init__(self, force_strategy: str | None = None):
+        self.force_strategy = force_strategy or os.environ.get("KMBENCH_FAST_STRATEGY") or None
+        self.use_graph = os.environ.get("KMBENCH_CUDA_GRAPH", "1") != "0"
+        self._info: dict = {}
+
+    def available(self):
+        return cuda_status()
+
+    def follows_tolerance(self, tol: float) -> bool:
+        return True
+
+    def check(self, problem: Problem) -> None:
+        """Limits, before anything is allocated or launched."""
+        if not 1 <= problem.k <= MAX_K:
+            raise ImplementationError(f"{self.name} handles 1 <= k <= {MAX_K}; got k = {problem.k}")
+        chosen = self.strategy_for(problem)
+        if chosen not in STRATEGIES:
+            raise ImplementationError(f"unknown strategy {chosen!r}; known: {', '.join(STRATEGIES)}")
+        if chosen != "gemm" and problem.d > TILED_MAX_DIM:
+            raise ImplementationError(f"strategy {chosen} handles d <= {TILED_MAX_DIM}; got d = {problem.d}")
+        if chosen == "small-k" and (problem.k > SMALL_K or problem.d > SMALL_DIM):
+            raise ImplementationError(f"strategy small-k handles k <= {SMALL_K} and d <= {SMALL_DIM}")
+        import cupy
+
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        needed = problem.n * problem.d * 4 + problem.n * 4 + problem.k * problem.d * 24
+        if chosen == "gemm":
+            needed += min(problem.n, GEMM_ROWS) * problem.k * 4 * 2
+        if needed > free:
+            raise ImplementationError(f"{self.name} needs {needed / 2**30:.1f} GiB of GPU memory; "
+                                      f"{free / 2**30:.1f} GiB is free")
+
+    def strategy_for(self, problem: Problem) -> str:
+        if self.tf32:
+            return "gemm"  # the TF32 variant exists for the GEMM path only
+        return self.force_strategy or strategy(problem.n, problem.d, problem.k)
+
+    # ------------------------------------------------------------------ setup
+
+    def prepare(self, problem: Problem) -> None:
+        import cupy
+
+        self.check(problem)
+        n, d, k = problem.n, problem.d, problem.k
+        self._strategy = self.strategy_for(problem)
+        phases: dict[str, float] = {}
+        with host_region(phases, "compile"):
+            if self._strategy != "gemm":
+                points = points_per_thread(d)
+                module = cupy.RawModule(code=(HERE / "lowd.cu").read_text(),
+                                        options=("-std=c++17", f"-DDIM={d}", f"-DPOINTS={points}"))
+                self._kernel = module.get_function("small_k" if self._strategy == "small-k" else "tiled")
+                self._finish = module.get_function("finish")
+                self._points = points
+            else:
+                module = cupy.RawModule(code=(HERE / "highd.cu").read_text(), options=("-std=c++17",))
+                self._argmin = module.get_function("argmin_rows")
+        with host_region(phases, "upload"):
+            self._upload(problem)
+            cupy.cuda.Device().synchronize()
+        sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
+        per_block = BLOCK * (self._points if self._strategy == "tiled" else 1)
+        self._blocks = int(max(1, min((n + per_block - 1) // per_block, sms * BLOCKS_PER_SM)))
+        self._graph = None
+        if self.use_graph and self._strategy != "gemm":
+            with host_region(phases, "capture"):
+                self._graph = self._capture(problem)
+        self._setup = phases
+        self._info = {"strategy": self._strategy, "blocks": self._blocks, "block_size": BLOCK,
+                      "points_per_thread": getattr(self, "_points", None), "tf32": self.tf32,
+                      "launch": "cuda graph" if self._graph is not None else "stream",
+                      "cupy": cupy.__version__}
+
+    def _upload(self, problem: Problem) -> None:
+        import cupy
+
+        n, d, k = problem.n, problem.d, problem.k
+        self._x = cupy.empty((n, d), dtype=cupy.float32)
+        total = np.zeros(d)
+        step = max(1, (1 << 24) // d)
+        for start in range(0, n, step):  # chunked: 1e8 points never exist twice on the host
+            chunk = np.asarray(problem.data[start:start + step], dtype=np.float32)
+            self._x[start:start + step].set(chunk)
+            total += chunk.sum(axis=0, dtype=np.float64)
+        # The shift is a float32 number, so x - shift is exact for points near it (Sterbenz).
+        self._shift = (total / n).astype(np.float32)
+        self._x -= cupy.asarray(self._shift)
+        self._labels = cupy.full(n, -1, dtype=cupy.int32)
+        self._changed = cupy.zeros(1, dtype=cupy.uint64)
+        self._changed_host = cupy.cuda.alloc_pinned_memory(8)
+        self._centroids = cupy.empty((k, d), dtype=cupy.float32)
+        self._centroids64 = cupy.empty((k, d), dtype=cupy.float64)
+        self._half_norms = cupy.empty(k, dtype=cupy.float32)
+        self._sums = cupy.zeros(k * (d + 1), dtype=cupy.float64)
+
+    def _capture(self, problem: Problem):
+        import cupy
+
+        stream = cupy.cuda.Stream(non_blocking=True)
+        self._stream = stream
+        with stream:
+            stream.begin_capture()
+            try:
+                for _ in range(problem.iterations):
+                    self._iterate_lowd(problem, track=False)
+            finally:
+                graph = stream.end_capture()
+        return graph
+
+    # ------------------------------------------------------------------ one iteration
+
+    def _iterate_lowd(self, problem: Problem, track: bool) -> None:
+        n, k = np.int64(problem.n), np.int32(problem.k)
+        labels = self._labels if track else np.uint64(0)  # a null pointer: no labels kept
+        if self._strategy == "small-k":
+            args = (self._x, n, self._centroids, k, self._sums, labels, self._changed)
+        else:
+            args = (self._x, n, self._centroids, self._half_norms, k, self._sums, labels, self._changed)
+        self._kernel((self._blocks,), (BLOCK,), args)
+        self._finish(((problem.k + 255) // 256,), (256,),
+                     (self._sums, self._centroids, self._centroids64, self._half_norms, k))
+
+    def _labels_of(self, problem: Problem) -> "cupy.ndarray":
+        """The assignment from the current centroids (fills self._labels, tracks nothing)."""
+        import cupy
+
+        half = 0.5 * (self._centroids * self._centroids).sum(axis=1)
+        for start in range(0, problem.n, GEMM_ROWS):
+            rows = self._x[start:start + GEMM_ROWS]
+            scores = rows @ self._centroids.T
+            self._argmin(((rows.shape[0] + 7) // 8,), (256,),
+                         (scores, half, np.int64(rows.shape[0]), np.int32(problem.k),
+                          self._labels[start:start + rows.shape[0]], self._changed, np.int32(0)))
+        return cupy.array(self._labels)
+
+    def _iterate_gemm(self, problem: Problem, track: bool) -> None:
+        import cupy
+        import cupyx.scipy.sparse as sparse
+
+        n, d, k = problem.n, problem.d, problem.k
+        half = 0.5 * (self._centroids * self._centroids).sum(axis=1)
+        sums = cupy.zeros((k, d), dtype=cupy.float64)
+        for start in range(0, n, GEMM_ROWS):
+            rows = self._x[start:start + GEMM_ROWS]
+            scores = rows @ self._centroids.T  # cuBLAS SGEMM (TF32 when CUPY_TF32 is set)
+            m = rows.shape[0]
+            self._argmin(((m + 7) // 8,), (256,),
+                         (scores, half, np.int64(m), np.int32(k), self._labels[start:start + m],
+                          self._changed, np.int32(track)))
+            labels = self._labels[start:start + m]
+            onehot = sparse.csr_matrix((cupy.ones(m, dtype=cupy.float32), (labels, cupy.arange(m))),
+                                       shape=(k, m))
+            sums += (onehot @ rows).astype(cupy.float64)  # chunk sums in float32, chunks in float64
+        counts = cupy.bincount(self._labels, minlength=k).astype(cupy.float64)
+        filled = counts > 0
+        self._centroids64[filled] = sums[filled] / counts[filled, None]
+        self._centroids[...] = self._centroids64.astype(cupy.float32)
+
+    # ------------------------------------------------------------------ the timed run
+
+    def run(self, problem: Problem) -> Result:
+        import cupy
+
+        start = np.asarray(problem.initial_centroids, dtype=np.float64) - self._shift.astype(np.float64)
+        self._centroids64.set(start)
+        self._centroids.set(start.astype(np.float32))
+        self._half_norms.set(0.5 * (start.astype(np.float32) ** 2).sum(axis=1, dtype=np.float32))
+        self._sums.fill(0)
+        track = problem.tol is not None
+        if track:
+            self._labels.fill(-1)
+        changed = np.frombuffer(self._changed_host, dtype=np.uint64, count=1)
+        iterate = self._iterate_gemm if self._strategy == "gemm" else self._iterate_lowd
+        stream = self._stream if self._graph is not None and not track else cupy.cuda.get_current_stream()
+        cupy.cuda.Device().synchronize()
+        phases: dict[str, float] = {}
+        done = problem.iterations
+        notes: list[str] = []
+        with stream, _matmul_precision(self.tf32):
+            region = CudaEventRegion()
+            with region:
+                if self._graph is not None and not track:
+                    self._graph.launch(stream)
+                else:
+                    for done in range(1, problem.iterations + 1):
+                        if track:
+                            self._changed.fill(0)
+                        iterate(problem, track)
+                        if track:
+                            self._changed.data.copy_to_host_async(changed.ctypes.data, 8)
+                            stream.synchronize()
+                            if stop_done(int(changed[0]), problem.n, problem.tol):
+                                break
+            phases["iterate"] = region.seconds()
+        with host_region(phases, "download"):
+            centroids = cupy.asnumpy(self._centroids64) + self._shift.astype(np.float64)
+        if self.tf32 and self._strategy == "gemm":  # outside the timed region
+            with _matmul_precision(True):
+                fast = self._labels_of(problem)
+            with _matmul_precision(False):
+                exact = self._labels_of(problem)
+            notes.append(f"TF32 labels that differ from FP32 on the final centroids: "
+                         f"{int((fast != exact).sum())} of {problem.n}")
+        return Result(centroids=centroids, iterations=done, phases=phases, notes=notes)
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def release(self) -> None:
+        for name in ("_graph", "_x", "_labels", "_changed", "_changed_host", "_centroids", "_centroids64",
+                     "_half_norms", "_sums", "_stream"):
+            self.__dict__.pop(name, None)
+
+    def build_info(self) -> dict:
+        return dict(self._info)
+
+    def setup_phases(self) -> dict[str, float]:
+        return dict(getattr(self, "_setup", {}))
+
+    def bytes_per_iteration(self, problem: Problem) -> int:
+        # The points, read once; labels read and written under the tolerance rule.
+        return problem.n * problem.d * 4 + (problem.n * 8 if problem.tol is not None else 0)
+
+    def fp32_per_distance(self, problem: Problem) -> float:
+        chosen = self.strategy_for(problem)
+        if chosen == "small-k":
+            return 2 * problem.d + 1  # d subtractions, d FMAs, the compare
+        return problem.d + 1  # tiled and GEMM: d FMAs, the compare
+
+
+class KmbenchGpuTf32(KmbenchGpu):
+    """The high-d path with TF32 matrix products: faster, not exact. Its notes say how many
+    labels differ from FP32 in the last assignment."""
+
+    name = "kmbench-gpu-tf32"
+    label = "kmbench-gpu (TF32)"
+    description = "kmbench-gpu's GEMM path with TF32 tensor-core products (not exact FP32)"
+    tf32 = True

@@ -1,0 +1,81 @@
+"""A peer: Lloyd as PyTorch users write it (GEMM distances, argmin, index_add_), FP32 with
+TF32 switched off, data resident on the GPU, timed with CUDA events around the loop."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kmbench.protocol import Implementation, Problem, Result, stop_done
+from kmbench.timing import host_region
+
+
+class TorchLloyd(Implementation):
+    name = "torch"
+    label = "PyTorch (GEMM Lloyd)"
+    description = "torch: ||c||^2 - 2 x c^T by matmul, argmin, index_add_ sums; FP32, TF32 off"
+    source = "a peer: the way PyTorch users write k-means"
+    dtype = "float32"
+
+    def available(self):
+        try:
+            import torch
+        except ImportError:
+            return False, "PyTorch is not installed"
+        if not torch.cuda.is_available():
+            return False, "PyTorch sees no CUDA GPU"
+        return True, ""
+
+    def follows_tolerance(self, tol: float) -> bool:
+        return True
+
+    def prepare(self, problem: Problem) -> None:
+        import torch
+
+        phases: dict[str, float] = {}
+        with host_region(phases, "upload"):
+            self._x = torch.as_tensor(np.asarray(problem.data, dtype=np.float32), device="cuda")
+            torch.cuda.synchronize()
+        self._setup = phases
+        self._version = torch.__version__
+
+    def run(self, problem: Problem) -> Result:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        x, k = self._x, problem.k
+        centroids = torch.as_tensor(np.asarray(problem.initial_centroids, dtype=np.float32), device="cuda")
+        labels = torch.full((problem.n,), -1, dtype=torch.int64, device="cuda")
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        done = 0
+        start.record()
+        for done in range(1, problem.iterations + 1):
+            scores = (centroids * centroids).sum(1) - 2.0 * (x @ centroids.T)
+            new = scores.argmin(1)
+            sums = torch.zeros_like(centroids).index_add_(0, new, x)
+            counts = torch.bincount(new, minlength=k).to(x.dtype)
+            filled = counts > 0
+            centroids = torch.where(filled[:, None], sums / counts.clamp(min=1)[:, None], centroids)
+            if problem.tol is not None:
+                changed = int((new != labels).sum())  # a host read, as users write it
+                labels = new
+                if stop_done(changed, problem.n, problem.tol):
+                    break
+        end.record()
+        end.synchronize()
+        phases = {"iterate": start.elapsed_time(end) / 1000.0}
+        return Result(centroids=centroids.double().cpu().numpy(), iterations=done, phases=phases)
+
+    def release(self) -> None:
+        self.__dict__.pop("_x", None)
+
+    def build_info(self) -> dict:
+        return {"library": f"torch {getattr(self, '_version', '?')}", "precision": "fp32, tf32 off"}
+
+    def setup_phases(self) -> dict[str, float]:
+        return dict(getattr(self, "_setup", {}))
+
+    def bytes_per_iteration(self, problem: Problem) -> int:
+        return problem.n * problem.d * 4
+
+    def fp32_per_distance(self, problem: Problem) -> float:
+        return problem.d + 1  # the GEMM's d FMAs, and the argmin's compare

@@ -1,0 +1,141 @@
+"""kmbench-gpu (impls/fast) and the torch peer. Without a GPU: the strategy choice and the
+limits; the kernels still compile with nvcc in test_cuda.py's way. With a GPU (make test-gpu):
+agreement with the oracle for d in {1, 2, 3, 16, 64, 408}, k up to 65,536, every strategy,
+partial blocks, both stop rules, data offset by 1e6, and n = 1e8."""
+
+import shutil
+import subprocess
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from impls.fast import HERE, MAX_K, KmbenchGpu, KmbenchGpuTf32, strategy
+from kmbench import runner, validate
+from kmbench.datasets import Dataset, radial
+from kmbench.errors import ImplementationError
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("dim", [1, 2, 3, 8, 16, 32])
+def test_lowd_kernels_compile_for_every_dimension(dim, tmp_path):
+    done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-std=c++17", f"-DDIM={dim}",
+                           "-o", str(tmp_path / "k.cubin"), str(HERE / "lowd.cu")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_strategy_follows_n_d_k():
+    assert strategy(10**5, 2, 5) == "small-k"
+    assert strategy(10**5, 2, 1000) == "tiled"
+    assert strategy(10**5, 16, 5) == "tiled"
+    assert strategy(3 * 10**5, 408, 5000) == "gemm"
+
+
+def _problem(n=64, d=2, k=3, tol=None):
+    data = np.random.default_rng(0).standard_normal((n, d)).astype(np.float32)
+    problem = runner.make_problem(Dataset("t", data, None, {}), runner.Settings(k=k, iterations=2))
+    return replace(problem, tol=tol)
+
+
+def test_limits_are_refused_before_launch():
+    with pytest.raises(ImplementationError, match="small-k handles"):
+        KmbenchGpu(force_strategy="small-k").check(_problem(d=16))
+    with pytest.raises(ImplementationError, match="unknown strategy"):
+        KmbenchGpu(force_strategy="magic").check(_problem())
+    too_many = replace(_problem(), initial_centroids=np.zeros((MAX_K + 1, 2), np.float32))
+    with pytest.raises(ImplementationError, match=f"k <= {MAX_K}"):
+        KmbenchGpu().check(too_many)
+
+
+def test_declared_work():
+    problem = _problem(n=1000, d=2, k=3)
+    assert KmbenchGpu().bytes_per_iteration(problem) == 1000 * 2 * 4
+    assert KmbenchGpu().fp32_per_distance(problem) == 5  # small-k: direct distance
+    assert KmbenchGpu().fp32_per_distance(replace(problem, tol=0.0)) == 5
+    assert KmbenchGpuTf32().strategy_for(problem) == "gemm"
+
+
+# ------------------------------------------------------------------ on a GPU
+
+
+def _cell(impl, data, k, iterations=10, tol=None, repeats=1):
+    dataset = Dataset("gpu", data, None, {"generator": "test"})
+    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=repeats,
+                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
+    problem = runner.make_problem(dataset, settings)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
+    return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "gpu")
+
+
+def _blobs(n, d, centers=8, seed=0, offset=0.0):
+    rng = np.random.default_rng(seed)
+    middle = rng.uniform(-10, 10, (centers, d))
+    return (middle[rng.integers(0, centers, n)] + rng.standard_normal((n, d)) + offset).astype(np.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d, k", [(1, 3), (1, 40), (2, 5), (2, 1000), (3, 7), (3, 300), (16, 5), (16, 200),
+                                  (64, 10), (408, 64)])
+def test_agrees_with_the_oracle_for_any_d(d, k):
+    n = 20_011 if d <= 64 else 6_007  # not a multiple of any block: partial last blocks
+    _, record = _cell(KmbenchGpu(), _blobs(n, d), k)
+    assert record["status"] == "ok", (record["build"], record.get("detail"))
+    assert record["build"]["strategy"] == strategy(n, d, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("chosen", ["small-k", "tiled", "gemm"])
+@pytest.mark.parametrize("graph", ["1", "0"])
+def test_every_strategy_with_and_without_the_graph(chosen, graph, monkeypatch):
+    monkeypatch.setenv("KMBENCH_CUDA_GRAPH", graph)
+    _, record = _cell(KmbenchGpu(force_strategy=chosen), _blobs(50_003, 3), 6)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["strategy"] == chosen
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [4096, 65_536])
+def test_large_k(k):
+    _, record = _cell(KmbenchGpu(), _blobs(131_072 + 5, 2, centers=50), k, iterations=3)
+    assert record["status"] == "ok", record.get("detail")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [5, 100])
+def test_data_far_from_the_origin(k):
+    """Unit-spread data at 1e6, where raw float32 sums and the unshifted expansion fail."""
+    _, record = _cell(KmbenchGpu(), _blobs(1_000_000, 2, centers=5, offset=1e6) / 10 + 9e5, k)
+    assert record["status"] == "ok", record.get("detail")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tol", [0.0, 0.001])
+def test_tolerance_stop_agrees_on_iterations(tol):
+    oracle, record = _cell(KmbenchGpu(), _blobs(200_000, 2, centers=20), 30, iterations=50, tol=tol)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["iterations_executed"] == oracle.iterations
+
+
+@pytest.mark.gpu
+def test_one_hundred_million_points(tmp_path):
+    data = np.asarray(radial(cluster_size=2_000_000, directory=tmp_path).data)
+    _, record = _cell(KmbenchGpu(), data, 3, iterations=3)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["validation"]["centroid_error"] < 1e-5
+
+
+@pytest.mark.gpu
+def test_tf32_variant_reports_label_agreement():
+    _, record = _cell(KmbenchGpuTf32(), _blobs(20_000, 64), 16, iterations=5)
+    assert record["status"] in ("ok", "mismatch")
+    assert any("TF32 labels that differ from FP32" in note for note in record["notes"])
+
+
+@pytest.mark.gpu
+def test_torch_peer_agrees():
+    from impls.torch_impl import TorchLloyd
+
+    _, record = _cell(TorchLloyd(), _blobs(100_000, 2), 5, iterations=20)
+    assert record["status"] == "ok", record.get("detail")
+    oracle, record = _cell(TorchLloyd(), _blobs(100_000, 2), 5, iterations=50, tol=0.0)
+    assert record["iterations_executed"] == oracle.iterations
