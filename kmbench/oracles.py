@@ -19,7 +19,7 @@ import numpy as np
 
 from kmbench import datasets, validate
 
-ORACLE_VERSION = 4
+ORACLE_VERSION = 5
 FOLDER = "oracles"
 
 

@@ -119,14 +119,17 @@ def inertia(data, centroids, xp=np) -> float:
     return float(best.sum())
 
 
-def tie_shift(data, centroids, xp=np) -> tuple[np.ndarray, int]:
+def tie_shift(data, centroids, xp=np, center=None) -> tuple[np.ndarray, int]:
     """How far float32 rounding alone can move each cluster's mean in one assignment from
     `centroids`: a bound per cluster, and the number of points it comes from.
 
     A point is a float32 tie when its two nearest centroids' squared distances differ by less
-    than the rounding of computing them directly in float32: a centroid stored in float32 is
-    off by up to eps/2 per coordinate, which moves |x - c|^2 by up to eps*|x - c|*|c|, and
-    the arithmetic adds about eps*|x - c|^2 (eps = 2^-23). Such a point may go either way in
+    than the rounding of either float32 way of computing them (eps = 2^-23):
+    - directly, |x - c|^2: a centroid stored in float32 is off by up to eps/2 per
+      coordinate, which moves |x - c|^2 by up to eps*|x - c|*|c|, and the arithmetic adds
+      about eps*|x - c|^2;
+    - expanded, |c|^2 - 2 x.c, on data centred on their mean (as fast GPU and BLAS programs
+      compute it): about eps*(|c'|^2 + 2|x'||c'|) for each centroid, primes centred. Such a point may go either way in
     a correct float32 program; if it leaves cluster a for b, a's mean moves by up to
     |x - c_a| / n_a and b's by |x - c_b| / (n_b + 1). The bound adds these up over every tie."""
     k = centroids.shape[0]
@@ -136,6 +139,8 @@ def tie_shift(data, centroids, xp=np) -> tuple[np.ndarray, int]:
     eps = float(np.finfo(np.float32).eps)
     c = xp.asarray(centroids, dtype=xp.float64)
     c_norm = xp.sqrt((c * c).sum(axis=1))
+    middle = xp.zeros(c.shape[1]) if center is None else xp.asarray(center, dtype=xp.float64)
+    c_centred = xp.sqrt(((c - middle) ** 2).sum(axis=1))
     counts = xp.zeros(k, dtype=xp.float64)
     ties = []
     step = _chunk_rows(k)
@@ -152,7 +157,11 @@ def tie_shift(data, centroids, xp=np) -> tuple[np.ndarray, int]:
         second = xp.argmin(distances, axis=1)
         d2 = distances[rows, second]
         scale = xp.maximum(xp.sqrt((x * x).sum(axis=1)), xp.maximum(c_norm[first], c_norm[second]))
-        band = eps * ((xp.sqrt(d1) + xp.sqrt(d2)) * scale + 2 * (d1 + d2))
+        direct = eps * ((xp.sqrt(d1) + xp.sqrt(d2)) * scale + 2 * (d1 + d2))
+        x_centred = xp.sqrt(((x - middle) ** 2).sum(axis=1))
+        ca, cb = c_centred[first], c_centred[second]
+        expanded = eps * (ca * ca + cb * cb + 2 * x_centred * (ca + cb))
+        band = xp.maximum(direct, expanded)
         near = (d2 - d1) <= band
         if bool(near.any()):
             ties.append(tuple(to_numpy(a[near]) for a in (first, second, d1, d2)))
@@ -165,18 +174,25 @@ def tie_shift(data, centroids, xp=np) -> tuple[np.ndarray, int]:
     return shift, found
 
 
+def mean(data, xp=np):
+    """The points' mean in float64, chunked."""
+    n, d = data.shape
+    total = xp.zeros(d, dtype=xp.float64)
+    step = _chunk_rows(d)
+    for start in range(0, n, step):
+        total += xp.asarray(data[start : start + step], dtype=xp.float64).sum(axis=0)
+    return total / n
+
+
 def spread(data, xp=np) -> float:
     """RMS distance of the points from their mean, in float64, chunked: the data's own
     length scale, unchanged when the data move."""
     n, d = data.shape
-    mean = xp.zeros(d, dtype=xp.float64)
+    mean_ = mean(data, xp)
     step = _chunk_rows(d)
-    for start in range(0, n, step):
-        mean += xp.asarray(data[start : start + step], dtype=xp.float64).sum(axis=0)
-    mean /= n
     total = 0.0
     for start in range(0, n, step):
-        chunk = xp.asarray(data[start : start + step], dtype=xp.float64) - mean
+        chunk = xp.asarray(data[start : start + step], dtype=xp.float64) - mean_
         total += float((chunk * chunk).sum())
     return float(np.sqrt(total / n))
 

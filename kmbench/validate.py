@@ -24,7 +24,8 @@ measured on the problem itself:
   each point's offset from its old centroid, float32 stored centroids); a float32 result may
   differ by up to max(1e-3, SENSITIVITY_FACTOR x that run's divergence).
 - ties: a point whose two nearest centroids are closer together than float32 can tell apart
-  may go either way. The oracle counts such points in its last assignment and bounds how far
+  (computing the distance directly, or expanded as |c|^2 - 2 x.c on centred data) may go
+  either way. The oracle counts such points in its last assignment and bounds how far
   their going the other way moves each mean; TIE_FACTOR x that bound is allowed too.
 - representation: a centroid at 1e6 stored in float32 is only known to 0.03. The inertia
   tolerance becomes max(1e-4, SENSITIVITY_FACTOR x the inertia cost of rounding the
@@ -87,7 +88,8 @@ class Oracle:
         oracle = cls(reference.to_numpy(run.centroids), total, reference.spread(device_data, xp), n,
                      iterations=run.iterations)
         # Float32 ties are counted in the last assignment, made from the centroids before it.
-        shift, oracle.near_ties = reference.tie_shift(device_data, reference.to_numpy(run.previous), xp)
+        shift, oracle.near_ties = reference.tie_shift(device_data, reference.to_numpy(run.previous), xp,
+                                                      center=reference.mean(device_data, xp))
         oracle.ties = float(np.linalg.norm(shift)) / max(np.sqrt(k) * oracle.spread, 1e-300)
         rounded = oracle.centroids.astype(np.float32).astype(np.float64)
         oracle.representation = oracle.inertia_difference(
