@@ -33,7 +33,7 @@ class TorchLloyd(Implementation):
 
         phases: dict[str, float] = {}
         with host_region(phases, "upload"):
-            self._x = torch.as_tensor(np.asarray(problem.data, dtype=np.float32), device="cuda")
+            self._x = torch.tensor(np.asarray(problem.data, dtype=np.float32), device="cuda")
             torch.cuda.synchronize()
         self._setup = phases
         self._version = torch.__version__

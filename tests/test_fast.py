@@ -100,10 +100,18 @@ def test_every_strategy_with_and_without_the_graph(chosen, graph, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", [4096, 65_536])
 def test_large_k(k):
-    # One iteration: every centroid's cluster holds a few points, so later ones would only
-    # amplify float32 ties.
-    _, record = _cell(KmbenchGpu(), _blobs(4 * k + 5, 2, centers=k, std=0.01), k, iterations=1)
+    """k tight blobs, each started from its own centre. (Random data points as starts put two
+    centroids in one blob of radius 0.01, and then every point of it is a float32 tie.)"""
+    rng = np.random.default_rng(k)
+    centres = rng.uniform(-10, 10, (k, 2))
+    data = (centres[rng.integers(0, k, 8 * k + 5)] + 0.01 * rng.standard_normal((8 * k + 5, 2))).astype(np.float32)
+    dataset = Dataset("gpu", data, None, {"generator": "test"})
+    settings = runner.Settings(k=k, iterations=3, warmup=1, repeats=1)
+    problem = replace(runner.make_problem(dataset, settings), initial_centroids=centres.astype(np.float32))
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 3)
+    record = runner.run_cell(KmbenchGpu(), problem, oracle, dataset, settings, "gpu")
     assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["strategy"] == "tiled"
 
 
 @pytest.mark.gpu
