@@ -1,3 +1,13 @@
-"""kmbench: benchmark k-means implementations fairly, and validate every result."""
+"""kmbench: benchmark k-means implementations fairly, and validate every result.
+
+`kmbench.KMeans` is a scikit-learn estimator backed by any registered implementation."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "KMeans":  # imported on first use: the CLI need not load scikit-learn's estimator
+        from kmbench.estimator import KMeans
+
+        return KMeans
+    raise AttributeError(f"module 'kmbench' has no attribute {name!r}")

@@ -1,0 +1,77 @@
+"""kmbench.KMeans: scikit-learn's estimator checks, pipelines, grid search, and any backend."""
+
+import numpy as np
+import pytest
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import kmbench
+from kmbench import reference
+from tests.conftest import blob_data
+
+
+@parametrize_with_checks([kmbench.KMeans(impl="numpy")])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def _data():
+    return blob_data(np.random.default_rng(31), n=900, d=3, k=4).astype(np.float64)
+
+
+@pytest.mark.parametrize("impl", ["numpy", "cpp", "sklearn", "scipy"])
+def test_any_cpu_implementation_backs_it_and_agrees_with_the_oracle(impl):
+    X = _data()
+    start = X[[0, 300, 600, 899]]
+    model = kmbench.KMeans(n_clusters=4, impl=impl, init=start, max_iter=15, tol=None).fit(X)
+    expected = reference.lloyd(X, start, 15).centroids
+    if impl == "sklearn":  # stops when no label changes; the answer is the same fixed point
+        assert model.n_iter_ <= 15
+    else:
+        assert model.n_iter_ == 15
+    np.testing.assert_allclose(model.cluster_centers_, expected, rtol=1e-5, atol=1e-5)
+    assert model.labels_.shape == (900,) and model.inertia_ == pytest.approx(-model.score(X))
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+    assert model.transform(X).shape == (900, 4)
+
+
+def test_tolerance_follows_kmbench_rule():
+    X = _data()
+    model = kmbench.KMeans(n_clusters=4, impl="numpy", tol=0.0, max_iter=100, random_state=0).fit(X)
+    run = reference.lloyd(X, model._start(X), 100, tol=0.0)
+    assert model.n_iter_ == run.iterations < 100
+
+
+def test_same_random_state_same_answer_for_every_backend():
+    X = _data()
+    fits = [kmbench.KMeans(n_clusters=4, impl=name, random_state=5, tol=0.0).fit(X) for name in ("numpy", "cpp")]
+    np.testing.assert_allclose(fits[0].cluster_centers_, fits[1].cluster_centers_, rtol=1e-6)
+
+
+def test_pipeline_and_grid_search():
+    X = _data()
+    pipeline = make_pipeline(StandardScaler(), kmbench.KMeans(impl="numpy", random_state=0))
+    search = GridSearchCV(pipeline, {"kmeans__n_clusters": [2, 4, 6]}, cv=3).fit(X)
+    assert search.best_params_["kmeans__n_clusters"] == 6  # score is -inertia: more clusters, higher
+    assert search.predict(X).shape == (900,)
+
+
+def test_unknown_or_unavailable_backend_is_a_clear_error():
+    X = _data()
+    with pytest.raises(ValueError, match="Unknown implementation 'nope'"):
+        kmbench.KMeans(n_clusters=2, impl="nope").fit(X)
+    from impls.cuda import cuda_status
+
+    if not cuda_status()[0]:
+        with pytest.raises(RuntimeError, match="cannot run here"):
+            kmbench.KMeans(n_clusters=2, impl="cuda-v3").fit(X)
+
+
+@pytest.mark.gpu
+def test_gpu_backend():
+    X = _data().astype(np.float32)
+    model = kmbench.KMeans(n_clusters=4, impl="kmbench-gpu", random_state=0, tol=0.0).fit(X)
+    cpu = kmbench.KMeans(n_clusters=4, impl="numpy", random_state=0, tol=0.0).fit(X)
+    np.testing.assert_allclose(model.cluster_centers_, cpu.cluster_centers_, rtol=1e-4, atol=1e-4)
