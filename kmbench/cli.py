@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -225,10 +226,13 @@ def run(
     init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++."),
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="The dask rows run on this Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a cluster of their own."),
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
 ):
     """Run implementations on the same problem, validate each result, store one record per cell."""
+    if scheduler:
+        os.environ["KMBENCH_DASK_SCHEDULER"] = scheduler  # read by impls/dask_impl.py
     settings = runner.Settings(k=k, iterations=max_iters if stop == "tolerance" and max_iters is not None else iters,
                                stop=stop, tol=tol, init=init, seed=seed, warmup=warmup,
                                repeats=repeats, max_time=max_time)

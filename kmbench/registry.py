@@ -24,6 +24,8 @@ BUILTINS = [
     "impls.fast:KmbenchGpu",
     "impls.fast:KmbenchGpuTf32",
     "impls.torch_impl:TorchLloyd",
+    "impls.dask_impl:DaskLloyd",
+    "impls.dask_impl:DaskCudaLloyd",
     "impls.sklearn_impl:SklearnKMeans",
     "impls.scipy_impl:ScipyKMeans2",
 ]

@@ -1,0 +1,183 @@
+"""Lloyd on Dask, for data that outgrow one machine or one GPU. Dask is the engine, not ours:
+we write only the per-chunk step (assign each point, then per-cluster float64 sums, counts and
+label changes) and the reduction of those partials; the centroids go back to every worker
+each iteration.
+
+- `dask`: NumPy chunks on a dask.distributed cluster. Without a scheduler address it starts a
+  LocalCluster in this process (one thread per worker); with $KMBENCH_DASK_SCHEDULER (set by
+  `kmbench run --scheduler ADDRESS`) it uses that cluster, whose workers must be able to
+  import kmbench.
+- `dask-cuda`: the same step on CuPy chunks, one worker per GPU through dask-cuda's
+  LocalCUDACluster. Not tested on a multi-GPU machine yet (see the README).
+
+The data are a chunked dask array, persisted on the workers in prepare; labels stay on the
+workers between iterations (the tolerance rule compares them). The timed region is the loop,
+on the host clock: each iteration ends with the reduced partials back on the client.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from kmbench.errors import ImplementationError
+from kmbench.protocol import Implementation, Problem, Result, stop_done
+from kmbench.timing import host_region
+
+SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"
+CHUNKS_PER_WORKER = 4
+
+
+def chunk_step(chunk, centroids, old_labels, k: int):
+    """One chunk's share of an iteration: (partials (k, d + 1) float64 with counts last,
+    labels changed, new labels). Runs on a worker, on NumPy or CuPy arrays alike."""
+    from kmbench import reference
+
+    xp = _array_module(chunk)
+    centroids = xp.asarray(centroids)
+    labels, _ = reference.nearest(chunk, centroids, xp)
+    partial = xp.zeros((k, chunk.shape[1] + 1), dtype=xp.float64)
+    for dim in range(chunk.shape[1]):
+        partial[:, dim] = xp.bincount(labels, weights=chunk[:, dim].astype(xp.float64), minlength=k)
+    partial[:, -1] = xp.bincount(labels, minlength=k)
+    changed = chunk.shape[0] if old_labels is None else int((labels != old_labels).sum())
+    return reference.to_numpy(partial), changed, labels
+
+
+def _array_module(array):
+    try:
+        import cupy
+
+        return cupy.get_array_module(array)
+    except ImportError:
+        return np
+
+
+def reduce_partials(steps) -> tuple[np.ndarray, int]:
+    """The reduction: every chunk's partials summed, and the changes counted."""
+    total = sum(step[0] for step in steps)
+    return total, sum(step[1] for step in steps)
+
+
+def _labels_of(step):
+    return step[2]
+
+
+class DaskLloyd(Implementation):
+    name = "dask"
+    label = "Dask (NumPy chunks)"
+    description = "Lloyd on dask.distributed: chunked dask array, per-chunk partial sums, reduced on a worker"
+    source = "kmbench's own per-chunk step on Dask (an existing engine)"
+    dtype = "float64"  # each chunk's distances and sums are float64
+    cuda = False
+
+    def available(self):
+        try:
+            import dask.array  # noqa: F401
+            import distributed  # noqa: F401
+        except ImportError:
+            return False, "Dask is not installed (pip install 'dask[distributed]')"
+        return True, ""
+
+    def follows_tolerance(self, tol: float) -> bool:
+        return True
+
+    def _start_cluster(self):
+        from distributed import Client, LocalCluster
+
+        workers = max(1, min(4, os.cpu_count() or 1))
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False,
+                               dashboard_address=None)
+        return cluster, Client(cluster)
+
+    def prepare(self, problem: Problem) -> None:
+        import dask.array as da
+        from distributed import Client
+
+        phases: dict[str, float] = {}
+        address = os.environ.get(SCHEDULER_ENV)
+        with host_region(phases, "cluster"):
+            try:
+                self._cluster, self._client = (None, Client(address, timeout="10s")) if address \
+                    else self._start_cluster()
+            except OSError as exc:
+                raise ImplementationError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        workers = max(1, len(self._client.scheduler_info()["workers"]))
+        rows = max(1, -(-problem.n // (workers * CHUNKS_PER_WORKER)))
+        with host_region(phases, "upload"):
+            data = da.from_array(self._device(np.asarray(problem.data)), chunks=(rows, problem.d))
+            self._chunks = self._client.compute(list(data.to_delayed().ravel()))  # one future per chunk
+            self._client.gather(self._chunks[:1])
+        self._setup = phases
+        self._info = {"scheduler": address or "LocalCluster in process", "workers": workers,
+                      "chunks": len(self._chunks), "rows_per_chunk": rows}
+
+    def _device(self, data):
+        return data
+
+    def run(self, problem: Problem) -> Result:
+        client, k = self._client, problem.k
+        centroids = np.asarray(problem.initial_centroids, dtype=np.float64)
+        labels = [None] * len(self._chunks)
+        phases: dict[str, float] = {}
+        done = 0
+        with host_region(phases, "iterate"):
+            for done in range(1, problem.iterations + 1):
+                shared = client.scatter(centroids, broadcast=True)
+                steps = [client.submit(chunk_step, chunk, shared, old, k, pure=False)
+                         for chunk, old in zip(self._chunks, labels)]
+                partials, changed = client.submit(reduce_partials, steps, pure=False).result()
+                labels = [client.submit(_labels_of, step, pure=False) for step in steps]
+                filled = partials[:, -1] > 0
+                centroids = centroids.copy()
+                centroids[filled] = partials[filled, :-1] / partials[filled, -1:]
+                if stop_done(changed, problem.n, problem.tol):
+                    break
+        return Result(centroids=centroids, iterations=done, phases=phases)
+
+    def release(self) -> None:
+        for name in ("_client", "_cluster"):
+            resource = self.__dict__.pop(name, None)
+            if resource is not None:
+                resource.close()
+        self.__dict__.pop("_chunks", None)
+
+    def build_info(self) -> dict:
+        import dask
+
+        return {**getattr(self, "_info", {}), "dask": dask.__version__}
+
+    def setup_phases(self) -> dict[str, float]:
+        return dict(getattr(self, "_setup", {}))
+
+
+class DaskCudaLloyd(DaskLloyd):
+    name = "dask-cuda"
+    label = "Dask (CuPy chunks, one worker per GPU)"
+    description = "the dask row on CuPy chunks, one worker per GPU through dask-cuda's LocalCUDACluster"
+    cuda = True
+
+    def available(self):
+        from impls.cuda import cuda_status
+
+        ready, why = cuda_status()
+        if not ready:
+            return False, why
+        try:
+            import dask_cuda  # noqa: F401
+        except ImportError:
+            return False, "dask-cuda is not installed (pip install dask-cuda)"
+        return super().available()
+
+    def _start_cluster(self):
+        from dask_cuda import LocalCUDACluster
+        from distributed import Client
+
+        cluster = LocalCUDACluster(dashboard_address=None)
+        return cluster, Client(cluster)
+
+    def _device(self, data):
+        import cupy
+
+        return cupy.asarray(data)

@@ -1,0 +1,52 @@
+"""Lloyd on Dask: a LocalCluster in this process, agreement with the oracle under both stop
+rules, and a run against an existing scheduler given by address (kmbench run --scheduler)."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed")
+
+from impls.dask_impl import SCHEDULER_ENV, DaskLloyd  # noqa: E402
+from kmbench import runner, validate  # noqa: E402
+from kmbench.datasets import Dataset  # noqa: E402
+from tests.conftest import blob_data  # noqa: E402
+
+
+def _cell(tol=None, iterations=15, n=20_003):
+    data = blob_data(np.random.default_rng(8), n=n, d=3, k=6)
+    dataset = Dataset("dask", data, None, {"generator": "test"})
+    settings = runner.Settings(k=6, iterations=iterations, warmup=0, repeats=1,
+                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
+    problem = runner.make_problem(dataset, settings)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
+    return oracle, runner.run_cell(DaskLloyd(), problem, oracle, dataset, settings, "t")
+
+
+def test_dask_row_is_ok_on_a_local_cluster():
+    _, record = _cell()
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["scheduler"] == "LocalCluster in process"
+    assert record["build"]["chunks"] > 1 and record["iterations_executed"] == 15
+
+
+def test_dask_row_stops_by_the_tolerance_rule():
+    oracle, record = _cell(tol=0.0, iterations=100)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["iterations_executed"] == oracle.iterations < 100
+
+
+def test_an_existing_scheduler_by_address(monkeypatch):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        monkeypatch.setenv(SCHEDULER_ENV, cluster.scheduler_address)
+        _, record = _cell(iterations=5, n=5_000)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["scheduler"].startswith(("tcp://", "inproc://"))
+    assert record["build"]["workers"] == 2
+
+
+def test_an_unreachable_scheduler_is_an_error_cell(monkeypatch):
+    monkeypatch.setenv(SCHEDULER_ENV, "tcp://127.0.0.1:1")
+    _, record = _cell(iterations=2, n=500)
+    assert record["status"] == "error" and "Dask scheduler" in record["detail"]
