@@ -1,7 +1,5 @@
 """cuda-002 (document 002's design, double precision, convergence flag)."""
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 

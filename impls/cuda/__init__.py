@@ -43,7 +43,23 @@ def cuda_status() -> tuple[bool, str]:
     return True, ""
 
 
-class CudaLloyd(Implementation):
+class GpuImplementation(Implementation):
+    """What every CuPy-backed row shares: it runs where CuPy sees a GPU, and reports the build
+    info and setup phases its `prepare` recorded (in `_info` and `_setup`)."""
+
+    _info: dict = {}
+
+    def available(self):
+        return cuda_status()
+
+    def build_info(self) -> dict:
+        return dict(self._info)
+
+    def setup_phases(self) -> dict[str, float]:
+        return dict(getattr(self, "_setup", {}))
+
+
+class CudaLloyd(GpuImplementation):
     """Shared adapter: checks, compilation, upload, the event-timed loop, download."""
 
     source_file = ""
@@ -59,9 +75,6 @@ class CudaLloyd(Implementation):
         self.use_graph = os.environ.get("KMBENCH_CUDA_GRAPH", "1") != "0"
         self._module = None
         self._info: dict = {}
-
-    def available(self):
-        return cuda_status()
 
     def check(self, problem: Problem) -> None:
         """A clear error before any launch for what the kernels do not handle."""
@@ -96,7 +109,7 @@ class CudaLloyd(Implementation):
         if self.use_graph:
             with host_region(phases, "capture"):
                 self._graph = self._capture(problem)
-        self._setup_phases = phases
+        self._setup = phases
         self._info = {"block_size": self.block_size, "blocks": self._blocks, "defines": list(self.defines),
                       "launch": "cuda graph" if self.use_graph else "stream", "cupy": cupy.__version__}
 
@@ -155,12 +168,6 @@ class CudaLloyd(Implementation):
         for name in ("_graph", "_x", "_y", "_means_x", "_means_y", "_sums_x", "_sums_y", "_counts",
                      "_partial_x", "_partial_y", "_partial_count"):
             self.__dict__.pop(name, None)
-
-    def build_info(self) -> dict:
-        return dict(self._info)
-
-    def setup_phases(self) -> dict[str, float]:
-        return dict(getattr(self, "_setup_phases", {}))
 
     def bytes_per_iteration(self, problem: Problem) -> int:
         return problem.n * 2 * 4  # x and y, float32, each read once; means and sums are tiny

@@ -13,17 +13,17 @@ from __future__ import annotations
 import numpy as np
 
 from kmbench.errors import ImplementationError
-from kmbench.protocol import Implementation, Problem, Result, stop_done
+from kmbench.protocol import Problem, Result, stop_done
 from kmbench.timing import CudaEventRegion, host_region
 
-from . import HERE, cuda_status
+from . import HERE, GpuImplementation
 
 SHARED_MAX_K = 1024  # as in doc002.cu
 GROUP = 32  # partial rows each first-pass block reduces
 BLOCK = 256
 
 
-class Cuda002(Implementation):
+class Cuda002(GpuImplementation):
     name = "cuda-002"
     label = "CUDA (document 002)"
     description = ("double precision, struct of arrays, one point per thread, per-block partial "
@@ -35,9 +35,6 @@ class Cuda002(Implementation):
         self.block_size = block_size
         self.blocks_per_sm = blocks_per_sm
         self._info: dict = {}
-
-    def available(self):
-        return cuda_status()
 
     def follows_tolerance(self, tol: float) -> bool:
         return True
@@ -133,12 +130,6 @@ class Cuda002(Implementation):
     def release(self) -> None:
         for name in ("_x", "_y", "_membership", "_cx", "_cy", "_px", "_py", "_pc", "_changed", "_changed_host"):
             self.__dict__.pop(name, None)
-
-    def build_info(self) -> dict:
-        return dict(self._info)
-
-    def setup_phases(self) -> dict[str, float]:
-        return dict(getattr(self, "_setup", {}))
 
     def bytes_per_iteration(self, problem: Problem) -> int:
         # x and y read (double), membership read and written (int32).

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.cuda import cuda_status
+from impls.cuda import GpuImplementation
 from kmbench.errors import ImplementationError
-from kmbench.protocol import Implementation, Problem, Result, stop_done
+from kmbench.protocol import Problem, Result, stop_done
 from kmbench.timing import CudaEventRegion, host_region
 
 HERE = Path(__file__).resolve().parent
@@ -66,7 +66,7 @@ def points_per_thread(d: int) -> int:
     return 4 if d <= 4 else 2 if d <= 16 else 1
 
 
-class KmbenchGpu(Implementation):
+class KmbenchGpu(GpuImplementation):
     name = "kmbench-gpu"
     label = "kmbench-gpu"
     description = ("our own exact FP32 Lloyd: data shifted by their mean, float64 sums across "
@@ -79,9 +79,6 @@ class KmbenchGpu(Implementation):
         self.force_strategy = force_strategy or os.environ.get("KMBENCH_FAST_STRATEGY") or None
         self.use_graph = os.environ.get("KMBENCH_CUDA_GRAPH", "1") != "0"
         self._info: dict = {}
-
-    def available(self):
-        return cuda_status()
 
     def follows_tolerance(self, tol: float) -> bool:
         return True
@@ -118,7 +115,7 @@ class KmbenchGpu(Implementation):
         import cupy
 
         self.check(problem)
-        n, d, k = problem.n, problem.d, problem.k
+        n, d = problem.n, problem.d
         self._strategy = self.strategy_for(problem)
         phases: dict[str, float] = {}
         with host_region(phases, "compile"):
@@ -197,7 +194,7 @@ class KmbenchGpu(Implementation):
         self._finish(((problem.k + 255) // 256,), (256,),
                      (self._sums, self._centroids, self._centroids64, self._half_norms, k))
 
-    def _labels_of(self, problem: Problem) -> "cupy.ndarray":
+    def _labels_of(self, problem: Problem):
         """The assignment from the current centroids (fills self._labels, tracks nothing)."""
         import cupy
 
@@ -286,12 +283,6 @@ class KmbenchGpu(Implementation):
         for name in ("_graph", "_x", "_labels", "_changed", "_changed_host", "_centroids", "_centroids64",
                      "_half_norms", "_sums", "_stream"):
             self.__dict__.pop(name, None)
-
-    def build_info(self) -> dict:
-        return dict(self._info)
-
-    def setup_phases(self) -> dict[str, float]:
-        return dict(getattr(self, "_setup", {}))
 
     def bytes_per_iteration(self, problem: Problem) -> int:
         # The points, read once; labels read and written under the tolerance rule.
