@@ -87,8 +87,10 @@ class DaskLloyd(Implementation):
         from distributed import Client, LocalCluster
 
         workers = max(1, min(4, os.cpu_count() or 1))
+        # ":0": the scheduler's HTTP server takes any free port (with None it still tries
+        # 8787 and warns when another cluster holds it).
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False,
-                               dashboard_address=None)
+                               dashboard_address=":0")
         return cluster, Client(cluster)
 
     def prepare(self, problem: Problem) -> None:
@@ -174,7 +176,7 @@ class DaskCudaLloyd(DaskLloyd):
         from dask_cuda import LocalCUDACluster
         from distributed import Client
 
-        cluster = LocalCUDACluster(dashboard_address=None)
+        cluster = LocalCUDACluster(dashboard_address=":0")
         return cluster, Client(cluster)
 
     def _device(self, data):

@@ -38,7 +38,7 @@ def test_dask_row_stops_by_the_tolerance_rule():
 def test_an_existing_scheduler_by_address(monkeypatch):
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         monkeypatch.setenv(SCHEDULER_ENV, cluster.scheduler_address)
         _, record = _cell(iterations=5, n=5_000)
     assert record["status"] == "ok", record.get("detail")
