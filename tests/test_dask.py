@@ -19,7 +19,9 @@ def _cell(tol=None, iterations=15, n=20_003):
                                stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
     problem = runner.make_problem(dataset, settings)
     oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
-    return oracle, runner.run_cell(DaskLloyd(), problem, oracle, dataset, settings, "t")
+    impl = DaskLloyd()
+    impl.min_chunk_rows = 1000  # several chunks even on test-sized data
+    return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "t")
 
 
 def test_dask_row_is_ok_on_a_local_cluster():
