@@ -193,10 +193,15 @@ def _made(make) -> list:
     return made
 
 
+def _progress() -> Progress:
+    """One bar over a run's cells, the cell (or oracle stage) in progress named beside it."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
+                    console=console, transient=True)
+
+
 def _run(impls, data, settings, store, data_dir=None):
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+    with _progress() as progress:
         records = runner.run(impls, data, settings, store,
                              _ProgressReporter(progress, len(impls) * len(data)), data_dir)
     console.print(_summary(records))
@@ -276,16 +281,10 @@ def report_cmd(
         errors.print(f"wrote {per_iteration_chart(cells, plot)}")
 
 
-def _plan_progress(steps) -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
-                    console=console, transient=True)
-
-
 def _execute(steps, store, data_dir, force):
     """Run a checked plan with one bar over every cell (skipped cells advance it too)."""
     total = sum(len(step.impls) for step in steps)
-    with _plan_progress(steps) as progress:
+    with _progress() as progress:
         reporter = _ProgressReporter(progress, total)
         records, skipped = plan.execute(steps, store, reporter, data_dir, force)
     if records:
