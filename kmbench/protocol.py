@@ -100,6 +100,7 @@ class Implementation:
     source: str = ""  # which reference document and section it follows
     dtype: str | None = None  # "float64" when it always computes in double precision
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
+    tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.batched: "batched")
 
     def follows_tolerance(self, tol: float) -> bool:
         """Can `run` stop by the tolerance rule itself (see `stop_done`)? If not, the runner

@@ -1,0 +1,135 @@
+"""The "batched" task (document 003): many small independent k-means problems, one per row
+of a (rows, points, d) array; each row is started from several seeds and the seed with the
+smallest inertia wins.
+
+- Seeding (the harness's, shared by every implementation): for every row and seed, k
+  distinct points of the row, sorted by their first coordinate, as the document sorts them.
+- Stop rule: exactly `iterations`, or document 003's: a seed stops after the first iteration
+  in which no centroid moved more than epsilon times its yard stick (the smallest distance
+  between two of its initial centroids), at most `iterations`.
+- Oracle: a float64 Lloyd run seed by seed and row by row, in plain loops (deliberately unlike
+  the vectorised implementations), over a sample of rows when there are many.
+- Validation: for every checked row, the best inertia must match the oracle's best within the
+  dtype's tolerance. Inertia, not centroids, is compared: two seeds that reach the same
+  clustering may be listed in either order.
+
+Not yet wired into the runner and the CLI (the issue's next step); usable from Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+TOLERANCES = {"float32": 1e-4, "float64": 1e-9}  # relative difference of the best inertia per row
+MAX_CHECKED_ROWS = 2000
+
+
+@dataclass(frozen=True)
+class BatchedProblem:
+    data: np.ndarray  # (rows, points, d)
+    initial_centroids: np.ndarray  # (rows, seeds, k, d)
+    iterations: int  # exactly this many, or the most with epsilon
+    epsilon: float | None = None  # None: the iterations rule; else document 003's rule
+
+    @property
+    def rows(self) -> int:
+        return self.data.shape[0]
+
+    @property
+    def seeds(self) -> int:
+        return self.initial_centroids.shape[1]
+
+    @property
+    def k(self) -> int:
+        return self.initial_centroids.shape[2]
+
+
+@dataclass
+class BatchedResult:
+    centroids: np.ndarray  # (rows, k, d): the best seed's
+    inertia: np.ndarray  # (rows,): the best seed's
+    best_seed: np.ndarray  # (rows,)
+    iterations: np.ndarray  # (rows, seeds): iterations each seed executed
+
+
+def initial_centroids(data: np.ndarray, k: int, seeds: int, seed: int) -> np.ndarray:
+    """(rows, seeds, k, d): k distinct points of each row per seed, sorted by first coordinate."""
+    rows, points, _ = data.shape
+    if k > points:
+        raise ValueError(f"k = {k} is larger than the points per row ({points}).")
+    rng = np.random.default_rng(seed)
+    # k distinct indices per (row, seed): the first k of a random permutation.
+    picks = np.argsort(rng.random((rows, seeds, points)), axis=2)[:, :, :k]
+    chosen = np.take_along_axis(data[:, None, :, :], picks[..., None], axis=2)
+    order = np.argsort(chosen[..., 0], axis=2, kind="stable")
+    return np.take_along_axis(chosen, order[..., None], axis=2)
+
+
+def yard_stick(centroids: np.ndarray) -> float:
+    """The smallest distance between two of a seed's initial centroids (k x d)."""
+    k = centroids.shape[0]
+    if k < 2:
+        return 0.0
+    gaps = [np.linalg.norm(centroids[a] - centroids[b]) for a in range(k) for b in range(a + 1, k)]
+    return float(min(gaps))
+
+
+def lloyd_one(points: np.ndarray, start: np.ndarray, iterations: int, epsilon: float | None):
+    """Plain float64 Lloyd for one row and one seed: (centroids, inertia, iterations)."""
+    points = points.astype(np.float64)
+    centroids = start.astype(np.float64).copy()
+    limit = None if epsilon is None else epsilon * yard_stick(start.astype(np.float64))
+    done = 0
+    for done in range(1, iterations + 1):
+        distances = ((points[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
+        labels = distances.argmin(axis=1)
+        moved = 0.0
+        for cluster in range(centroids.shape[0]):
+            members = points[labels == cluster]
+            if len(members):
+                new = members.mean(axis=0)
+                moved = max(moved, float(np.linalg.norm(new - centroids[cluster])))
+                centroids[cluster] = new
+        if limit is not None and moved <= limit:
+            break
+    distances = ((points[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
+    return centroids, float(distances.min(axis=1).sum()), done
+
+
+@dataclass
+class BatchedOracle:
+    rows: np.ndarray  # which rows were checked
+    inertia: np.ndarray  # (checked rows,): the best seed's inertia
+    iterations: np.ndarray  # (checked rows, seeds)
+
+    @classmethod
+    def compute(cls, problem: BatchedProblem, max_rows: int = MAX_CHECKED_ROWS, seed: int = 0):
+        rows = np.arange(problem.rows)
+        if problem.rows > max_rows:
+            rows = np.sort(np.random.default_rng(seed).choice(problem.rows, max_rows, replace=False))
+        best = np.empty(len(rows))
+        iterations = np.empty((len(rows), problem.seeds), dtype=np.int64)
+        for slot, row in enumerate(rows):
+            runs = [lloyd_one(problem.data[row], problem.initial_centroids[row, s], problem.iterations,
+                              problem.epsilon) for s in range(problem.seeds)]
+            best[slot] = min(run[1] for run in runs)
+            iterations[slot] = [run[2] for run in runs]
+        return cls(rows, best, iterations)
+
+
+def judge(result: BatchedResult, oracle: BatchedOracle, dtype: str = "float32") -> tuple[str, str]:
+    """("ok" | "mismatch", detail): every checked row's best inertia within the tolerance."""
+    mine = np.asarray(result.inertia, dtype=np.float64)[oracle.rows]
+    if not np.isfinite(mine).all():
+        return "mismatch", "some rows' inertia is NaN or infinite"
+    scale = np.maximum(oracle.inertia, 1e-300)
+    difference = np.abs(mine - oracle.inertia) / scale
+    tolerance = TOLERANCES.get(dtype, TOLERANCES["float32"])
+    bad = difference > tolerance
+    if bad.any():
+        worst = int(oracle.rows[np.argmax(difference)])
+        return "mismatch", (f"{int(bad.sum())} of {len(bad)} checked rows differ in best inertia by more than "
+                            f"{tolerance:.0e} (worst: row {worst}, {difference.max():.2e})")
+    return "ok", ""
