@@ -48,10 +48,12 @@ class BatchedProblem:
 
 @dataclass
 class BatchedResult:
-    centroids: np.ndarray  # (rows, k, d): the best seed's
-    inertia: np.ndarray  # (rows,): the best seed's
+    centroids: np.ndarray  # (rows, k, d): the best seed's (NaN for rows not computed)
+    inertia: np.ndarray  # (rows,): the best seed's (NaN for rows not computed)
     best_seed: np.ndarray  # (rows,)
     iterations: np.ndarray  # (rows, seeds): iterations each seed executed
+    rows_done: int | None = None  # a time budget stopped it after this many rows (None: all)
+    extrapolated_seconds: float | None = None  # the whole run's time, extrapolated, when cut
 
 
 def initial_centroids(data: np.ndarray, k: int, seeds: int, seed: int) -> np.ndarray:
@@ -120,16 +122,23 @@ class BatchedOracle:
 
 
 def judge(result: BatchedResult, oracle: BatchedOracle, dtype: str = "float32") -> tuple[str, str]:
-    """("ok" | "mismatch", detail): every checked row's best inertia within the tolerance."""
-    mine = np.asarray(result.inertia, dtype=np.float64)[oracle.rows]
+    """("ok" | "mismatch", detail): every checked row's best inertia within the tolerance.
+    A run cut by a time budget is judged on the checked rows it computed."""
+    checked = np.ones(len(oracle.rows), dtype=bool)
+    if result.rows_done is not None:
+        checked = oracle.rows < result.rows_done
+        if not checked.any():
+            return "mismatch", f"none of the {len(oracle.rows)} checked rows was computed"
+    mine = np.asarray(result.inertia, dtype=np.float64)[oracle.rows[checked]]
     if not np.isfinite(mine).all():
         return "mismatch", "some rows' inertia is NaN or infinite"
-    scale = np.maximum(oracle.inertia, 1e-300)
-    difference = np.abs(mine - oracle.inertia) / scale
+    expected = oracle.inertia[checked]
+    scale = np.maximum(expected, 1e-300)
+    difference = np.abs(mine - expected) / scale
     tolerance = TOLERANCES.get(dtype, TOLERANCES["float32"])
     bad = difference > tolerance
     if bad.any():
-        worst = int(oracle.rows[np.argmax(difference)])
+        worst = int(oracle.rows[checked][np.argmax(difference)])
         return "mismatch", (f"{int(bad.sum())} of {len(bad)} checked rows differ in best inertia by more than "
                             f"{tolerance:.0e} (worst: row {worst}, {difference.max():.2e})")
     return "ok", ""

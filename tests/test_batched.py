@@ -75,3 +75,20 @@ def test_oracle_checks_a_sample_of_many_rows():
     oracle = batched.BatchedOracle.compute(problem, max_rows=10)
     assert len(oracle.rows) == 10 and len(set(oracle.rows)) == 10
     assert batched.judge(BatchedNumpy().run(problem), oracle)[0] == "ok"
+
+
+def test_sklearn_loop_agrees_and_a_time_budget_is_extrapolated_and_said():
+    from impls.batched_sklearn import BatchedSklearn
+
+    problem = _problem(rows=12, seeds=4, epsilon=None, iterations=30)
+    oracle = batched.BatchedOracle.compute(problem)
+    full = BatchedSklearn().run(problem)
+    assert full.rows_done is None and full.extrapolated_seconds is None
+    # scikit-learn stops at strict convergence; the best inertia per row is the same fixed point
+    assert batched.judge(full, oracle, "float64")[0] == "ok"
+    budgeted = BatchedSklearn(budget_s=0.0)
+    cut = budgeted.run(problem)
+    assert cut.rows_done == 1 and np.isnan(cut.inertia[1:]).all() and np.isfinite(cut.inertia[0])
+    spent = budgeted.phases["iterate"]  # the time of the one row it computed
+    assert cut.extrapolated_seconds == pytest.approx(spent * 12)
+    assert batched.judge(cut, oracle, "float64")[0] == "ok"  # judged on the rows it computed
