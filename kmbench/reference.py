@@ -119,9 +119,9 @@ def inertia(data, centroids, xp=np) -> float:
     return float(best.sum())
 
 
-def tie_shift(data, centroids, xp=np, center=None) -> tuple[np.ndarray, int]:
-    """How far float32 rounding alone can move each cluster's mean in one assignment from
-    `centroids`: a bound per cluster, and the number of points it comes from.
+def two_nearest(data, centroids, xp=np, center=None):
+    """Chunk by chunk: (rows slice, nearest, second nearest, d1, d2, is a float32 tie), all
+    in float64 from the data as stored.
 
     A point is a float32 tie when its two nearest centroids' squared distances differ by less
     than the rounding of either float32 way of computing them (eps = 2^-23):
@@ -129,20 +129,14 @@ def tie_shift(data, centroids, xp=np, center=None) -> tuple[np.ndarray, int]:
       coordinate, which moves |x - c|^2 by up to eps*|x - c|*|c|, and the arithmetic adds
       about eps*|x - c|^2;
     - expanded, |c|^2 - 2 x.c, on data centred on their mean (as fast GPU and BLAS programs
-      compute it): about eps*(|c'|^2 + 2|x'||c'|) for each centroid, primes centred. Such a point may go either way in
-    a correct float32 program; if it leaves cluster a for b, a's mean moves by up to
-    |x - c_a| / n_a and b's by |x - c_b| / (n_b + 1). The bound adds these up over every tie."""
+      compute it): about eps*(|c'|^2 + 2|x'||c'|) for each centroid, primes centred.
+    Such a point may go either way in a correct float32 program. Needs k >= 2."""
     k = centroids.shape[0]
-    shift = np.zeros(k)
-    if k < 2:
-        return shift, 0
     eps = float(np.finfo(np.float32).eps)
     c = xp.asarray(centroids, dtype=xp.float64)
     c_norm = xp.sqrt((c * c).sum(axis=1))
     middle = xp.zeros(c.shape[1]) if center is None else xp.asarray(center, dtype=xp.float64)
     c_centred = xp.sqrt(((c - middle) ** 2).sum(axis=1))
-    counts = xp.zeros(k, dtype=xp.float64)
-    ties = []
     step = _chunk_rows(k)
     for start in range(0, data.shape[0], step):
         x = xp.asarray(data[start : start + step], dtype=xp.float64)
@@ -152,7 +146,6 @@ def tie_shift(data, centroids, xp=np, center=None) -> tuple[np.ndarray, int]:
         rows = xp.arange(x.shape[0])
         first = xp.argmin(distances, axis=1)
         d1 = distances[rows, first]
-        counts += xp.bincount(first, minlength=k)
         distances[rows, first] = xp.inf
         second = xp.argmin(distances, axis=1)
         d2 = distances[rows, second]
@@ -161,8 +154,22 @@ def tie_shift(data, centroids, xp=np, center=None) -> tuple[np.ndarray, int]:
         x_centred = xp.sqrt(((x - middle) ** 2).sum(axis=1))
         ca, cb = c_centred[first], c_centred[second]
         expanded = eps * (ca * ca + cb * cb + 2 * x_centred * (ca + cb))
-        band = xp.maximum(direct, expanded)
-        near = (d2 - d1) <= band
+        yield slice(start, start + x.shape[0]), first, second, d1, d2, (d2 - d1) <= xp.maximum(direct, expanded)
+
+
+def tie_shift(data, centroids, xp=np, center=None) -> tuple[np.ndarray, int]:
+    """How far float32 rounding alone can move each cluster's mean in one assignment from
+    `centroids`: a bound per cluster, and the number of float32 ties (see `two_nearest`) it
+    comes from. If a tie leaves cluster a for b, a's mean moves by up to |x - c_a| / n_a and
+    b's by |x - c_b| / (n_b + 1); the bound adds these up over every tie."""
+    k = centroids.shape[0]
+    shift = np.zeros(k)
+    if k < 2:
+        return shift, 0
+    counts = xp.zeros(k, dtype=xp.float64)
+    ties = []
+    for _, first, second, d1, d2, near in two_nearest(data, centroids, xp, center):
+        counts += xp.bincount(first, minlength=k)
         if bool(near.any()):
             ties.append(tuple(to_numpy(a[near]) for a in (first, second, d1, d2)))
     counts = to_numpy(counts)
