@@ -103,11 +103,11 @@ def gen_radial(
 def list_impls():
     """Every implementation, whether it can run here, and why not."""
     table = Table(title="Implementations")
-    for column in ("name", "row label", "available", "description / reason", "source"):
+    for column in ("name", "task", "row label", "available", "description / reason", "source"):
         table.add_column(column)
     for impl in registry.discover().values():
         ready, why = runner.usable(impl)
-        table.add_row(impl.name, impl.label, "[green]yes[/]" if ready else "[yellow]no[/]",
+        table.add_row(impl.name, ", ".join(impl.tasks), impl.label, "[green]yes[/]" if ready else "[yellow]no[/]",
                       escape(impl.description if ready else why), escape(impl.source))
     console.print(table)
 

@@ -59,11 +59,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
     def _implementation(self):
         from kmbench import registry, runner
+        from kmbench.errors import UsageError
 
-        found = registry.discover()
-        if self.impl not in found:
-            raise ValueError(f"Unknown implementation {self.impl!r}; known: {', '.join(found)}.")
-        chosen = found[self.impl]
+        if not isinstance(self.impl, str) or "," in self.impl or not self.impl.strip():
+            raise ValueError(f"impl must name one implementation; got {self.impl!r}.")
+        try:
+            (chosen,) = registry.select(self.impl)  # Lloyd implementations only
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
         ready, why = runner.usable(chosen)
         if not ready:
             raise RuntimeError(f"Implementation {self.impl!r} cannot run here: {why}.")

@@ -28,6 +28,9 @@ BUILTINS = [
     "impls.dask_impl:DaskCudaLloyd",
     "impls.sklearn_impl:SklearnKMeans",
     "impls.scipy_impl:ScipyKMeans2",
+    "impls.batched_numpy:BatchedNumpy",
+    "impls.batched_sklearn:BatchedSklearn",
+    "impls.assign_numpy:AssignNumpy",
 ]
 
 
@@ -69,18 +72,24 @@ def discover() -> dict[str, Implementation]:
     return found
 
 
-def select(names: str | None, everything: dict[str, Implementation] | None = None) -> list[Implementation]:
-    """Parse `--impl a,b`; unknown names are a usage error that lists the known ones."""
+def select(names: str | None, everything: dict[str, Implementation] | None = None,
+           task: str = "lloyd") -> list[Implementation]:
+    """Parse `--impl a,b` for one task; no names: every implementation of that task. An
+    unknown name, or one that serves another task, is a usage error that lists the choices."""
     everything = everything if everything is not None else discover()
+    serving = {name: impl for name, impl in everything.items() if task in impl.tasks}
     if not names:
-        return list(everything.values())
+        return list(serving.values())
     chosen = []
     for name in (part.strip() for part in names.split(",")):
         if not name:
             continue
         if name not in everything:
-            raise UsageError(f"Unknown implementation {name!r}; known: {', '.join(everything)}.")
-        chosen.append(everything[name])
+            raise UsageError(f"Unknown implementation {name!r}; known: {', '.join(serving)}.")
+        if name not in serving:
+            raise UsageError(f"Implementation {name!r} serves the {', '.join(everything[name].tasks)} task, "
+                             f"not {task}; {task} implementations: {', '.join(serving)}.")
+        chosen.append(serving[name])
     if not chosen:
         raise UsageError("--impl names no implementation.")
     return chosen

@@ -62,6 +62,8 @@ def test_unknown_or_unavailable_backend_is_a_clear_error():
     X = _data()
     with pytest.raises(ValueError, match="Unknown implementation 'nope'"):
         kmbench.KMeans(n_clusters=2, impl="nope").fit(X)
+    with pytest.raises(ValueError, match="serves the batched task"):
+        kmbench.KMeans(n_clusters=2, impl="batched-numpy").fit(X)
     from impls.cuda import cuda_status
 
     if not cuda_status()[0]:

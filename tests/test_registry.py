@@ -27,3 +27,23 @@ def test_select_keeps_order_and_refuses_unknown_names():
     assert [impl.name for impl in registry.select("scipy,numpy", everything)] == ["scipy", "numpy"]
     with pytest.raises(UsageError, match="Unknown implementation 'nope'"):
         registry.select("numpy,nope", everything)
+
+
+def test_run_takes_lloyd_rows_only_and_says_why_not():
+    from kmbench import registry
+    from kmbench.errors import UsageError
+
+    names = {impl.name for impl in registry.select(None)}
+    assert "numpy" in names and "batched-numpy" not in names and "assign-numpy" not in names
+    with pytest.raises(UsageError, match="serves the batched task, not lloyd"):
+        registry.select("numpy,batched-numpy")
+    assert [impl.name for impl in registry.select("batched-numpy", task="batched")] == ["batched-numpy"]
+
+
+def test_list_shows_each_task():
+    from typer.testing import CliRunner
+
+    from kmbench.cli import app
+
+    out = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["list"]).output
+    assert "batched-numpy" in out and "assign-numpy" in out and "batched" in out
