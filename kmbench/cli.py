@@ -175,16 +175,6 @@ def _planned(n_text, dataset, d, centers, dtype, data_dir, label_column):
     return names, lambda: [datasets.blobs(n, d, centers, 1.0, 0, dtype, data_dir) for n in sizes]
 
 
-def _check_before_writing(settings, sizes: dict, store, data_dir, generating: bool) -> None:
-    """Every option, every dataset against k, and every folder we will write, before any
-    dataset is generated, any cell computed or any record appended."""
-    runner.check_settings(settings)
-    runner.check_sizes(settings, sizes)
-    results.check_writable(store)
-    if generating:
-        files.check_writable_folder(datasets.data_dir(data_dir), "the dataset cache")
-
-
 def _made(make) -> list:
     made = make()
     for dataset in made:
@@ -241,10 +231,9 @@ def run(
     settings = runner.Settings(k=k, iterations=max_iters if stop == "tolerance" and max_iters is not None else iters,
                                stop=stop, tol=tol, init=init, seed=seed, warmup=warmup,
                                repeats=repeats, max_time=max_time)
-    runner.check_settings(settings)
     impls = registry.select(impl)
     sizes, make = _planned(n, dataset, d, centers, dtype, data_dir, label_column)
-    _check_before_writing(settings, sizes, store, data_dir, generating=not dataset)
+    plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)
     _run(impls, _made(make), settings, store, data_dir)
 
 
@@ -342,8 +331,9 @@ def reproduce(
     if not records:
         raise UsageError(f"No stored record of suite {name} in {results.store_path(store)}.")
     cells = report.cells_frame(records)
-    comparisons = [c for c in ([chosen.comparison] if chosen.comparison != "none" else [])]
-    comparisons = [c if c in ("seconds", "best-peer") else (c, chosen.published) for c in comparisons]
+    # "seconds" and "best-peer" need no published key; the rate comparisons name theirs.
+    comparisons = {"none": [], "seconds": ["seconds"], "best-peer": ["best-peer"]}.get(
+        chosen.comparison, [(chosen.comparison, chosen.published)])
     _write(export.markdown(cells, str(results.store_path(store)), comparisons,
                            title=f"kmbench reproduce {name}: {chosen.title}"), out)
     _write_plots(cells, chosen.plots, out.with_suffix(""))

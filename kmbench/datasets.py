@@ -118,15 +118,11 @@ def _fill_radial(out, centers, cluster_size, scale, seed):
 
 def _write_atomically(path: Path, fill, shape, dtype) -> None:
     """Create a .npy at a temporary name, let `fill` write it, then rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+    with files.replaced(path) as tmp:
         array = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
         fill(array)
         array.flush()
         del array
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _write_json_atomically(path: Path, payload: dict) -> None:

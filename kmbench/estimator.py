@@ -116,10 +116,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         """Euclidean distance from each point to each cluster centre."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        squared = np.zeros((X.shape[0], self.n_clusters), dtype=np.float64)
-        for dim in range(X.shape[1]):
-            squared += (X[:, dim : dim + 1].astype(np.float64) - self.cluster_centers_[None, :, dim]) ** 2
-        return np.sqrt(squared).astype(X.dtype)
+        return np.sqrt(reference.squared_distances(X, self.cluster_centers_)).astype(X.dtype)
 
     def score(self, X, y=None):
         """Minus the inertia of X with respect to the fitted centres (higher is better)."""

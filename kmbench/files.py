@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from kmbench.errors import UsageError
@@ -37,12 +38,21 @@ def check_writable_file(path: Path, what: str) -> None:
     check_writable_folder(path.parent, what)
 
 
-def write_text_atomically(path: Path, text: str) -> None:
+@contextmanager
+def replaced(path: Path):
+    """Yield a temporary path beside `path` (same suffix, so writers that read the format
+    from it still work); when the block ends without an error it replaces `path` by rename,
+    so a reader sees the whole old file or the whole new one, never half of either."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp{path.suffix}")
     try:
-        tmp.write_text(text)
+        yield tmp
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    with replaced(path) as tmp:
+        tmp.write_text(text)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
-from kmbench import datasets, validate
+from kmbench import datasets, files, validate
 
 ORACLE_VERSION = 5
 FOLDER = "oracles"
@@ -43,15 +42,9 @@ def _load(path: Path) -> validate.Oracle | None:
 
 
 def _save(path: Path, oracle: validate.Oracle) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     meta = {name: value for name, value in oracle.to_dict().items() if name != "centroids"}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            np.savez(handle, centroids=oracle.centroids, meta=np.array(json.dumps(meta)))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with files.replaced(path) as tmp, open(tmp, "wb") as handle:
+        np.savez(handle, centroids=oracle.centroids, meta=np.array(json.dumps(meta)))
 
 
 def get(dataset, problem, directory=None, progress=None) -> tuple[validate.Oracle, bool]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kmbench import datasets, environment, registry, results, runner
+from kmbench import datasets, environment, files, registry, results, runner
 from kmbench.errors import UsageError
 
 BLOBS_DEFAULTS = {"d": 2, "centers": 5, "std": 1.0, "seed": 0, "dtype": "float32"}
@@ -96,18 +96,24 @@ def expand(dataset_specs: list[dict], settings: runner.Settings, ks: list[int],
     return steps
 
 
+def check_before_writing(cells: list[tuple[runner.Settings, dict]], store=None, data_dir=None,
+                         generating: bool = True) -> None:
+    """Every option, every dataset against k ({name: n} beside each settings), the record
+    store and, where data are generated, the dataset cache: before any dataset is generated,
+    any cell computed or any record appended."""
+    for settings, sizes in cells:
+        runner.check_settings(settings)
+        runner.check_sizes(settings, sizes)
+    results.check_writable(store)
+    if generating:
+        files.check_writable_folder(datasets.data_dir(data_dir), "the dataset cache")
+
+
 def check(steps: list[Step], store=None, data_dir=None) -> None:
     """Everything a plan needs, before any dataset is generated or cell run."""
     if not steps:
         raise UsageError("the plan has no cell to run.")
-    for step in steps:
-        runner.check_settings(step.settings)
-        name, n = dataset_name(step.spec)
-        runner.check_sizes(step.settings, {name: n})
-    results.check_writable(store)
-    from kmbench import files
-
-    files.check_writable_folder(datasets.data_dir(data_dir), "the dataset cache")
+    check_before_writing([(step.settings, dict([dataset_name(step.spec)])) for step in steps], store, data_dir)
 
 
 def _cell_key(impl: str, dataset: str, settings: runner.Settings) -> tuple:

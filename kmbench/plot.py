@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kmbench import files
 from kmbench.errors import UsageError
 
 
@@ -21,6 +22,12 @@ def require_matplotlib():
     except ImportError:
         raise UsageError("--plot needs matplotlib: pip install 'kmbench[plot]'.") from None
     return plt
+
+
+def _save(plt, figure, out: Path, dpi: int) -> None:
+    with files.replaced(out) as tmp:
+        figure.savefig(tmp, dpi=dpi)
+    plt.close(figure)
 
 
 def per_iteration_chart(cells: pd.DataFrame, out: Path) -> Path:
@@ -48,11 +55,7 @@ def per_iteration_chart(cells: pd.DataFrame, out: Path) -> Path:
         axis.set_title(name, fontsize=9)
         axis.legend(fontsize=8)
     figure.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    figure.savefig(tmp, dpi=110)
-    plt.close(figure)
-    tmp.replace(out)
+    _save(plt, figure, out, dpi=110)
     return out
 
 
@@ -129,10 +132,6 @@ def sweep_charts(cells: pd.DataFrame, out_stem: Path) -> list[Path]:
         figure.suptitle(f"kmbench sweep ({scale} axes); red cross: result not ok", fontsize=11)
         figure.tight_layout(rect=(0, 0.06, 1, 0.96))
         out = Path(f"{out_stem}-{scale}.png")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp.png")
-        figure.savefig(tmp, dpi=100)
-        plt.close(figure)
-        tmp.replace(out)
+        _save(plt, figure, out, dpi=100)
         written.append(out)
     return written

@@ -22,6 +22,18 @@ def _chunk_rows(k: int) -> int:
     return max(1, CHUNK_ELEMENTS // max(1, k))
 
 
+def squared_distances(points, centroids, xp=np, dtype=None):
+    """(points x centroids) squared distances, as sums of squared differences one dimension
+    at a time (no expansion, so nothing cancels far from the origin). The caller chunks."""
+    dtype = dtype or xp.float64
+    points = xp.asarray(points, dtype=dtype)
+    centroids = xp.asarray(centroids, dtype=dtype)
+    distances = xp.zeros((points.shape[0], centroids.shape[0]), dtype=dtype)
+    for dim in range(points.shape[1]):
+        distances += (points[:, dim : dim + 1] - centroids[None, :, dim]) ** 2
+    return distances
+
+
 def nearest(data, centroids, xp=np, dtype=None):
     """Index of the nearest centroid and its squared distance, for every point, computed
     in `dtype` (float64 unless told otherwise)."""
@@ -32,10 +44,7 @@ def nearest(data, centroids, xp=np, dtype=None):
     best = xp.empty(n, dtype=dtype)
     step = _chunk_rows(centroids.shape[0])
     for start in range(0, n, step):
-        chunk = xp.asarray(data[start : start + step], dtype=dtype)
-        distances = xp.zeros((chunk.shape[0], centroids.shape[0]), dtype=dtype)
-        for dim in range(chunk.shape[1]):
-            distances += (chunk[:, dim : dim + 1] - centroids[None, :, dim]) ** 2
+        distances = squared_distances(data[start : start + step], centroids, xp, dtype)
         labels[start : start + step] = xp.argmin(distances, axis=1)
         best[start : start + step] = xp.min(distances, axis=1)
     return labels, best
@@ -140,9 +149,7 @@ def two_nearest(data, centroids, xp=np, center=None):
     step = _chunk_rows(k)
     for start in range(0, data.shape[0], step):
         x = xp.asarray(data[start : start + step], dtype=xp.float64)
-        distances = xp.zeros((x.shape[0], k), dtype=xp.float64)
-        for dim in range(x.shape[1]):
-            distances += (x[:, dim : dim + 1] - c[None, :, dim]) ** 2
+        distances = squared_distances(x, c, xp)
         rows = xp.arange(x.shape[0])
         first = xp.argmin(distances, axis=1)
         d1 = distances[rows, first]

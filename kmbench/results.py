@@ -57,12 +57,10 @@ def append(record: dict, path: Path | str | None = None) -> None:
         old = path.read_bytes() if path.exists() else b""
         if old and not old.endswith(b"\n"):
             old += b"\n"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as handle:
+        with files.replaced(path) as tmp, open(tmp, "wb") as handle:
             handle.write(old + line.encode() + b"\n")
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
 
 
 def load(path: Path | str | None = None) -> list[dict]:

@@ -80,14 +80,14 @@ class Cuda002(GpuImplementation):
         self._info = {"block_size": self.block_size, "blocks": self._blocks, "middle_rows": self._middle,
                       "accumulate": "shared" if k <= SHARED_MAX_K else "global", "cupy": cupy.__version__}
 
-    def _rows(self, first: int, count: int):
-        k = self._k
+    def _rows(self, first: int, count: int, k: int):
         return (self._px[first * k:(first + count) * k], self._py[first * k:(first + count) * k],
                 self._pc[first * k:(first + count) * k])
 
     def _iterate(self, n, k) -> None:
         blocks, middle = self._blocks, self._middle
-        level1, level2, level3 = self._rows(0, blocks), self._rows(blocks, middle), self._rows(blocks + middle, 1)
+        level1, level2, level3 = (self._rows(0, blocks, k), self._rows(blocks, middle, k),
+                                  self._rows(blocks + middle, 1, k))
         if k > SHARED_MAX_K:  # partials accumulated in global memory start from zero
             for part in level1:
                 part.fill(0)
@@ -103,7 +103,6 @@ class Cuda002(GpuImplementation):
         import cupy
 
         n, k = problem.n, problem.k
-        self._k = k
         start = np.asarray(problem.initial_centroids, dtype=np.float64)
         self._cx.set(np.ascontiguousarray(start[:, 0]))
         self._cy.set(np.ascontiguousarray(start[:, 1]))

@@ -194,34 +194,36 @@ class KmbenchGpu(GpuImplementation):
         self._finish(((problem.k + 255) // 256,), (256,),
                      (self._sums, self._centroids, self._centroids64, self._half_norms, k))
 
-    def _labels_of(self, problem: Problem):
-        """The assignment from the current centroids (fills self._labels, tracks nothing)."""
-        import cupy
-
+    def _assign_chunks(self, problem: Problem, track: bool):
+        """Assign GEMM_ROWS points at a time (scores by cuBLAS SGEMM, in TF32 only inside
+        `_matmul_precision(True)`), writing self._labels; yield each chunk's rows and labels."""
         half = 0.5 * (self._centroids * self._centroids).sum(axis=1)
         for start in range(0, problem.n, GEMM_ROWS):
             rows = self._x[start:start + GEMM_ROWS]
             scores = rows @ self._centroids.T
-            self._argmin(((rows.shape[0] + 7) // 8,), (256,),
-                         (scores, half, np.int64(rows.shape[0]), np.int32(problem.k),
-                          self._labels[start:start + rows.shape[0]], self._changed, np.int32(0)))
+            m = rows.shape[0]
+            labels = self._labels[start:start + m]
+            self._argmin(((m + 7) // 8,), (256,),
+                         (scores, half, np.int64(m), np.int32(problem.k), labels, self._changed,
+                          np.int32(track)))
+            yield rows, labels
+
+    def _labels_of(self, problem: Problem):
+        """The assignment from the current centroids (a copy; tracks nothing)."""
+        import cupy
+
+        for _ in self._assign_chunks(problem, track=False):
+            pass
         return cupy.array(self._labels)
 
     def _iterate_gemm(self, problem: Problem, track: bool) -> None:
         import cupy
         import cupyx.scipy.sparse as sparse
 
-        n, d, k = problem.n, problem.d, problem.k
-        half = 0.5 * (self._centroids * self._centroids).sum(axis=1)
+        d, k = problem.d, problem.k
         sums = cupy.zeros((k, d), dtype=cupy.float64)
-        for start in range(0, n, GEMM_ROWS):
-            rows = self._x[start:start + GEMM_ROWS]
-            scores = rows @ self._centroids.T  # cuBLAS SGEMM (TF32 when CUPY_TF32 is set)
+        for rows, labels in self._assign_chunks(problem, track):
             m = rows.shape[0]
-            self._argmin(((m + 7) // 8,), (256,),
-                         (scores, half, np.int64(m), np.int32(k), self._labels[start:start + m],
-                          self._changed, np.int32(track)))
-            labels = self._labels[start:start + m]
             onehot = sparse.csr_matrix((cupy.ones(m, dtype=cupy.float32), (labels, cupy.arange(m))),
                                        shape=(k, m))
             sums += (onehot @ rows).astype(cupy.float64)  # chunk sums in float32, chunks in float64
