@@ -100,12 +100,17 @@ def test_every_strategy_with_and_without_the_graph(chosen, graph, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", [4096, 65_536])
 def test_large_k(k):
-    """k tight blobs, each started from its own centre. (Random data points as starts put two
-    centroids in one blob, and then every point of it is a float32 tie.) The blobs are
-    narrow enough that few overlap: 65,536 uniform centres in a 20 x 20 box have a neighbour
-    within 3 std of 0.01 for 37% of them, within 6 std of 0.001 for 2%."""
+    """k tight blobs, each started from its own centre. The centres sit on a jittered grid, at
+    least half a grid step (39 standard deviations at k = 65,536) apart, so no point is a
+    float32 tie. (Uniform centres put 2% of the blobs within 6 std of a neighbour at 65,536; the
+    expanded distance cannot order the points between them, and three iterations spread that
+    past any honest tolerance: a test of the data, not of the kernel.)"""
     rng = np.random.default_rng(k)
-    centres = rng.uniform(-10, 10, (k, 2))
+    side = int(np.ceil(np.sqrt(k)))
+    step = 20.0 / side
+    cells = rng.choice(side * side, k, replace=False)
+    grid = np.stack([cells // side, cells % side], axis=1) * step - 10 + step / 2
+    centres = grid + rng.uniform(-step / 4, step / 4, (k, 2))
     data = (centres[rng.integers(0, k, 8 * k + 5)] + 0.001 * rng.standard_normal((8 * k + 5, 2))).astype(np.float32)
     dataset = Dataset("gpu", data, None, {"generator": "test"})
     settings = runner.Settings(k=k, iterations=3, warmup=1, repeats=1)
@@ -154,4 +159,7 @@ def test_torch_peer_agrees():
     _, record = _cell(TorchLloyd(), _blobs(100_000, 2), 5, iterations=20)
     assert record["status"] == "ok", record.get("detail")
     oracle, record = _cell(TorchLloyd(), _blobs(100_000, 2), 5, iterations=50, tol=0.0)
-    assert record["iterations_executed"] == oracle.iterations
+    assert record["status"] == "ok", record.get("detail")
+    # index_add_ sums in float32 in atomic order, so the centroids jitter in their last bits
+    # and a point on a bisector may flip once more than in float64: one iteration, no more.
+    assert oracle.iterations <= record["iterations_executed"] <= oracle.iterations + 1
