@@ -5,12 +5,11 @@ many rows it computed and the whole run's time extrapolated from them (stated as
 
 from __future__ import annotations
 
-import time
 import warnings
 
 import numpy as np
 
-from kmbench.batched import BatchedProblem, BatchedResult
+from kmbench.batched import BatchedProblem, BatchedResult, RowBudget
 from kmbench.protocol import Implementation
 
 DEFAULT_BUDGET_S = 30.0
@@ -36,8 +35,7 @@ class BatchedSklearn(Implementation):
         iterations = np.zeros((rows, seeds), dtype=np.int64)
         # scikit-learn stops on its own centre-shift tolerance; tol=0 keeps only its strict
         # convergence (no label changed), the nearest it comes to either of our rules.
-        start = time.perf_counter()
-        done = rows
+        budget = RowBudget(self.budget_s, rows)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for row in range(rows):
@@ -48,11 +46,8 @@ class BatchedSklearn(Implementation):
                     iterations[row, seed] = model.n_iter_
                     if seed == 0 or model.inertia_ < inertia[row]:
                         inertia[row], centroids[row], best[row] = model.inertia_, model.cluster_centers_, seed
-                if time.perf_counter() - start > self.budget_s and row + 1 < rows:
-                    done = row + 1
+                if budget.spent(row + 1):
                     break
-        elapsed = time.perf_counter() - start
-        cut = done < rows
+        elapsed = budget.elapsed()
         self.phases = {"iterate": elapsed}
-        return BatchedResult(centroids, inertia, best, iterations, rows_done=done if cut else None,
-                             extrapolated_seconds=elapsed * rows / done if cut else None)
+        return budget.cut(BatchedResult(centroids, inertia, best, iterations), elapsed)

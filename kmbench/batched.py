@@ -18,6 +18,7 @@ Not yet wired into the runner and the CLI (the issue's next step); usable from P
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,17 +57,52 @@ class BatchedResult:
     extrapolated_seconds: float | None = None  # the whole run's time, extrapolated, when cut
 
 
+SEEDING_ROWS = 4096  # rows drawn at a time: 100,000 rows x 32 seeds x 100 keys at once is 2.5 GB
+
+
 def initial_centroids(data: np.ndarray, k: int, seeds: int, seed: int) -> np.ndarray:
     """(rows, seeds, k, d): k distinct points of each row per seed, sorted by first coordinate."""
-    rows, points, _ = data.shape
+    rows, points, d = data.shape
     if k > points:
         raise ValueError(f"k = {k} is larger than the points per row ({points}).")
     rng = np.random.default_rng(seed)
-    # k distinct indices per (row, seed): the first k of a random permutation.
-    picks = np.argsort(rng.random((rows, seeds, points)), axis=2)[:, :, :k]
-    chosen = np.take_along_axis(data[:, None, :, :], picks[..., None], axis=2)
-    order = np.argsort(chosen[..., 0], axis=2, kind="stable")
-    return np.take_along_axis(chosen, order[..., None], axis=2)
+    out = np.empty((rows, seeds, k, d), dtype=data.dtype)
+    for first in range(0, rows, SEEDING_ROWS):
+        block = data[first:first + SEEDING_ROWS]
+        # k distinct indices per (row, seed): the k smallest of random keys (a random
+        # permutation's first k, as a set; the points are sorted below anyway).
+        keys = rng.random((len(block), seeds, points))
+        picks = np.argpartition(keys, k - 1, axis=2)[:, :, :k] if k < points else np.argsort(keys, axis=2)
+        chosen = np.take_along_axis(block[:, None, :, :], picks[..., None], axis=2)
+        order = np.argsort(chosen[..., 0], axis=2, kind="stable")
+        out[first:first + SEEDING_ROWS] = np.take_along_axis(chosen, order[..., None], axis=2)
+    return out
+
+
+class RowBudget:
+    """A time budget for the slow CPU rows: `spent(done)` after each batch of rows says
+    whether to stop; `cut(result)` marks a stopped result with the rows computed and the
+    whole run's time extrapolated from them (stated as an extrapolation wherever shown)."""
+
+    def __init__(self, seconds: float, rows: int):
+        self.seconds, self.rows = seconds, rows
+        self.start = time.perf_counter()
+        self.done = rows
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def spent(self, done: int) -> bool:
+        if done < self.rows and self.elapsed() > self.seconds:
+            self.done = done
+            return True
+        return False
+
+    def cut(self, result: "BatchedResult", elapsed: float) -> "BatchedResult":
+        if self.done < self.rows:
+            result.rows_done = self.done
+            result.extrapolated_seconds = elapsed * self.rows / self.done
+        return result
 
 
 def yard_stick(centroids: np.ndarray) -> float:

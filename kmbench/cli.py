@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kmbench import datasets, export, files, plan, registry, report, results, runner, suite
+from kmbench import datasets, export, files, plan, registry, report, results, runner, suite, task_export, tasks
 from kmbench.errors import UsageError
 from kmbench.plot import per_iteration_chart, require_matplotlib, sweep_charts
 from kmbench.timing import format_seconds
@@ -313,15 +313,17 @@ def reproduce(
             table.add_column(column)
         for entry in suite.names():
             loaded = suite.load(entry)
-            cells = sum(len(step.impls) for step in loaded.steps())
-            table.add_row(entry, escape(loaded.title), loaded.source, str(cells))
+            table.add_row(entry, escape(loaded.title), loaded.source, str(loaded.cell_count()))
         console.print(table)
         if name is None and not list_suites:
             raise UsageError("Name a suite to reproduce (see the list above).")
         return
     chosen = suite.load(name)
-    steps = chosen.steps(impl)
     out = out or Path("results") / f"reproduce-{name}.md"
+    if isinstance(chosen, tasks.TaskSuite):
+        _reproduce_task(chosen, impl, out, force, no_run, store)
+        return
+    steps = chosen.steps(impl)
     if not no_run:
         plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
@@ -337,6 +339,21 @@ def reproduce(
     _write(export.markdown(cells, str(results.store_path(store)), comparisons,
                            title=f"kmbench reproduce {name}: {chosen.title}"), out)
     _write_plots(cells, chosen.plots, out.with_suffix(""))
+
+
+def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force: bool, no_run: bool, store):
+    """A suite of the assign or batched task: its cells, then its markdown."""
+    if impl or not no_run:
+        registry.select(impl or ",".join(chosen.impls), task=chosen.task)  # unknown names: one sentence
+    files.check_writable_file(out, "--out")
+    if no_run:
+        records = tasks.latest(chosen, store)
+    else:
+        results.check_writable(store)
+        records = tasks.reproduce(chosen, impl, store, force, reporter=lambda text: console.print(f"[dim]{escape(text)}[/dim]"))
+    if not records:
+        raise UsageError(f"No stored record of suite {chosen.name} in {results.store_path(store)}.")
+    _write(task_export.markdown(chosen, records), out)
 
 
 def _numbers(option: str, text: str) -> list:

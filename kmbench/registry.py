@@ -30,7 +30,17 @@ BUILTINS = [
     "impls.scipy_impl:ScipyKMeans2",
     "impls.batched_numpy:BatchedNumpy",
     "impls.batched_sklearn:BatchedSklearn",
+    "impls.batched_gpu:BatchedNumba",
+    "impls.batched_gpu:BatchedCudaC",
+    "impls.batched_gpu:BatchedKmbench",
     "impls.assign_numpy:AssignNumpy",
+    "impls.assign_ladder:AssignV1",
+    "impls.assign_ladder:AssignV2",
+    "impls.assign_ladder:AssignV3",
+    "impls.assign_ladder:AssignV4",
+    "impls.assign_ladder:AssignV5",
+    "impls.assign_ladder:AssignV6",
+    "impls.assign_ladder:AssignFastest",
 ]
 
 

@@ -63,8 +63,9 @@ def append(record: dict, path: Path | str | None = None) -> None:
             os.fsync(handle.fileno())
 
 
-def load(path: Path | str | None = None) -> list[dict]:
-    """Every readable record; a line that does not parse is skipped, not fatal."""
+def load(path: Path | str | None = None, task: str = "lloyd") -> list[dict]:
+    """Every readable record of one task (records without a task are Lloyd's); a line that
+    does not parse is skipped, not fatal."""
     path = store_path(path)
     if not path.exists():
         return []
@@ -77,6 +78,7 @@ def load(path: Path | str | None = None) -> list[dict]:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(record, dict) and record.get("schema") == SCHEMA_VERSION:
+        if (isinstance(record, dict) and record.get("schema") == SCHEMA_VERSION
+                and record.get("task", "lloyd") == task):
             records.append(record)
     return records

@@ -1,6 +1,7 @@
 """Suites: one declarative TOML file per reproduction under kmbench/suites/, naming its
 datasets, parameters, implementations, the published figures it compares against and the
-plots it draws. Adding a reproduction is adding one file.
+plots it draws. Adding a reproduction is adding one file. (Suites of the other tasks, with
+`task = "assign"` or `"batched"`, are described in kmbench.tasks.)
 
     title, source, published (key in published.json), comparison ("seconds" | "peak-rates"),
     plots (["per-iteration"] and/or ["sweep"]), impls (optional list)
@@ -15,7 +16,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib.resources import files
 
-from kmbench import plan, runner
+from kmbench import plan, runner, tasks
 from kmbench.errors import UsageError
 
 COMPARISONS = ("seconds", "peak-rates", "best-peer", "none")
@@ -43,6 +44,9 @@ class Suite:
                                warmup=int(p.get("warmup", 1)), repeats=int(p.get("repeats", 5)),
                                max_time=p.get("max_time"))
 
+    def cell_count(self) -> int:
+        return sum(len(step.impls) for step in self.steps())
+
     def steps(self, impl_names: str | None = None) -> list[plan.Step]:
         specs = [spec if impl_names or self.impls is None or "impls" in spec
                  else {**spec, "impls": self.impls} for spec in self.datasets]
@@ -68,8 +72,11 @@ def load(name: str) -> Suite:
     return parse(name, raw)
 
 
-def parse(name: str, raw: dict) -> Suite:
-    """Check a suite's fields, so a broken file is one sentence, not a traceback mid-run."""
+def parse(name: str, raw: dict):
+    """Check a suite's fields, so a broken file is one sentence, not a traceback mid-run. A
+    suite with a `task` other than lloyd is a task suite (kmbench.tasks)."""
+    if raw.get("task", "lloyd") != "lloyd":
+        return tasks.parse(name, raw)
     missing = [key for key in ("title", "source", "protocol", "datasets") if key not in raw]
     if missing:
         raise UsageError(f"Suite {name} lacks {', '.join(missing)}.")

@@ -1,0 +1,136 @@
+"""Markdown for the task suites (kmbench.tasks): document 001's ladder with its published
+microseconds beside ours, and document 003's batched table with the speedups it claims
+beside the ones measured. A row that does not match the oracle says so in its status and
+in its numbers."""
+
+from __future__ import annotations
+
+from kmbench import published
+from kmbench.timing import format_seconds
+
+
+def _machine(records: list[dict]) -> str:
+    env = next((r.get("env") for r in records if r.get("env")), {}) or {}
+    gpu = (env.get("gpu") or {}).get("name") or "no GPU"
+    return f"{gpu}; CPU {env.get('cpu', '?')} ({env.get('cores', '?')} cores)"
+
+
+def _status(record: dict) -> str:
+    status = record.get("status", "?")
+    return status if status == "ok" else f"**{status}**: {record.get('detail', '')}"
+
+
+def _flagged(text: str, record: dict) -> str:
+    """A number from a run that did not match the oracle is shown struck, never as a win."""
+    return text if record.get("status") == "ok" or text == "-" else f"~~{text}~~"
+
+
+def _by_workload(records: list[dict]) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
+    for record in records:
+        grouped.setdefault(record["workload"], []).append(record)
+    return grouped
+
+
+def _published_steps(key: str | None) -> dict[str, str]:
+    if not key:
+        return {}
+    shown: dict[str, str] = {}
+    for entry in published.table(key)["steps"]:
+        figure = entry["microseconds"]
+        text = "no gain over V5 (no figure)" if figure is None else f"{figure}"
+        if entry.get("variant"):
+            text = f"{text} ({entry['variant']})"
+        shown[entry["step"]] = f"{shown[entry['step']]}, {text}" if entry["step"] in shown else text
+    return shown
+
+
+def assign_markdown(suite, records: list[dict]) -> str:
+    table = published.table(suite.published) if suite.published else None
+    lines = [f"# kmbench reproduce {suite.name}: {suite.title}", "",
+             f"Machine: {_machine(records)}. One pass = labels for every point and the changed flag; "
+             "time per pass is the mean of the counted repeats, each the mean of back-to-back launches "
+             "in one CUDA graph, timed with CUDA events.", ""]
+    if table:
+        lines += [f"Published: {table['source']} ({table['hardware']}), d = {table['protocol']['d']}, "
+                  f"n = {table['protocol']['n']}, k = {table['protocol']['k']}, {table['protocol']['statistic']}.", ""]
+    steps = _published_steps(suite.published)
+    for workload, rows in _by_workload(records).items():
+        spec = rows[0]["spec"]
+        shows_published = table and spec["d"] == table["protocol"]["d"] and spec["k"] == table["protocol"]["k"]
+        lines += [f"## {workload}", "",
+                  "| step | what changed | published us | measured us | speedup over the step before | "
+                  "over V1 | of copy bandwidth | status |", "|---|---|---|---|---|---|---|---|"]
+        first = previous = None
+        for record in rows:
+            step = record.get("step")
+            seconds = record.get("seconds")
+            measured = _flagged(f"{seconds * 1e6:.1f}", record) if seconds else "-"
+            gain = f"{previous / seconds:.2f}x" if seconds and previous else "-"
+            over_first = f"{first / seconds:.2f}x" if seconds and first else "-"
+            bandwidth = "-"
+            ceiling = ((record.get("env") or {}).get("gpu") or {}).get("copy_bandwidth_Bps")
+            if seconds and record.get("bytes_per_pass") and ceiling:
+                bandwidth = f"{record['bytes_per_pass'] / seconds / ceiling:.0%}"
+            shown = steps.get(step, "-") if shows_published else "-"
+            lines.append(f"| {record['label']} | {record.get('description', '')} | {shown} | {measured} | {gain} | "
+                         f"{over_first} | {bandwidth} | {_status(record)} |")
+            if seconds:
+                previous = seconds
+                first = first or seconds
+        lines.append("")
+    lines += ["Bytes per pass: the points, the previous labels and the new labels (int32), each once; "
+              "the copy bandwidth is measured on the same GPU (bytes read plus written per second).", ""]
+    return "\n".join(lines)
+
+
+def batched_markdown(suite, records: list[dict]) -> str:
+    table = published.table(suite.published) if suite.published else None
+    lines = [f"# kmbench reproduce {suite.name}: {suite.title}", "",
+             f"Machine: {_machine(records)}. Time: the whole batch, one launch (GPU rows, CUDA events) or "
+             "the host clock (CPU rows); set-up and upload excluded. The slow CPU rows stop at a time budget; "
+             "their whole-batch time is *extrapolated* from the rows they computed, and marked so.", ""]
+    for workload, rows in _by_workload(records).items():
+        lines += [f"## {workload}", "",
+                  "| implementation | status | time (whole batch) | rows per second | speedup over the scikit-learn loop "
+                  "| mean iterations per seed |", "|---|---|---|---|---|---|"]
+        baseline = next((r for r in rows if r["impl"] == "batched-sklearn" and r.get("status") == "ok"), None)
+        base_seconds = baseline and (baseline.get("extrapolated_seconds") or baseline.get("seconds"))
+        for record in rows:
+            whole = record.get("extrapolated_seconds") or record.get("seconds")
+            time_text = format_seconds(whole) if whole else "-"
+            if record.get("extrapolated_seconds"):
+                time_text += f" (extrapolated from {record['rows_done']} rows)"
+            rate = f"{record['rows_per_s']:.3g}" if record.get("rows_per_s") else "-"
+            speedup = f"{base_seconds / whole:.0f}x" if base_seconds and whole else "-"
+            iterations = f"{record['iterations_mean']:.1f}" if record.get("iterations_mean") is not None else "-"
+            lines.append(f"| {record['label']} | {_status(record)} | {_flagged(time_text, record)} | "
+                         f"{_flagged(rate, record)} | {_flagged(speedup, record)} | {iterations} |")
+        lines.append("")
+        lines += _claims(table, rows, base_seconds)
+    return "\n".join(lines)
+
+
+def _claims(table: dict | None, rows: list[dict], base_seconds: float | None) -> list[str]:
+    if not table:
+        return []
+    seconds = {r["impl"]: r.get("seconds") for r in rows if r.get("status") == "ok"}
+    measured = {
+        "CUDA C over the scikit-learn loop (up to)": (base_seconds, seconds.get("batched-cuda-c")),
+        "CUDA C over Numba": (seconds.get("batched-numba"), seconds.get("batched-cuda-c")),
+    }
+    lines = [f"Published ({table['source']}, {table['hardware']}) beside measured:", "",
+             "| claim | published | measured |", "|---|---|---|"]
+    for claim in table["claims"]:
+        slow, fast = measured.get(claim["what"], (None, None))
+        lines.append(f"| {claim['what']} | {claim['speedup']:g}x | {f'{slow / fast:.3g}x' if slow and fast else '-'} |")
+    kmbench = seconds.get("batched-kmbench")
+    if kmbench and base_seconds:
+        lines.append(f"| kmbench batched over the scikit-learn loop | - | {base_seconds / kmbench:.3g}x |")
+    if kmbench and seconds.get("batched-cuda-c"):
+        lines.append(f"| kmbench batched over 003's CUDA C design | - | {seconds['batched-cuda-c'] / kmbench:.3g}x |")
+    return lines + [""]
+
+
+def markdown(suite, records: list[dict]) -> str:
+    return assign_markdown(suite, records) if suite.task == "assign" else batched_markdown(suite, records)
