@@ -186,6 +186,19 @@ def measure(impl, problem, oracle, task: str, repeats: int, warmup: int) -> dict
     return record
 
 
+def _floor(impls, problem) -> float | None:
+    """Seconds of the task's floor on this problem (the same bytes moved, no work), where an
+    implementation family offers one (`reference_floor`) and can run here."""
+    for impl in impls:
+        offer = getattr(impl, "reference_floor", None)
+        if offer is not None and impl.available()[0]:
+            try:
+                return offer(problem)
+            except Exception:
+                return None
+    return None
+
+
 def _key(record: dict) -> tuple:
     return record.get("suite"), record.get("workload"), record.get("impl")
 
@@ -213,6 +226,7 @@ def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool 
                     reporter(f"{name}: data and float64 oracle")
                 problem = make_problem(suite.task, spec)
                 oracle = make_oracle(suite.task, problem, suite.checked_rows)
+                floor = _floor(impls, problem)
             if reporter:
                 reporter(f"{name}: {impl.name}")
             record = {"task": suite.task, "suite": suite.name, "workload": name, "spec": dict(spec),
@@ -220,7 +234,7 @@ def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool 
                       "impl": impl.name, "label": impl.label or impl.name, "impl_source": impl.source,
                       "description": impl.description, "step": getattr(impl, "step", None),
                       **measure(configure(impl, suite), problem, oracle, suite.task, suite.repeats, suite.warmup),
-                      "env": env}
+                      "floor_s": floor, "env": env}
             results.append(record, store)
             records.append(record)
     return records

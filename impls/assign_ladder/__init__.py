@@ -9,7 +9,8 @@ Each step changes one thing (the comment at the top of each source says what):
     V4 four points per thread                             v4_four_points.cu
     V5 clusters unrolled (k as a template parameter)      v5_unroll_clusters.cu
     V6 no atomic on the changed flag                      v6_no_atomic.cu
-    kmbench: vector loads, warp vote                      fastest.cu
+    kmbench: vector loads, one flag store per block       fastest.cu
+    (the floor: the same bytes, no search)                floor.cu
 
 Timing: one pass is a few microseconds, less than a Python launch costs, so `prepare`
 captures LAUNCHES back-to-back launches of the pass into one CUDA graph, and `run` times
@@ -81,21 +82,25 @@ class AssignCuda(GpuImplementation):
             cupy.cuda.Device().synchronize()
         per_block = BLOCK * self.points_per_thread
         self._blocks = (n + per_block - 1) // per_block
-        shared = 0 if self.source_file == "fastest.cu" else k * d * 4
-        args = (self._data, self._centroids, self._previous, self._labels, self._changed,
-                np.int32(n), np.int32(d), np.int32(k))
+        self._shared = 0 if self.source_file in ("fastest.cu", "floor.cu") else k * d * 4
+        self._args = (self._data, self._centroids, self._previous, self._labels, self._changed,
+                      np.int32(n), np.int32(d), np.int32(k))
         self._stream = cupy.cuda.Stream(non_blocking=True)
         with host_region(phases, "capture"), self._stream:
             self._stream.begin_capture()
             try:
                 for _ in range(LAUNCHES):
-                    self._kernel((self._blocks,), (BLOCK,), args, shared_mem=shared)
+                    self.launch_once()
             finally:
                 self._graph = self._stream.end_capture()
         self._setup = phases
         self._info = {"kernel": name, "source": self.source_file, "block_size": BLOCK, "blocks": self._blocks,
                       "points_per_thread": self.points_per_thread, "launches_per_timing": LAUNCHES,
                       "cupy": cupy.__version__}
+
+    def launch_once(self) -> None:
+        """One pass on the current stream (the graph's node; alone, for a profiler)."""
+        self._kernel((self._blocks,), (BLOCK,), self._args, shared_mem=self._shared)
 
     def run(self, problem: AssignProblem) -> AssignResult:
         import cupy
@@ -114,7 +119,7 @@ class AssignCuda(GpuImplementation):
         return AssignResult(labels, changed)
 
     def release(self) -> None:
-        for name in ("_graph", "_data", "_centroids", "_previous", "_labels", "_changed"):
+        for name in ("_graph", "_args", "_data", "_centroids", "_previous", "_labels", "_changed"):
             self.__dict__.pop(name, None)
 
     def bytes_per_pass(self, problem: AssignProblem) -> int:
@@ -189,7 +194,7 @@ class AssignV6(AssignV5):
 class AssignFastest(AssignCuda):
     name, step, source_file = "assign-kmbench", "kmbench", "fastest.cu"
     label = "kmbench assign"
-    description = "4 consecutive points per thread by 16-byte loads, labels by int4, warp vote for the flag"
+    description = "4 consecutive points per thread by 16-byte loads, labels by int4, one flag store per block"
     source = "kmbench's own (issue: the assignment-kernel ladder)"
     templated_dim = True
     points_per_thread = 4
@@ -203,5 +208,34 @@ class AssignFastest(AssignCuda):
     def kernel_name(self, d, k):
         return f"assign_fast<{d}, {k}>"
 
+
+class StreamFloor(AssignCuda):
+    """Not an implementation: the same bytes as a pass and no search (floor.cu); its labels
+    are not nearest centroids. `floor_seconds` times it as the steps are timed."""
+
+    name, source_file = "assign-floor", "floor.cu"
+    templated_dim = True
+    points_per_thread = 4
+
+    def kernel_name(self, d, k):
+        return f"stream_floor<{d}>"
+
+
+def floor_seconds(problem: AssignProblem, repeats: int = 5) -> float:
+    """Per-pass seconds of the floor kernel on this problem: the best of `repeats` graphs."""
+    floor = StreamFloor()
+    floor.prepare(problem)
+    try:
+        floor.run(problem)  # warm-up
+        times = []
+        for _ in range(repeats):
+            floor.run(problem)
+            times.append(floor.phases["iterate"])
+        return min(times)
+    finally:
+        floor.release()
+
+
+AssignCuda.reference_floor = staticmethod(floor_seconds)
 
 LADDER = (AssignV1, AssignV2, AssignV3, AssignV4, AssignV5, AssignV6, AssignFastest)

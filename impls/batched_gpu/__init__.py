@@ -177,6 +177,13 @@ class BatchedKmbench(BatchedRawKernel):
                 self._iterations)
 
 
+def _numpy_aliases_for_numba() -> None:
+    """numba-cuda releases that still register np.row_stack fail on NumPy 2.3+, where it was
+    removed (it was always an alias of np.vstack). Restore the alias, only where missing."""
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+
+
 class BatchedNumba(BatchedGpu):
     name = "batched-numba"
     label = "Numba CUDA, block per row (003's design)"
@@ -187,6 +194,7 @@ class BatchedNumba(BatchedGpu):
         ready, why = cuda_status()
         if not ready:
             return ready, why
+        _numpy_aliases_for_numba()
         try:
             from numba import cuda
         except ImportError:
@@ -209,6 +217,7 @@ class BatchedNumba(BatchedGpu):
                                       f"{self.shared_bytes(problem)} bytes")
 
     def prepare(self, problem: BatchedProblem) -> None:
+        _numpy_aliases_for_numba()
         import numba
         from numba import cuda
 
