@@ -10,7 +10,7 @@ comma := ,
 RUN_EXTRAS := $(if $(GPU_EXTRA),[$(GPU_EXTRA)])
 DEV_EXTRAS := [dev$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))]
 
-.PHONY: run test test-gpu bench-gpu reproduce-gpu report venv clean
+.PHONY: run test test-gpu bench-gpu reproduce-gpu scale-dask-cuda report venv clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kmbench needs Python 3.11 or newer; run make with PYTHON=python3.11 (found " + sys.version.split()[0] + ")")'
@@ -51,6 +51,17 @@ bench-gpu:  ## v1-v3 at n = 1e5, 1e6, 1e7 and k = 5, 100, then document 000's ta
 
 reproduce-gpu:  ## document 002 on the radial tree (1M and 100M points), into $(GPU_RESULTS); resumable
 	$(GPU_PATH) $(PYTHON) -m kmbench reproduce radial-tree --store $(GPU_RESULTS)/records.jsonl --out $(GPU_RESULTS)/reproduce-radial-tree.md
+
+# GPU sets for the scaling run: one GPU, then two (add 0,1,2,3 on a four-GPU machine).
+DASK_GPU_SETS ?= 0 0,1
+
+scale-dask-cuda:  ## dask-cuda strong scaling on radial 1e8 points, k = 3 and 1000, per GPU set, into $(GPU_RESULTS)/scaling
+	@name=$$($(GPU_PATH) $(PYTHON) -m kmbench gen-data radial --cluster-size 2000000 | cut -d: -f1) && \
+	for gpus in $(DASK_GPU_SETS); do for k in 3 1000; do \
+	  KMBENCH_DASK_GPUS=$$gpus $(GPU_PATH) $(PYTHON) -m kmbench run --dataset $$name --k $$k --iters 3 \
+	    --repeats 2 --warmup 1 --impl dask-cuda --store $(GPU_RESULTS)/scaling/records.jsonl || exit 1; \
+	done; done
+	$(GPU_PATH) $(PYTHON) -m kmbench.scaling $(GPU_RESULTS)/scaling/records.jsonl > $(GPU_RESULTS)/scaling/scaling.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

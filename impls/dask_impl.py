@@ -8,10 +8,12 @@ each iteration.
   `kmbench run --scheduler ADDRESS`) it uses that cluster, whose workers must be able to
   import kmbench.
 - `dask-cuda`: the same step on CuPy chunks, one worker per GPU through dask-cuda's
-  LocalCUDACluster. Not tested on a multi-GPU machine yet (see the README).
+  LocalCUDACluster; $KMBENCH_DASK_GPUS (say "0" or "0,1") picks the GPUs, for a scaling run.
 
-The data are a chunked dask array, persisted on the workers in prepare; labels stay on the
-workers between iterations (the tolerance rule compares them). The timed region is the loop,
+The data are cut into row chunks on the client and scattered to the workers in prepare
+(dask-cuda's workers then copy theirs to their GPU), so no worker and no task graph ever
+holds the whole array; labels stay on the workers between iterations (the tolerance rule
+compares them). The timed region is the loop,
 on the host clock: each iteration ends with the reduced partials back on the client.
 """
 
@@ -26,6 +28,7 @@ from kmbench.protocol import Implementation, Problem, Result, stop_done
 from kmbench.timing import host_region
 
 SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"
+GPUS_ENV = "KMBENCH_DASK_GPUS"
 CHUNKS_PER_WORKER = 4
 # Below this many rows a chunk's task costs more in scheduling than in arithmetic (measured:
 # 48 ms per iteration for 16 chunks of 6,250 points, on 2 cores).
@@ -67,6 +70,12 @@ def _labels_of(step):
     return step[2]
 
 
+def _to_device(chunk):
+    import cupy
+
+    return cupy.asarray(chunk)
+
+
 class DaskLloyd(Implementation):
     name = "dask"
     label = "Dask (NumPy chunks)"
@@ -98,8 +107,7 @@ class DaskLloyd(Implementation):
         return cluster, Client(cluster)
 
     def prepare(self, problem: Problem) -> None:
-        import dask.array as da
-        from distributed import Client
+        from distributed import Client, wait
 
         phases: dict[str, float] = {}
         address = os.environ.get(SCHEDULER_ENV)
@@ -112,15 +120,15 @@ class DaskLloyd(Implementation):
         workers = max(1, len(self._client.scheduler_info()["workers"]))
         rows = max(self.min_chunk_rows, -(-problem.n // (workers * CHUNKS_PER_WORKER)))
         with host_region(phases, "upload"):
-            data = da.from_array(self._device(np.asarray(problem.data)), chunks=(rows, problem.d))
-            self._chunks = self._client.compute(list(data.to_delayed().ravel()))  # one future per chunk
-            self._client.gather(self._chunks[:1])
+            data = np.asarray(problem.data)
+            pieces = [np.ascontiguousarray(data[start:start + rows]) for start in range(0, problem.n, rows)]
+            self._chunks = self._client.scatter(pieces)  # spread over the workers, one future each
+            if self.cuda:
+                self._chunks = self._client.map(_to_device, self._chunks, pure=False)
+            wait(self._chunks)  # every chunk in place, nothing copied back
         self._setup = phases
         self._info = {"scheduler": address or "LocalCluster in process", "workers": workers,
                       "chunks": len(self._chunks), "rows_per_chunk": rows}
-
-    def _device(self, data):
-        return data
 
     def run(self, problem: Problem) -> Result:
         client, k = self._client, problem.k
@@ -181,10 +189,8 @@ class DaskCudaLloyd(DaskLloyd):
         from dask_cuda import LocalCUDACluster
         from distributed import Client
 
-        cluster = LocalCUDACluster(dashboard_address=":0")
+        gpus = os.environ.get(GPUS_ENV)  # None: every GPU visible
+        cluster = LocalCUDACluster(dashboard_address=":0", CUDA_VISIBLE_DEVICES=gpus)
         return cluster, Client(cluster)
 
-    def _device(self, data):
-        import cupy
 
-        return cupy.asarray(data)

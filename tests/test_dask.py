@@ -6,20 +6,20 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from impls.dask_impl import SCHEDULER_ENV, DaskLloyd  # noqa: E402
+from impls.dask_impl import SCHEDULER_ENV, DaskCudaLloyd, DaskLloyd  # noqa: E402
 from kmbench import runner, validate  # noqa: E402
 from kmbench.datasets import Dataset  # noqa: E402
 from tests.conftest import blob_data  # noqa: E402
 
 
-def _cell(tol=None, iterations=15, n=20_003):
+def _cell(tol=None, iterations=15, n=20_003, impl=None):
     data = blob_data(np.random.default_rng(8), n=n, d=3, k=6)
     dataset = Dataset("dask", data, None, {"generator": "test"})
     settings = runner.Settings(k=6, iterations=iterations, warmup=0, repeats=1,
                                stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
     problem = runner.make_problem(dataset, settings)
     oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
-    impl = DaskLloyd()
+    impl = impl or DaskLloyd()
     impl.min_chunk_rows = 1000  # several chunks even on test-sized data
     return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "t")
 
@@ -29,6 +29,14 @@ def test_dask_row_is_ok_on_a_local_cluster():
     assert record["status"] == "ok", record.get("detail")
     assert record["build"]["scheduler"] == "LocalCluster in process"
     assert record["build"]["chunks"] > 1 and record["iterations_executed"] == 15
+
+
+@pytest.mark.gpu
+def test_dask_cuda_row_is_ok_with_a_worker_per_gpu():
+    pytest.importorskip("dask_cuda")
+    _, record = _cell(impl=DaskCudaLloyd(), n=200_003)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["workers"] >= 1 and record["build"]["chunks"] > 1
 
 
 def test_dask_row_stops_by_the_tolerance_rule():
@@ -52,3 +60,15 @@ def test_an_unreachable_scheduler_is_an_error_cell(monkeypatch):
     monkeypatch.setenv(SCHEDULER_ENV, "tcp://127.0.0.1:1")
     _, record = _cell(iterations=2, n=500)
     assert record["status"] == "error" and "Dask scheduler" in record["detail"]
+
+
+def test_the_scaling_table_compares_each_row_with_its_one_gpu_run():
+    from kmbench import scaling
+
+    def record(workers, seconds, status="ok"):
+        return {"impl": "dask-cuda", "dataset": {"name": "radial", "n": 10**8}, "params": {"k": 3},
+                "build": {"workers": workers}, "per_iteration_s": seconds, "status": status, "detail": "drift"}
+
+    text = scaling.markdown([record(1, 0.4), record(2, 0.25), record(4, 0.1, "mismatch")])
+    assert "| 2 | 250.00 ms | 1.60x | 80% | ok |" in text
+    assert "| 4 | - | - | - | mismatch: drift |" in text
