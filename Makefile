@@ -56,7 +56,7 @@ reproduce-gpu:  ## document 002 on the radial tree (1M and 100M points), into $(
 DASK_GPU_SETS ?= 0 0,1
 
 scale-dask-cuda:  ## dask-cuda strong scaling on radial 1e8 points, k = 3 and 1000, per GPU set, into $(GPU_RESULTS)/scaling
-	@name=$$($(GPU_PATH) $(PYTHON) -m kmbench gen-data radial --cluster-size 2000000 | cut -d: -f1) && \
+	@name=$$($(GPU_PATH) $(PYTHON) -m kmbench gen-data radial --cluster-size 2000000 | head -n 1 | cut -d: -f1) && \
 	for gpus in $(DASK_GPU_SETS); do for k in 3 1000; do \
 	  KMBENCH_DASK_GPUS=$$gpus $(GPU_PATH) $(PYTHON) -m kmbench run --dataset $$name --k $$k --iters 3 \
 	    --repeats 2 --warmup 1 --impl dask-cuda --store $(GPU_RESULTS)/scaling/records.jsonl || exit 1; \
