@@ -70,6 +70,13 @@ def _labels_of(step):
     return step[2]
 
 
+def _summary_of(step):
+    """A step without its labels: what the reduction needs (k x (d + 1) floats and a count).
+    Reducing the whole steps moved every chunk's labels to the reducing worker: on two GPUs
+    that made an iteration at k = 3 1.7x slower than on one."""
+    return step[0], step[1]
+
+
 def _to_device(chunk):
     import cupy
 
@@ -141,7 +148,8 @@ class DaskLloyd(Implementation):
                 # The centroids (k x d) travel inside each task: cheaper than a broadcast.
                 steps = [client.submit(chunk_step, chunk, centroids, old, k, pure=False)
                          for chunk, old in zip(self._chunks, labels)]
-                partials, changed = client.submit(reduce_partials, steps, pure=False).result()
+                summaries = [client.submit(_summary_of, step, pure=False) for step in steps]
+                partials, changed = client.submit(reduce_partials, summaries, pure=False).result()
                 if problem.tol is not None:  # labels stay on the workers only where compared
                     labels = [client.submit(_labels_of, step, pure=False) for step in steps]
                 filled = partials[:, -1] > 0
