@@ -1,8 +1,9 @@
 """Batched k-means (document 003) vectorised in NumPy: the distances of every (row, seed,
 point, cluster) of a chunk of rows come from one broadcast, the sums from one-hot products.
 The chunk bounds the broadcast's memory (it grows with rows x seeds x points x k), and like
-the scikit-learn loop the row stops at a time budget and says so. Each seed stops by itself under document 003's rule (kmbench.batched); stopped
-seeds keep their centroids while the others go on."""
+the scikit-learn loop the row stops at a time budget and says so. Each seed stops by
+itself under document 003's rule (kmbench.batched); stopped seeds keep their centroids
+while the others go on."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ differ from the oracle's only at a float32 tie (two centroids closer than float3
 apart, `kmbench.reference.two_nearest`), and then only to the other of its two nearest. The
 changed flag must agree, unless every disagreement is such a tie.
 
-Not yet wired into the runner and the CLI (the issue's next step); usable from Python.
+Measured and recorded by kmbench.tasks (`kmbench reproduce assign-ladder` / `batched`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ smallest inertia wins.
   dtype's tolerance. Inertia, not centroids, is compared: two seeds that reach the same
   clustering may be listed in either order.
 
-Not yet wired into the runner and the CLI (the issue's next step); usable from Python.
+Measured and recorded by kmbench.tasks (`kmbench reproduce assign-ladder` / `batched`).
 """
 
 from __future__ import annotations
