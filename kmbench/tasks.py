@@ -136,13 +136,21 @@ def configure(impl, suite: TaskSuite):
     return impl
 
 
+def _availability(impl) -> tuple[bool, str]:
+    try:
+        return impl.available()
+    except Exception as exc:
+        return False, f"availability check failed: {exc}"
+
+
+def _usable(impl) -> bool:
+    return _availability(impl)[0]
+
+
 def measure(impl, problem, oracle, task: str, repeats: int, warmup: int) -> dict:
     """Set up, warm up, run `repeats` counted runs (each judged); never raises."""
     record: dict = {"warnings": []}
-    try:
-        ready, why = impl.available()
-    except Exception as exc:
-        ready, why = False, f"availability check failed: {exc}"
+    ready, why = _availability(impl)
     if not ready:
         return {**record, "status": validate.SKIPPED, "detail": why}
     times, verdicts, last = [], [], None
@@ -191,7 +199,7 @@ def _floor(impls, problem) -> float | None:
     implementation family offers one (`reference_floor`) and can run here."""
     for impl in impls:
         offer = getattr(impl, "reference_floor", None)
-        if offer is not None and impl.available()[0]:
+        if offer is not None and _usable(impl):
             try:
                 return offer(problem)
             except Exception:
@@ -215,13 +223,13 @@ def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool 
     records = []
     for spec in suite.workloads:
         name = workload_name(suite.task, spec)
-        problem, oracle = None, None
+        problem, oracle, floor = None, None, None
         for impl in impls:
             key = (suite.name, name, impl.name)
             if key in stored and not force:
                 records.append(stored[key])
                 continue
-            if problem is None:
+            if problem is None and _usable(impl):  # no data or oracle for rows that cannot run
                 if reporter:
                     reporter(f"{name}: data and float64 oracle")
                 problem = make_problem(suite.task, spec)

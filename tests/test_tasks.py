@@ -128,3 +128,13 @@ def test_reproduce_batched_from_the_command_line(tmp_path):
     missing = runner.invoke(app, ["reproduce", "assign-ladder", "--no-run", "--store", str(store),
                                   "--out", str(out)])
     assert missing.exit_code != 0 and "No stored record" in missing.output
+
+
+def test_rows_that_cannot_run_cost_no_data_and_no_oracle(tmp_path, monkeypatch):
+    built = []
+    monkeypatch.setattr(tasks, "make_problem", lambda *args: built.append(args))
+    chosen = _tiny("assign", ["assign-v1"])
+    monkeypatch.setattr(registry.discover()["assign-v1"].__class__, "available", lambda self: (False, "no GPU here"))
+    records = tasks.reproduce(chosen, None, tmp_path / "r.jsonl")
+    assert [r["status"] for r in records] == ["skipped"] and records[0]["detail"] == "no GPU here"
+    assert built == []
