@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kmbench.batched import BatchedProblem, BatchedResult, RowBudget
-from kmbench.protocol import Implementation
+from kmbench.batched import BatchedProblem, BatchedResult, BudgetedBatched, RowBudget
 
 
 def _yard_sticks(starts: np.ndarray) -> np.ndarray:
@@ -24,37 +23,30 @@ def _yard_sticks(starts: np.ndarray) -> np.ndarray:
 
 
 CHUNK_BYTES = 1 << 26  # the (rows, seeds, points, k) float64 distances of one chunk of rows
-DEFAULT_BUDGET_S = 60.0
 
 
-class BatchedNumpy(Implementation):
+class BatchedNumpy(BudgetedBatched):
     name = "batched-numpy"
     label = "NumPy (batched, vectorised)"
     description = "document 003's batched k-means, every row and seed of a chunk of rows in one NumPy broadcast"
     source = "003 (batched k-means), restated in NumPy"
-    tasks = ("batched",)
-
-    def __init__(self, budget_s: float = DEFAULT_BUDGET_S):
-        self.budget_s = budget_s
+    default_budget_s = 60.0
 
     def run(self, problem: BatchedProblem) -> BatchedResult:
         rows, seeds, k, d = problem.initial_centroids.shape
         points = problem.data.shape[1]
         chunk = max(1, CHUNK_BYTES // (seeds * points * k * 8))
-        centroids = np.full((rows, k, d), np.nan)
-        inertia = np.full(rows, np.nan)
-        best = np.zeros(rows, dtype=np.int64)
-        iterations = np.zeros((rows, seeds), dtype=np.int64)
+        result = BatchedResult.unfilled(rows, seeds, k, d)
         budget = RowBudget(self.budget_s, rows)
         for first in range(0, rows, chunk):
             part = slice(first, first + chunk)
-            centroids[part], inertia[part], best[part], iterations[part] = self._rows(
-                problem.data[part], problem.initial_centroids[part], problem)
+            (result.centroids[part], result.inertia[part], result.best_seed[part],
+             result.iterations[part]) = self._rows(problem.data[part], problem.initial_centroids[part], problem)
             if budget.spent(min(rows, first + chunk)):
                 break
         elapsed = budget.elapsed()
         self.phases = {"iterate": elapsed}
-        return budget.cut(BatchedResult(centroids, inertia, best, iterations), elapsed)
+        return budget.cut(result, elapsed)
 
     @staticmethod
     def _rows(data: np.ndarray, starts: np.ndarray, problem: BatchedProblem):

@@ -9,30 +9,20 @@ import warnings
 
 import numpy as np
 
-from kmbench.batched import BatchedProblem, BatchedResult, RowBudget
-from kmbench.protocol import Implementation
+from kmbench.batched import BatchedProblem, BatchedResult, BudgetedBatched, RowBudget
 
-DEFAULT_BUDGET_S = 30.0
-
-
-class BatchedSklearn(Implementation):
+class BatchedSklearn(BudgetedBatched):
     name = "batched-sklearn"
     label = "scikit-learn in a loop"
     description = "KMeans(n_init=1, init=<the seed's centroids>) per row and seed; time budget, extrapolated"
     source = "003 (batched k-means), its scikit-learn baseline"
-    tasks = ("batched",)
-
-    def __init__(self, budget_s: float = DEFAULT_BUDGET_S):
-        self.budget_s = budget_s
 
     def run(self, problem: BatchedProblem) -> BatchedResult:
         from sklearn.cluster import KMeans
 
         rows, seeds, k, d = problem.initial_centroids.shape
-        centroids = np.full((rows, k, d), np.nan)
-        inertia = np.full(rows, np.nan)
-        best = np.zeros(rows, dtype=np.int64)
-        iterations = np.zeros((rows, seeds), dtype=np.int64)
+        result = BatchedResult.unfilled(rows, seeds, k, d)
+        inertia = result.inertia
         # scikit-learn stops on its own centre-shift tolerance; tol=0 keeps only its strict
         # convergence (no label changed), the nearest it comes to either of our rules.
         budget = RowBudget(self.budget_s, rows)
@@ -43,11 +33,12 @@ class BatchedSklearn(Implementation):
                 for seed in range(seeds):
                     model = KMeans(n_clusters=k, init=problem.initial_centroids[row, seed].astype(np.float64),
                                    n_init=1, max_iter=problem.iterations, tol=0.0).fit(points)
-                    iterations[row, seed] = model.n_iter_
+                    result.iterations[row, seed] = model.n_iter_
                     if seed == 0 or model.inertia_ < inertia[row]:
-                        inertia[row], centroids[row], best[row] = model.inertia_, model.cluster_centers_, seed
+                        inertia[row], result.centroids[row], result.best_seed[row] = (
+                            model.inertia_, model.cluster_centers_, seed)
                 if budget.spent(row + 1):
                     break
         elapsed = budget.elapsed()
         self.phases = {"iterate": elapsed}
-        return budget.cut(BatchedResult(centroids, inertia, best, iterations), elapsed)
+        return budget.cut(result, elapsed)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kmbench.protocol import Implementation
+
 TOLERANCES = {"float32": 1e-4, "float64": 1e-9}  # relative difference of the best inertia per row
 MAX_CHECKED_ROWS = 2000
 
@@ -56,6 +58,12 @@ class BatchedResult:
     rows_done: int | None = None  # a time budget stopped it after this many rows (None: all)
     extrapolated_seconds: float | None = None  # the whole run's time, extrapolated, when cut
 
+    @classmethod
+    def unfilled(cls, rows: int, seeds: int, k: int, d: int) -> "BatchedResult":
+        """NaN centroids and inertia, for a row-by-row implementation to fill."""
+        return cls(np.full((rows, k, d), np.nan), np.full(rows, np.nan), np.zeros(rows, dtype=np.int64),
+                   np.zeros((rows, seeds), dtype=np.int64))
+
 
 SEEDING_ROWS = 4096  # rows drawn at a time: 100,000 rows x 32 seeds x 100 keys at once is 2.5 GB
 
@@ -77,6 +85,17 @@ def initial_centroids(data: np.ndarray, k: int, seeds: int, seed: int) -> np.nda
         order = np.argsort(chosen[..., 0], axis=2, kind="stable")
         out[first:first + SEEDING_ROWS] = np.take_along_axis(chosen, order[..., None], axis=2)
     return out
+
+
+class BudgetedBatched(Implementation):
+    """A slow CPU row of the batched task: it takes a time budget (kmbench.tasks hands it the
+    suite's) and stops by RowBudget."""
+
+    tasks = ("batched",)
+    default_budget_s = 30.0
+
+    def __init__(self, budget_s: float | None = None):
+        self.budget_s = self.default_budget_s if budget_s is None else budget_s
 
 
 class RowBudget:

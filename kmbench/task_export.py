@@ -45,12 +45,15 @@ def _published_steps(key: str | None) -> dict[str, str]:
     return shown
 
 
+def _heading(suite, records: list[dict], timing: str) -> list[str]:
+    return [f"# kmbench reproduce {suite.name}: {suite.title}", "", f"Machine: {_machine(records)}. {timing}", ""]
+
+
 def assign_markdown(suite, records: list[dict]) -> str:
     table = published.table(suite.published) if suite.published else None
-    lines = [f"# kmbench reproduce {suite.name}: {suite.title}", "",
-             f"Machine: {_machine(records)}. One pass = labels for every point and the changed flag; "
-             "time per pass is the mean of the counted repeats, each the mean of back-to-back launches "
-             "in one CUDA graph, timed with CUDA events.", ""]
+    lines = _heading(suite, records, "One pass = labels for every point and the changed flag; time per pass is "
+                     "the mean of the counted repeats, each the mean of back-to-back launches in one CUDA graph, "
+                     "timed with CUDA events.")
     if table:
         lines += [f"Published: {table['source']} ({table['hardware']}), d = {table['protocol']['d']}, "
                   f"n = {table['protocol']['n']}, k = {table['protocol']['k']}, {table['protocol']['statistic']}.", ""]
@@ -96,10 +99,9 @@ def assign_markdown(suite, records: list[dict]) -> str:
 
 def batched_markdown(suite, records: list[dict]) -> str:
     table = published.table(suite.published) if suite.published else None
-    lines = [f"# kmbench reproduce {suite.name}: {suite.title}", "",
-             f"Machine: {_machine(records)}. Time: the whole batch, one launch (GPU rows, CUDA events) or "
-             "the host clock (CPU rows); set-up and upload excluded. The slow CPU rows stop at a time budget; "
-             "their whole-batch time is *extrapolated* from the rows they computed, and marked so.", ""]
+    lines = _heading(suite, records, "Time: the whole batch, one launch (GPU rows, CUDA events) or the host clock "
+                     "(CPU rows); set-up and upload excluded. The slow CPU rows stop at a time budget; their "
+                     "whole-batch time is *extrapolated* from the rows they computed, and marked so.")
     for workload, rows in _by_workload(records).items():
         lines += [f"## {workload}", "",
                   "| implementation | status | time (whole batch) | rows per second | speedup over the scikit-learn loop "

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from kmbench import assign, batched, environment, reference, registry, results, validate
+from kmbench import assign, batched, environment, reference, registry, results, runner, validate
 from kmbench.errors import UsageError
 from kmbench.timing import host_region, spread_warning, summarize
 
@@ -131,26 +131,15 @@ def judge(task: str, result, oracle) -> tuple[str, str]:
 
 def configure(impl, suite: TaskSuite):
     """Hand the suite's time budget to the rows that take one."""
-    if hasattr(impl, "budget_s"):
+    if isinstance(impl, batched.BudgetedBatched):
         impl.budget_s = suite.budget_s
     return impl
-
-
-def _availability(impl) -> tuple[bool, str]:
-    try:
-        return impl.available()
-    except Exception as exc:
-        return False, f"availability check failed: {exc}"
-
-
-def _usable(impl) -> bool:
-    return _availability(impl)[0]
 
 
 def measure(impl, problem, oracle, task: str, repeats: int, warmup: int) -> dict:
     """Set up, warm up, run `repeats` counted runs (each judged); never raises."""
     record: dict = {"warnings": []}
-    ready, why = _availability(impl)
+    ready, why = runner.usable(impl)
     if not ready:
         return {**record, "status": validate.SKIPPED, "detail": why}
     times, verdicts, last = [], [], None
@@ -158,7 +147,7 @@ def measure(impl, problem, oracle, task: str, repeats: int, warmup: int) -> dict
         setup: dict[str, float] = {}
         with host_region(setup, "setup"):
             impl.prepare(problem)
-        budgeted = hasattr(impl, "budget_s")  # one long run; its own budget bounds it
+        budgeted = isinstance(impl, batched.BudgetedBatched)  # one long run; its budget bounds it
         for _ in range(0 if budgeted else warmup):
             impl.run(problem)
         for _ in range(1 if budgeted else repeats):
@@ -199,7 +188,7 @@ def _floor(impls, problem) -> float | None:
     implementation family offers one (`reference_floor`) and can run here."""
     for impl in impls:
         offer = getattr(impl, "reference_floor", None)
-        if offer is not None and _usable(impl):
+        if offer is not None and runner.usable(impl)[0]:
             try:
                 return offer(problem)
             except Exception:
@@ -217,8 +206,9 @@ def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool 
     measured on this machine is taken from the store unless `force`."""
     impls = registry.select(impl_names or ",".join(suite.impls), task=suite.task)
     env = environment.capture()
+    here = environment.identity(env)
     stored = {_key(r): r for r in results.load(store, task=suite.task)
-              if environment.identity(r.get("env") or {}) == environment.identity(env)}
+              if environment.identity(r.get("env") or {}) == here}
     run_id = uuid.uuid4().hex[:12]
     records = []
     for spec in suite.workloads:
@@ -229,7 +219,7 @@ def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool 
             if key in stored and not force:
                 records.append(stored[key])
                 continue
-            if problem is None and _usable(impl):  # no data or oracle for rows that cannot run
+            if problem is None and runner.usable(impl)[0]:  # no data or oracle for rows that cannot run
                 if reporter:
                     reporter(f"{name}: data and float64 oracle")
                 problem = make_problem(suite.task, spec)

@@ -49,9 +49,10 @@ class AssignCuda(GpuImplementation):
     points_per_thread = 1
     templated_dim = False
     templated_k = False
+    kernel = ""  # the kernel's name; {d}, {k} and {unroll} are filled in for templates
 
     def kernel_name(self, d: int, k: int) -> str:
-        raise NotImplementedError
+        return self.kernel.format(d=d, k=k, unroll=UNROLL)
 
     def check(self, problem: AssignProblem) -> None:
         if problem.n >= 2**31 - UNROLL * BLOCK:
@@ -122,6 +123,10 @@ class AssignCuda(GpuImplementation):
         for name in ("_graph", "_args", "_data", "_centroids", "_previous", "_labels", "_changed"):
             self.__dict__.pop(name, None)
 
+    def reference_floor(self, problem: AssignProblem) -> float:
+        """The floor under every step: see `floor_seconds` (kmbench.tasks shows it)."""
+        return floor_seconds(problem)
+
     def bytes_per_pass(self, problem: AssignProblem) -> int:
         """Points read, previous labels read, labels written (int32), each once."""
         return problem.n * (problem.data.shape[1] * 4 + 4 + 4)
@@ -132,9 +137,7 @@ class AssignV1(AssignCuda):
     label = "V1 local memory"
     description = "one thread per point; point in a local-memory array; previous label loaded late; atomics"
     source = "001, V1 (LocalMemory)"
-
-    def kernel_name(self, d, k):
-        return "assign_v1"
+    kernel = "assign_v1"
 
 
 class AssignV2(AssignV1):
@@ -142,9 +145,7 @@ class AssignV2(AssignV1):
     label = "V2 previous label early"
     description = "V1 with the previous label loaded before the search"
     source = "001, V2 (prefetched membership)"
-
-    def kernel_name(self, d, k):
-        return "assign_v2"
+    kernel = "assign_v2"
 
 
 class AssignV3(AssignCuda):
@@ -153,9 +154,7 @@ class AssignV3(AssignCuda):
     description = "V2 with d a template parameter: the point in registers"
     source = "001, V3 (template and unrolling)"
     templated_dim = True
-
-    def kernel_name(self, d, k):
-        return f"assign_v3<{d}>"
+    kernel = "assign_v3<{d}>"
 
 
 class AssignV4(AssignCuda):
@@ -165,9 +164,7 @@ class AssignV4(AssignCuda):
     source = "001, V4 (2^n unroll, 4 best)"
     templated_dim = True
     points_per_thread = UNROLL
-
-    def kernel_name(self, d, k):
-        return f"assign_v4<{d}, {UNROLL}>"
+    kernel = "assign_v4<{d}, {unroll}>"
 
 
 class AssignV5(AssignV4):
@@ -176,9 +173,7 @@ class AssignV5(AssignV4):
     description = "V4 with k a template parameter: the cluster loop unrolled"
     source = "001, V5 (further unrolling)"
     templated_k = True
-
-    def kernel_name(self, d, k):
-        return f"assign_v5<{d}, {UNROLL}, {k}>"
+    kernel = "assign_v5<{d}, {unroll}, {k}>"
 
 
 class AssignV6(AssignV5):
@@ -186,9 +181,7 @@ class AssignV6(AssignV5):
     label = "V6 no atomics"
     description = "V5 with the changed flag stored, not added atomically"
     source = "001, V6 (atomic removed)"
-
-    def kernel_name(self, d, k):
-        return f"assign_v6<{d}, {UNROLL}, {k}>"
+    kernel = "assign_v6<{d}, {unroll}, {k}>"
 
 
 class AssignFastest(AssignCuda):
@@ -205,8 +198,7 @@ class AssignFastest(AssignCuda):
         if not 1 <= problem.k <= self.max_k:
             raise ImplementationError(f"{self.name} unrolls over k: 1 <= k <= {self.max_k}; got k = {problem.k}")
 
-    def kernel_name(self, d, k):
-        return f"assign_fast<{d}, {k}>"
+    kernel = "assign_fast<{d}, {k}>"
 
 
 class StreamFloor(AssignCuda):
@@ -216,9 +208,7 @@ class StreamFloor(AssignCuda):
     name, source_file = "assign-floor", "floor.cu"
     templated_dim = True
     points_per_thread = 4
-
-    def kernel_name(self, d, k):
-        return f"stream_floor<{d}>"
+    kernel = "stream_floor<{d}>"
 
 
 def floor_seconds(problem: AssignProblem, repeats: int = 5) -> float:
@@ -235,7 +225,5 @@ def floor_seconds(problem: AssignProblem, repeats: int = 5) -> float:
     finally:
         floor.release()
 
-
-AssignCuda.reference_floor = staticmethod(floor_seconds)
 
 LADDER = (AssignV1, AssignV2, AssignV3, AssignV4, AssignV5, AssignV6, AssignFastest)

@@ -26,6 +26,14 @@ DEFAULT_SHARED = 48 * 1024
 ROWS_PER_BLOCK = 4  # warp_per_row: 4 rows (128 threads) per block
 
 
+def _document_design_shared_bytes(problem: BatchedProblem) -> int:
+    """Document 003's block per row: the row, each seed's inertia and final centroids (floats),
+    and each seed's byte labels for every point."""
+    _, points, d = problem.data.shape
+    seeds = problem.seeds
+    return 4 * (points * d + seeds + seeds * problem.k * d) + seeds * points
+
+
 def _epsilon(problem: BatchedProblem) -> np.float32:
     return np.float32(-1.0 if problem.epsilon is None else problem.epsilon)
 
@@ -136,9 +144,7 @@ class BatchedCudaC(BatchedRawKernel):
     source_file = "block_per_row.cu"
 
     def shared_bytes(self, problem):
-        _, points, d = problem.data.shape
-        seeds = problem.seeds
-        return 4 * (points * d + seeds + seeds * problem.k * d) + seeds * points
+        return _document_design_shared_bytes(problem)
 
     def kernel_name(self, problem):
         return f"batched_block_per_row<{problem.k}, {problem.data.shape[2]}>"
@@ -207,7 +213,7 @@ class BatchedNumba(BatchedGpu):
         return True, ""
 
     def shared_bytes(self, problem):
-        return BatchedCudaC.shared_bytes(self, problem)
+        return _document_design_shared_bytes(problem)
 
     def check(self, problem):
         super().check(problem)
