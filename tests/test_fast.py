@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from impls.fast import HERE, MAX_K, KmbenchGpu, KmbenchGpuTf32, strategy
+from impls.fast import HERE, MAX_K, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, strategy
 from kmbench import runner, validate
 from kmbench.datasets import Dataset, radial
 from kmbench.errors import ImplementationError
@@ -24,8 +24,20 @@ def test_lowd_kernels_compile_for_every_dimension(dim, tmp_path):
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("dim, k", [(1, 1), (1, 16), (1, 19), (2, 3), (2, 13), (3, 10), (4, 8), (8, 4)])
+def test_resident_kernel_compiles_up_to_its_limit(dim, k, tmp_path):
+    assert k * (dim + 1) <= RESIDENT_SLOTS
+    done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-std=c++17", f"-DDIM={dim}", f"-DKC={k}",
+                           "-o", str(tmp_path / "k.cubin"), str(HERE / "resident.cu")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_strategy_follows_n_d_k():
-    assert strategy(10**5, 2, 5) == "small-k"
+    assert strategy(10**5, 2, 5) == "resident"
+    assert strategy(10**8, 2, 3) == "resident"
+    assert strategy(2**20, 1, 16) == "resident"
+    assert strategy(10**5, 2, 20) == "small-k"  # 60 accumulator columns: past the resident limit
     assert strategy(10**5, 2, 1000) == "tiled"
     assert strategy(10**5, 16, 5) == "tiled"
     assert strategy(3 * 10**5, 408, 5000) == "gemm"
@@ -40,6 +52,8 @@ def _problem(n=64, d=2, k=3, tol=None):
 def test_limits_are_refused_before_launch():
     with pytest.raises(ImplementationError, match="small-k handles"):
         KmbenchGpu(force_strategy="small-k").check(_problem(d=16))
+    with pytest.raises(ImplementationError, match="resident handles"):
+        KmbenchGpu(force_strategy="resident").check(_problem(k=14))
     with pytest.raises(ImplementationError, match="unknown strategy"):
         KmbenchGpu(force_strategy="magic").check(_problem())
     too_many = replace(_problem(), initial_centroids=np.zeros((MAX_K + 1, 2), np.float32))
@@ -88,7 +102,7 @@ def test_agrees_with_the_oracle_for_any_d(d, k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("chosen", ["small-k", "tiled", "gemm"])
+@pytest.mark.parametrize("chosen", ["resident", "small-k", "tiled", "gemm"])
 @pytest.mark.parametrize("graph", ["1", "0"])
 def test_every_strategy_with_and_without_the_graph(chosen, graph, monkeypatch):
     monkeypatch.setenv("KMBENCH_CUDA_GRAPH", graph)
@@ -131,10 +145,22 @@ def test_data_far_from_the_origin(k):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tol", [0.0, 0.001])
-def test_tolerance_stop_agrees_on_iterations(tol):
-    oracle, record = _cell(KmbenchGpu(), _blobs(200_000, 2, centers=20), 30, iterations=50, tol=tol)
+@pytest.mark.parametrize("k", [8, 30])  # resident (decides on the GPU), small-k (on the host)
+def test_tolerance_stop_agrees_on_iterations(tol, k):
+    oracle, record = _cell(KmbenchGpu(), _blobs(200_000, 2, centers=20), k, iterations=50, tol=tol)
     assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["strategy"] == strategy(200_000, 2, k)
     assert record["iterations_executed"] == oracle.iterations
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [7, 1_000, 1_000_003])  # one block, one partial step, a full grid
+@pytest.mark.parametrize("d, k", [(1, 16), (2, 5), (3, 1), (8, 4)])
+def test_resident_grid_sizes(n, d, k):
+    oracle, record = _cell(KmbenchGpu(), _blobs(n, d, centers=k, std=0.05, seed=n), min(k, n), iterations=25)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["strategy"] == "resident"
+    assert record["iterations_executed"] == 25
 
 
 @pytest.mark.gpu

@@ -5,15 +5,18 @@ from (n, d, k). NOTES.md beside this file has the byte and instruction counts.
   coordinate the kernels see is of the order of the spread, so neither the distances nor the
   sums lose precision when the data sit far from the origin. Centroids are kept in float64
   for the answer and in float32 for the kernels; sums that cross blocks are float64.
-- Strategies (impls/fast/lowd.cu for d <= 32, cuBLAS through CuPy above):
-    small-k   d <= 8 and k <= 32: one fused pass, warp shuffle sums, per-warp float64
-              accumulators in shared memory;
+- Strategies (resident.cu and lowd.cu for d <= 32, cuBLAS through CuPy above):
+    resident  d <= 8 and k * (d + 1) <= 48: the whole run in one cooperative launch, one
+              grid barrier per iteration, per-thread float64 accumulators in shared memory;
+    small-k   d <= 8 and k <= 32 otherwise: one fused pass per iteration, warp shuffle sums,
+              per-warp float64 accumulators in shared memory;
     tiled     d <= 32, any k: centroids in shared tiles, |c|^2/2 - x.c by FMAs, several
               points per thread; warp-uniform labels add one sum, others float64 atomics;
     gemm      d > 32: scores X C^T by cuBLAS SGEMM (FP32: TF32 only in the -tf32 variant),
               argmin per row, sums by a one-hot sparse product per chunk into float64.
-- With the iterations rule the whole run is one CUDA graph (captured in prepare); with the
-  tolerance rule the host reads the changed counter after each iteration.
+- resident decides both stop rules on the GPU. Otherwise, with the iterations rule the whole
+  run is one CUDA graph (captured in prepare); with the tolerance rule the host reads the
+  changed counter after each iteration.
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from kmbench.timing import CudaEventRegion, host_region
 HERE = Path(__file__).resolve().parent
 BLOCK = 256  # as in lowd.cu
 SMALL_K, SMALL_DIM, TILED_MAX_DIM = 32, 8, 32
+RESIDENT_SLOTS = 40  # k * (d + 1) float64 columns of 128 threads: 40 of the 48 KB of static shared memory
+RESIDENT_BLOCK, RESIDENT_POINTS, RESIDENT_BLOCKS_PER_SM, RESIDENT_COPIES = 128, 8, 4, 32  # as in resident.cu
 BLOCKS_PER_SM = 8
 GEMM_ROWS = 1 << 16  # rows of X per GEMM chunk: bounds the scores buffer to 65536 x k floats
 MAX_K = 1 << 20
-STRATEGIES = ("small-k", "tiled", "gemm")
+STRATEGIES = ("resident", "small-k", "tiled", "gemm")
 
 
 @contextmanager
@@ -55,6 +60,8 @@ def _matmul_precision(tf32: bool):
 def strategy(n: int, d: int, k: int) -> str:
     if d > TILED_MAX_DIM:
         return "gemm"
+    if d <= SMALL_DIM and k * (d + 1) <= RESIDENT_SLOTS:
+        return "resident"
     if d <= SMALL_DIM and k <= SMALL_K:
         return "small-k"
     return "tiled"
@@ -94,6 +101,9 @@ class KmbenchGpu(GpuImplementation):
             raise ImplementationError(f"strategy {chosen} handles d <= {TILED_MAX_DIM}; got d = {problem.d}")
         if chosen == "small-k" and (problem.k > SMALL_K or problem.d > SMALL_DIM):
             raise ImplementationError(f"strategy small-k handles k <= {SMALL_K} and d <= {SMALL_DIM}")
+        if chosen == "resident" and (problem.k * (problem.d + 1) > RESIDENT_SLOTS or problem.d > SMALL_DIM):
+            raise ImplementationError(f"strategy resident handles d <= {SMALL_DIM} and k * (d + 1) <= "
+                                      f"{RESIDENT_SLOTS}")
         import cupy
 
         free, _ = cupy.cuda.runtime.memGetInfo()
@@ -119,7 +129,12 @@ class KmbenchGpu(GpuImplementation):
         self._strategy = self.strategy_for(problem)
         phases: dict[str, float] = {}
         with host_region(phases, "compile"):
-            if self._strategy != "gemm":
+            if self._strategy == "resident":
+                module = cupy.RawModule(code=(HERE / "resident.cu").read_text(),
+                                        options=("-std=c++17", f"-DDIM={d}", f"-DKC={problem.k}"))
+                self._kernel = module.get_function("resident")
+                self._points = RESIDENT_POINTS
+            elif self._strategy != "gemm":
                 points = points_per_thread(d)
                 module = cupy.RawModule(code=(HERE / "lowd.cu").read_text(),
                                         options=("-std=c++17", f"-DDIM={d}", f"-DPOINTS={points}"))
@@ -129,21 +144,50 @@ class KmbenchGpu(GpuImplementation):
             else:
                 module = cupy.RawModule(code=(HERE / "highd.cu").read_text(), options=("-std=c++17",))
                 self._argmin = module.get_function("argmin_rows")
+            if self._strategy != "gemm":
+                self._kernel.compile()  # here, not inside the timed region
         with host_region(phases, "upload"):
             self._upload(problem)
             cupy.cuda.Device().synchronize()
-        sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
-        per_block = BLOCK * (self._points if self._strategy == "tiled" else 1)
-        self._blocks = int(max(1, min((n + per_block - 1) // per_block, sms * BLOCKS_PER_SM)))
+        self._blocks = self._grid(problem)
         self._graph = None
-        if self.use_graph and self._strategy != "gemm":
+        if self.use_graph and self._strategy not in ("gemm", "resident"):
             with host_region(phases, "capture"):
                 self._graph = self._capture(problem)
         self._setup = phases
-        self._info = {"strategy": self._strategy, "blocks": self._blocks, "block_size": BLOCK,
+        launch = ("one cooperative launch per run" if self._strategy == "resident"
+                  else "cuda graph" if self._graph is not None else "stream")
+        self._info = {"strategy": self._strategy, "blocks": self._blocks,
+                      "block_size": RESIDENT_BLOCK if self._strategy == "resident" else BLOCK,
                       "points_per_thread": getattr(self, "_points", None), "tf32": self.tf32,
-                      "launch": "cuda graph" if self._graph is not None else "stream",
-                      "cupy": cupy.__version__}
+                      "launch": launch, "cupy": cupy.__version__}
+
+    def _grid(self, problem: Problem) -> int:
+        """Blocks for the low-d kernels: enough for every point once (resident: eight per
+        thread, so a small problem meets at the barrier with few blocks), at most what the
+        GPU holds at once (which the resident kernel's barrier requires)."""
+        import cupy
+
+        sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
+        if self._strategy == "resident":
+            per_block, most = RESIDENT_BLOCK * RESIDENT_POINTS, sms * self._resident_blocks_per_sm()
+        else:
+            per_block = BLOCK * (self._points if self._strategy == "tiled" else 1)
+            most = sms * BLOCKS_PER_SM
+        return int(max(1, min((problem.n + per_block - 1) // per_block, most)))
+
+    def _resident_blocks_per_sm(self) -> int:
+        """Blocks of the resident kernel one SM holds (the occupancy the driver reports;
+        __launch_bounds__ in resident.cu asks for RESIDENT_BLOCKS_PER_SM)."""
+        from cupy.cuda import driver
+
+        try:
+            held = driver.occupancyMaxActiveBlocksPerMultiprocessor(self._kernel.kernel.ptr, RESIDENT_BLOCK, 0)
+        except AttributeError:  # an older CuPy without the occupancy call
+            held = RESIDENT_BLOCKS_PER_SM
+        if held < 1:
+            raise ImplementationError("the resident kernel does not fit on one SM of this GPU")
+        return int(held)
 
     def _upload(self, problem: Problem) -> None:
         import cupy
@@ -166,6 +210,11 @@ class KmbenchGpu(GpuImplementation):
         self._centroids64 = cupy.empty((k, d), dtype=cupy.float64)
         self._half_norms = cupy.empty(k, dtype=cupy.float32)
         self._sums = cupy.zeros(k * (d + 1), dtype=cupy.float64)
+        if self._strategy == "resident":  # resident.cu's three partial buffers, barrier, count
+            self._partial = cupy.zeros(3 * k * (d + 1) * RESIDENT_COPIES, dtype=cupy.float64)
+            self._changed3 = cupy.zeros(3, dtype=cupy.uint64)
+            self._barrier = cupy.zeros(2, dtype=cupy.uint32)
+            self._done = cupy.zeros(1, dtype=cupy.int32)
 
     def _capture(self, problem: Problem):
         import cupy
@@ -242,6 +291,8 @@ class KmbenchGpu(GpuImplementation):
         self._centroids.set(start.astype(np.float32))
         self._half_norms.set(0.5 * (start.astype(np.float32) ** 2).sum(axis=1, dtype=np.float32))
         self._sums.fill(0)
+        if self._strategy == "resident":
+            return self._run_resident(problem)
         track = problem.tol is not None
         if track:
             self._labels.fill(-1)
@@ -279,11 +330,38 @@ class KmbenchGpu(GpuImplementation):
                          f"{int((fast != exact).sum())} of {problem.n}")
         return Result(centroids=centroids, iterations=done, phases=phases, notes=notes)
 
+    def _run_resident(self, problem: Problem) -> Result:
+        """One launch for the whole run; the kernel counts its own iterations."""
+        import cupy
+
+        for buffer in (self._partial, self._changed3, self._barrier, self._done):
+            buffer.fill(0)
+        track = problem.tol is not None
+        if track:
+            self._labels.fill(-1)
+        args = (self._x, np.int64(problem.n), self._centroids64, self._partial, self._changed3, self._barrier,
+                self._labels if track else np.uint64(0), np.int32(problem.iterations),
+                np.float64(problem.tol * problem.n if track else -1.0), self._done)
+        cupy.cuda.Device().synchronize()
+        phases: dict[str, float] = {}
+        region = CudaEventRegion()
+        with region:
+            try:  # cooperative: the driver refuses a grid the GPU cannot hold at once
+                self._kernel.kernel((self._blocks, 1, 1), (RESIDENT_BLOCK, 1, 1), args,
+                                    enable_cooperative_groups=True)
+            except TypeError:  # an older CuPy: the grid is sized to fit (_grid) all the same
+                self._kernel((self._blocks,), (RESIDENT_BLOCK,), args)
+        phases["iterate"] = region.seconds()
+        with host_region(phases, "download"):
+            centroids = cupy.asnumpy(self._centroids64) + self._shift.astype(np.float64)
+            done = int(self._done.get()[0])
+        return Result(centroids=centroids, iterations=done, phases=phases)
+
     # ------------------------------------------------------------------ bookkeeping
 
     def release(self) -> None:
         for name in ("_graph", "_x", "_labels", "_changed", "_changed_host", "_centroids", "_centroids64",
-                     "_half_norms", "_sums", "_stream"):
+                     "_half_norms", "_sums", "_stream", "_partial", "_changed3", "_barrier", "_done"):
             self.__dict__.pop(name, None)
 
     def bytes_per_iteration(self, problem: Problem) -> int:
@@ -292,7 +370,7 @@ class KmbenchGpu(GpuImplementation):
 
     def fp32_per_distance(self, problem: Problem) -> float:
         chosen = self.strategy_for(problem)
-        if chosen == "small-k":
+        if chosen in ("resident", "small-k"):
             return 2 * problem.d + 1  # d subtractions, d FMAs, the compare
         return problem.d + 1  # tiled and GEMM: d FMAs, the compare
 

@@ -1,0 +1,195 @@
+// kmbench-gpu, "resident": a whole Lloyd run in one cooperative launch, for small k x d.
+//
+// Why: at n = 1e5 an iteration is well under a microsecond of work, so a run of two launches
+// per iteration (even inside one CUDA graph) is bound by launches and by their tails. Here
+// the grid stays resident for every iteration and meets at a grid barrier once per
+// iteration; the centroid update is done redundantly by every block from the same float64
+// totals, so no second barrier and no host round trip is needed, and the tolerance rule is
+// decided on the GPU too. At large n the same kernel is one pass over the data per iteration.
+//
+// DIM and KC (= k) are fixed when the adapter compiles the module, so the argmin loop is
+// unrolled. Each thread owns one float64 column of SLOTS = KC * (DIM + 1) shared-memory
+// accumulators (its members' coordinate sums and its count), so the per-point update is a
+// few conflict-free shared-memory adds, and no sum is ever held in float32. The coordinates
+// are shifted by the data's float32 mean in the adapter, so the float64 sums stay exact in
+// practice wherever the data sit. Ties go to the lower index (strict <), as in the oracle;
+// an empty cluster keeps its centroid.
+//
+// Partial totals cross blocks through float64 atomics into one of three buffers (iteration
+// it uses buffer it % 3; block 0 clears buffer (it + 2) % 3, which nobody reads or writes
+// until after the next barrier). The host zeroes all three buffers before the launch. Each
+// slot has COPIES copies, block b adding into copy b % COPIES, so no address takes more
+// than gridDim / COPIES atomics in a row; after the barrier one warp load and one warp sum
+// per slot give every block the same total (same lanes, same order).
+
+#ifndef DIM
+#define DIM 2
+#endif
+#ifndef KC
+#define KC 5
+#endif
+#define RBLOCK 128
+#define RWARPS (RBLOCK / 32)
+#define POINTS 8  // points per thread per step, loaded before any is used (bytes in flight)
+#define SLOTS (KC * (DIM + 1))
+#define COPIES 32  // one per lane of the warp that sums them
+
+static_assert(SLOTS * (RBLOCK + 1) * 8 + KC * DIM * 12 <= 48 * 1024, "the accumulator columns and centroids must fit in 48 KB");
+
+__device__ __forceinline__ double warp_sum_f64(double v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// A grid barrier. The launch is cooperative, so every block is resident and the spin cannot
+// wait on a block that never started. barrier[0] counts arrivals, barrier[1] is the
+// generation, which moves only once all blocks have arrived. Release on arrival, acquire on
+// the generation: after __syncthreads, thread 0 publishes its whole block's atomics (PTX
+// fences are cumulative), with no full __threadfence, which ncu showed dominates an
+// iteration at n = 1e5 (warps waiting at the barrier).
+__device__ __forceinline__ void grid_barrier(unsigned* barrier) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned generation = load_acquire(barrier + 1);
+    unsigned arrived;
+    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(arrived) : "l"(barrier) : "memory");
+    if (arrived == gridDim.x - 1u) {
+      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" : : "l"(barrier) : "memory");
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" : : "l"(barrier + 1) : "memory");
+    } else {
+      while (load_acquire(barrier + 1) == generation) {
+      }
+    }
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ void load_point(const float* __restrict__ x, long long i, float (&p)[DIM]) {
+#if DIM == 2
+  const float2 v = reinterpret_cast<const float2*>(x)[i];
+  p[0] = v.x;
+  p[1] = v.y;
+#elif DIM == 4
+  const float4 v = reinterpret_cast<const float4*>(x)[i];
+  p[0] = v.x;
+  p[1] = v.y;
+  p[2] = v.z;
+  p[3] = v.w;
+#else
+#pragma unroll
+  for (int j = 0; j < DIM; ++j) p[j] = x[i * DIM + j];
+#endif
+}
+
+// centroids: in, the shifted float64 start; out, the shifted float64 result.
+// labels == nullptr: the iterations rule (no labels kept); otherwise the tolerance rule stops
+// after the first iteration in which at most stop_limit (= tol * n) points changed cluster.
+extern "C" __global__ void __launch_bounds__(RBLOCK, 4) resident(
+    const float* __restrict__ x, long long n, double* __restrict__ centroids, double* __restrict__ partial,
+    unsigned long long* __restrict__ changed, unsigned* __restrict__ barrier, int* __restrict__ labels,
+    int iterations, double stop_limit, int* __restrict__ done) {
+  __shared__ double column[SLOTS * RBLOCK];
+  __shared__ double c64[KC * DIM];
+  __shared__ float c32[KC * DIM];
+  __shared__ double total[SLOTS];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int t = tid; t < KC * DIM; t += RBLOCK) {
+    c64[t] = centroids[t];
+    c32[t] = (float)c64[t];
+  }
+  __syncthreads();
+  const long long stride = (long long)gridDim.x * RBLOCK * POINTS;
+  int it = 0;
+  while (it < iterations) {
+    const int buffer = it % 3;
+#pragma unroll
+    for (int s = 0; s < SLOTS; ++s) column[s * RBLOCK + tid] = 0.0;
+    unsigned changes = 0;
+    for (long long base = (long long)blockIdx.x * RBLOCK * POINTS; base < n; base += stride) {
+      float p[POINTS][DIM];
+#pragma unroll
+      for (int q = 0; q < POINTS; ++q) {
+        const long long i = base + (long long)q * RBLOCK + tid;
+        load_point(x, i < n ? i : n - 1, p[q]);  // clamped: the extra point is skipped below
+      }
+#pragma unroll
+      for (int q = 0; q < POINTS; ++q) {
+        const long long i = base + (long long)q * RBLOCK + tid;
+        if (i >= n) break;  // no warp-wide operation below: lanes may leave
+        int best = 0;
+        float best_distance = 3.402823466e+38f;
+#pragma unroll
+        for (int c = 0; c < KC; ++c) {
+          float distance = 0.0f;
+#pragma unroll
+          for (int j = 0; j < DIM; ++j) {
+            const float diff = p[q][j] - c32[c * DIM + j];
+            distance = fmaf(diff, diff, distance);
+          }
+          if (distance < best_distance) {
+            best_distance = distance;
+            best = c;
+          }
+        }
+        double* slot = &column[best * (DIM + 1) * RBLOCK + tid];
+#pragma unroll
+        for (int j = 0; j < DIM; ++j) slot[j * RBLOCK] += (double)p[q][j];
+        slot[DIM * RBLOCK] += 1.0;
+        if (labels != nullptr) {
+          const int old = labels[i];
+          if (old != best) {
+            labels[i] = best;
+            ++changes;
+          }
+        }
+      }
+    }
+    __syncthreads();
+    for (int s = warp; s < SLOTS; s += RWARPS) {
+      double sum = 0.0;
+#pragma unroll
+      for (int t = lane; t < RBLOCK; t += 32) sum += column[s * RBLOCK + t];
+      sum = warp_sum_f64(sum);
+      if (lane == 0 && sum != 0.0) atomicAdd(&partial[(buffer * SLOTS + s) * COPIES + blockIdx.x % COPIES], sum);
+    }
+    if (labels != nullptr) {
+      const unsigned warp_changes = __reduce_add_sync(0xffffffffu, changes);
+      if (lane == 0 && warp_changes) atomicAdd(&changed[buffer], (unsigned long long)warp_changes);
+    }
+    grid_barrier(barrier);
+    // Every block computes the same centroids from the same totals (read past L1: __ldcg).
+    for (int s = warp; s < SLOTS; s += RWARPS) {
+      const double sum = warp_sum_f64(__ldcg(&partial[(buffer * SLOTS + s) * COPIES + lane]));
+      if (lane == 0) total[s] = sum;
+    }
+    __syncthreads();
+    for (int t = tid; t < KC * DIM; t += RBLOCK) {
+      const int c = t / DIM, j = t % DIM;
+      const double count = total[c * (DIM + 1) + DIM];
+      if (count > 0.0) {
+        c64[t] = total[c * (DIM + 1) + j] / count;
+        c32[t] = (float)c64[t];
+      }
+    }
+    if (blockIdx.x == 0) {
+      const int spare = (it + 2) % 3;
+      for (int s = tid; s < SLOTS * COPIES; s += RBLOCK) partial[spare * SLOTS * COPIES + s] = 0.0;
+      if (tid == 0) changed[spare] = 0ull;
+    }
+    ++it;
+    const bool stop = labels != nullptr && (double)__ldcg(&changed[buffer]) <= stop_limit;
+    __syncthreads();
+    if (stop) break;  // the same decision in every block: the same totals were read
+  }
+  if (blockIdx.x == 0) {
+    for (int t = tid; t < KC * DIM; t += RBLOCK) centroids[t] = c64[t];
+    if (tid == 0) *done = it;
+  }
+}
