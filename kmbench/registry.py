@@ -27,6 +27,8 @@ BUILTINS = [
     "impls.dask_impl:DaskLloyd",
     "impls.dask_impl:DaskCudaLloyd",
     "impls.sklearn_impl:SklearnKMeans",
+    "impls.sklearnex_impl:SklearnexKMeans",
+    "impls.faiss_impl:FaissKMeans",
     "impls.scipy_impl:ScipyKMeans2",
     "impls.batched_numpy:BatchedNumpy",
     "impls.batched_sklearn:BatchedSklearn",
