@@ -195,10 +195,24 @@ def _run(impls, data, settings, store, data_dir=None):
         records = runner.run(impls, data, settings, store,
                              _ProgressReporter(progress, len(impls) * len(data)), data_dir)
     console.print(_summary(records))
+    _seeding_times(records)
     _warnings(records)
     console.print(f"{len(records)} records appended to {results.store_path(store)}; "
                   "`kmbench report` renders every stored record.")
     return records
+
+
+def _seeding_times(records):
+    """k-means++ seeding is the harness's own work, outside every timed region: its time is
+    shown once per dataset, so nobody mistakes it for a row's."""
+    seen = {}
+    for record in records:
+        how = record.get("seeding") or {}
+        if how.get("method") == "kmeans++":
+            seen.setdefault(record["dataset"]["name"], how)
+    for name, how in seen.items():
+        console.print(f"k-means++ seeding of {escape(name)}: {how['seconds']:.3f} s on {how['device']} "
+                      "(the harness's, not in any row's time)")
 
 
 @app.command("run")

@@ -46,6 +46,8 @@ class Problem:
     warmup: int = 1
     repeats: int = 5
     max_time: float | None = None
+    # How the initial centroids were made ({"method", "device", "seconds"}): shown, not timed.
+    seeding: dict = field(default_factory=dict)
 
     @property
     def n(self) -> int:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from kmbench import environment, oracles, results, validate
+from kmbench import environment, oracles, results, seeding, validate
 from kmbench.datasets import Dataset
 from kmbench.errors import UsageError
 from kmbench.protocol import STOP_RULES, Implementation, Problem, Result
@@ -64,24 +64,29 @@ def check_sizes(settings: Settings, sizes: dict[str, int]) -> None:
 
 def initial_centroids(data: np.ndarray, k: int, method: str, seed: int) -> np.ndarray:
     """The harness's choice, shared by every implementation: k distinct data points drawn
-    with `seed`, or k-means++ seeding computed once here."""
+    with `seed`, or k-means++ seeding computed once here (see kmbench.seeding)."""
+    return choose_start(data, k, method, seed)[0]
+
+
+def choose_start(data: np.ndarray, k: int, method: str, seed: int) -> tuple[np.ndarray, dict]:
+    """The initial centroids and how they were made: {"method", "device", "seconds"}."""
     n = data.shape[0]
     if k > n:
         raise UsageError(f"--k {k} is larger than the number of points ({n}).")
     if method == "kmeans++":
-        from sklearn.cluster import kmeans_plusplus
-
-        centers, _ = kmeans_plusplus(np.asarray(data), k, random_state=seed)
-        return np.ascontiguousarray(centers, dtype=data.dtype)
+        return seeding.seed_kmeans_plusplus(data, k, seed)
+    start = time.perf_counter()
     indices = np.random.default_rng(seed).choice(n, size=k, replace=False)
-    return np.ascontiguousarray(data[np.sort(indices)], dtype=data.dtype)
+    chosen = np.ascontiguousarray(data[np.sort(indices)], dtype=data.dtype)
+    return chosen, {"method": method, "device": "cpu (numpy)", "seconds": time.perf_counter() - start}
 
 
 def make_problem(dataset: Dataset, settings: Settings) -> Problem:
     data = np.ascontiguousarray(dataset.data)
+    start, how = choose_start(data, settings.k, settings.init, settings.seed)
     return Problem(
         data=data,
-        initial_centroids=initial_centroids(data, settings.k, settings.init, settings.seed),
+        initial_centroids=start,
         iterations=settings.iterations,
         tol=settings.tol if settings.stop == "tolerance" else None,
         data_path=dataset.path,
@@ -89,6 +94,7 @@ def make_problem(dataset: Dataset, settings: Settings) -> Problem:
         warmup=settings.warmup,
         repeats=settings.repeats,
         max_time=settings.max_time,
+        seeding=how,
     )
 
 
@@ -197,6 +203,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         "impl_source": impl.source,
         "dataset": _describe_dataset(dataset),
         "params": asdict(settings),
+        "seeding": problem.seeding,
         "warnings": [],
     }
     ready, why = usable(impl)
