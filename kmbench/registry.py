@@ -24,6 +24,8 @@ BUILTINS = [
     "impls.fast:KmbenchGpu",
     "impls.fast:KmbenchGpuTf32",
     "impls.torch_impl:TorchLloyd",
+    "impls.gpu_peers:FastPytorchKMeans",
+    "impls.gpu_peers:CumlKMeans",
     "impls.dask_impl:DaskLloyd",
     "impls.dask_impl:DaskCudaLloyd",
     "impls.sklearn_impl:SklearnKMeans",

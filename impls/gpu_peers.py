@@ -1,0 +1,119 @@
+"""GPU libraries users pick, as rows beside our own: fast-pytorch-kmeans and cuML.
+
+Both get the harness's data on the GPU before the timed region, its initial centroids and
+its iteration count; both are timed with CUDA events around the library's own loop.
+
+- fast-pytorch-kmeans (`KMeans.fit_predict(X, centroids=...)`): FP32 with TF32 switched
+  off; `tol=-1` so it runs exactly max_iter iterations (its tol watches centroid movement,
+  not labels, so under the tolerance rule the runner hands it the oracle's count). Not
+  forcible: an empty cluster's centroid becomes 0 (a 0/0 it turns into zero), where the
+  oracle keeps it; and it builds a dense k x n mask each iteration, so large n x k runs out
+  of memory, which the row then says.
+- cuML (`cuml.cluster.KMeans(init=<given>, n_init=1, tol=0)`): RAPIDS is not installable on
+  kmbench's GPU machine, so this adapter has never run there: `kmbench list` says so until
+  cuML is installed; its records are then as trustworthy as any validated row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from impls.torch_impl import TorchLloyd
+from kmbench.protocol import Implementation, Problem, Result
+from kmbench.timing import CudaEventRegion, host_region
+
+
+class FastPytorchKMeans(TorchLloyd):
+    name = "fast-pytorch-kmeans"
+    label = "fast-pytorch-kmeans"
+    description = "fast_pytorch_kmeans.KMeans(tol=-1).fit_predict(X, centroids=given); FP32, TF32 off"
+    source = "peer users pick (the Yinyang issue): fast-pytorch-kmeans"
+
+    def available(self):
+        usable, why = super().available()
+        if not usable:
+            return usable, why
+        try:
+            import fast_pytorch_kmeans  # noqa: F401
+        except ImportError:
+            return False, "fast-pytorch-kmeans is not installed: pip install fast-pytorch-kmeans"
+        return True, ""
+
+    def follows_tolerance(self, tol: float) -> bool:
+        return False
+
+    def run(self, problem: Problem) -> Result:
+        import torch
+        from fast_pytorch_kmeans import KMeans
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        start = torch.as_tensor(np.asarray(problem.initial_centroids, dtype=np.float32), device="cuda")
+        model = KMeans(n_clusters=problem.k, max_iter=problem.iterations, tol=-1.0, mode="euclidean")
+        torch.cuda.synchronize()
+        phases: dict[str, float] = {}
+        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start_event.record()
+        model.fit_predict(self._x, centroids=start)
+        end_event.record()
+        end_event.synchronize()
+        phases["iterate"] = start_event.elapsed_time(end_event) / 1000.0
+        return Result(centroids=model.centroids.double().cpu().numpy(), iterations=problem.iterations,
+                      phases=phases)
+
+    def build_info(self) -> dict:
+        from importlib.metadata import version
+
+        return {"library": f"fast-pytorch-kmeans {version('fast-pytorch-kmeans')}",
+                "torch": getattr(self, "_version", "?"), "precision": "fp32, tf32 off",
+                "not_forced": "an empty cluster's centroid becomes 0; no label tolerance rule"}
+
+
+class CumlKMeans(Implementation):
+    name = "cuml"
+    label = "cuML"
+    description = "cuml.cluster.KMeans(init=given, n_init=1, max_iter, tol=0); untested on kmbench's GPU machine"
+    source = "peer users pick (the Yinyang issue): RAPIDS cuML"
+    dtype = "float32"
+
+    def available(self):
+        try:
+            import cuml  # noqa: F401
+        except ImportError:
+            return False, ("cuML is not installed (RAPIDS: pip install cuml-cu12 on a supported "
+                           "system; it cannot reach kmbench's GPU machine, so this row is untested there)")
+        return True, ""
+
+    def prepare(self, problem: Problem) -> None:
+        import cupy
+
+        phases: dict[str, float] = {}
+        with host_region(phases, "upload"):
+            self._x = cupy.asarray(np.asarray(problem.data, dtype=np.float32))
+            cupy.cuda.Device().synchronize()
+        self._setup = phases
+
+    def run(self, problem: Problem) -> Result:
+        import cupy
+        from cuml.cluster import KMeans
+
+        start = cupy.asarray(np.asarray(problem.initial_centroids, dtype=np.float32))
+        model = KMeans(n_clusters=problem.k, init=start, n_init=1, max_iter=problem.iterations, tol=0.0,
+                       output_type="cupy")
+        phases: dict[str, float] = {}
+        region = CudaEventRegion()
+        with region:
+            model.fit(self._x)
+        phases["iterate"] = region.seconds()
+        return Result(centroids=cupy.asnumpy(model.cluster_centers_).astype(np.float64),
+                      iterations=int(model.n_iter_), phases=phases)
+
+    def release(self) -> None:
+        self.__dict__.pop("_x", None)
+
+    def setup_phases(self) -> dict[str, float]:
+        return dict(getattr(self, "_setup", {}))
+
+    def build_info(self) -> dict:
+        import cuml
+
+        return {"library": f"cuml {cuml.__version__}", "precision": "fp32"}
