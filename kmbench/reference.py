@@ -211,10 +211,8 @@ def spread(data, xp=np) -> float:
     return float(np.sqrt(total / n))
 
 
-def array_module(n: int, k: int, iterations: int):
-    """CuPy when a GPU is there and the work is large enough to matter, else NumPy."""
-    if n * k * iterations < 1e9:
-        return np
+def device_module():
+    """CuPy when it is installed and sees a GPU, else NumPy."""
     try:
         import cupy
 
@@ -222,6 +220,11 @@ def array_module(n: int, k: int, iterations: int):
         return cupy
     except Exception:
         return np
+
+
+def array_module(n: int, k: int, iterations: int):
+    """CuPy when a GPU is there and the work is large enough to matter, else NumPy."""
+    return np if n * k * iterations < 1e9 else device_module()
 
 
 def to_numpy(array) -> np.ndarray:

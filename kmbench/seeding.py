@@ -19,16 +19,7 @@ import time
 
 import numpy as np
 
-
-def device_module():
-    """CuPy when a GPU is usable, else NumPy."""
-    try:
-        import cupy
-
-        cupy.cuda.runtime.getDeviceCount()
-        return cupy
-    except Exception:
-        return np
+from kmbench.reference import device_module
 
 
 def kmeans_plusplus(data: np.ndarray, k: int, seed: int, xp=np) -> np.ndarray:

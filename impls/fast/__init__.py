@@ -288,11 +288,11 @@ class KmbenchGpu(GpuImplementation):
 
         start = np.asarray(problem.initial_centroids, dtype=np.float64) - self._shift.astype(np.float64)
         self._centroids64.set(start)
+        if self._strategy == "resident":  # reads only the float64 start; the rest is for the others
+            return self._run_resident(problem)
         self._centroids.set(start.astype(np.float32))
         self._half_norms.set(0.5 * (start.astype(np.float32) ** 2).sum(axis=1, dtype=np.float32))
         self._sums.fill(0)
-        if self._strategy == "resident":
-            return self._run_resident(problem)
         track = problem.tol is not None
         if track:
             self._labels.fill(-1)
