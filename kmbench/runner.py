@@ -14,6 +14,7 @@ import numpy as np
 from kmbench import environment, oracles, results, seeding, validate
 from kmbench.datasets import Dataset
 from kmbench.errors import UsageError
+from kmbench.memory import MemoryWatch
 from kmbench.protocol import STOP_RULES, Implementation, Problem, Result
 from kmbench.timing import spread_warning, summarize
 
@@ -213,8 +214,10 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
     problem, followed = _as_followed(impl, problem, oracle)
     record["stop"] = {**problem.stop, "followed": followed}
     cell = _Cell()
+    watch = MemoryWatch()
     try:
-        _measure(impl, problem, settings, cell)
+        with watch:  # peak host and GPU memory of prepare and every run
+            _measure(impl, problem, settings, cell)
         if not cell.counted or not cell.iterate:
             raise RuntimeError("the implementation returned no counted repeat")
         verdict, dtype = _judge(cell, problem, oracle, impl)
@@ -258,6 +261,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         fp32_per_distance=impl.fp32_per_distance(problem),
         distance_evals_per_s=problem.k * problem.n * iterations / iterate.mean if iterate.mean else None,
         notes=last.notes,
+        memory=watch.peaks(),
     )
     if record["bytes_per_iteration"]:
         record["achieved_bandwidth_Bps"] = record["bytes_per_iteration"] / record["per_iteration_s"]
