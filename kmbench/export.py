@@ -19,6 +19,14 @@ def _seconds(value) -> str:
     return "-" if _missing(value) else format_seconds(float(value))
 
 
+def _duration(value) -> str:
+    """Seconds for short times; minutes and hours where a whole run is long (7m 16s)."""
+    if _missing(value) or value < 60:
+        return _seconds(value)
+    minutes, seconds = divmod(round(float(value)), 60)
+    return f"{minutes // 60}h {minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m {seconds:02d}s"
+
+
 def _ratio(value) -> str:
     return "-" if _missing(value) else f"{value:.2f}x"
 
@@ -186,6 +194,61 @@ def rates_markdown(cells: pd.DataFrame, key: str) -> list[str]:
     return out
 
 
+def _bytes(value) -> str:
+    if _missing(value):
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def _whole_run(row, reference_iterations) -> str:
+    """The measured whole run, or for a row cut to a few iterations by its time budget the
+    per-iteration time times the reference's iteration count, labelled as such."""
+    if row["stop_rule"] != "iterations":
+        return _flagged(row, _duration(row["mean_s"]))
+    if _missing(reference_iterations) or _missing(row["per_iter_s"]):
+        return "-"
+    estimate = row["per_iter_s"] * reference_iterations
+    return _flagged(row, f"~{_duration(estimate)} (extrapolated from {int(row['iters_executed'])} iterations "
+                         f"to {int(reference_iterations)})")
+
+
+def whole_run_markdown(cells: pd.DataFrame, key: str) -> list[str]:
+    """Document 004's view: whole runs to the tolerance, with memory, beside the published
+    table. Rows cut by a time budget (run for a few iterations under the iterations rule) are
+    extrapolated to the reference's iteration count, and say so."""
+    table = published.table(key)
+    protocol = table["protocol"]
+    out = [f"## {table['title']}: published whole runs vs measured", "",
+           f"Published: `{table['source']}`, {table['section']}; {table['hardware']}; "
+           f"{protocol['statistic']}. Protocol: {protocol['n']:,} x {protocol['d']} points, k = {protocol['k']:,}, "
+           f"{protocol['init']} start, stop when at most {protocol['tol']:.0%} of the points change.", "",
+           "Memory measured: peak GPU memory in use on the device and peak growth of the process's "
+           "resident memory, above what was in use when the cell started (caches emptied first).", ""]
+    by_impl = {row["impl"]: row for row in table["rows"] if row["impl"]}
+    for (dataset, k), part in cells.groupby(["dataset", "k"], sort=False):
+        followed = part[part["stop_rule"] != "iterations"].dropna(subset=["reference_iterations"])
+        reference = followed["reference_iterations"].iloc[0] if len(followed) else None
+        out += [f"{dataset}, k = {k:,}; the float64 reference stops after "
+                f"{int(reference) if reference is not None else '?'} iterations:", ""]
+        rows = []
+        for _, row in part.iterrows():
+            mine = by_impl.get(row["impl"], {})
+            published_time = (("> " if mine.get("more_than") else "") + _duration(mine["seconds"])) if mine else "-"
+            rows.append([row["label"], published_time, _bytes(mine.get("memory_bytes")), iterations_text(row),
+                         _flagged(row, _seconds(row["per_iter_s"])), _whole_run(row, reference),
+                         _bytes(row.get("gpu_memory_bytes")), _bytes(row.get("host_memory_bytes")), row["status"]])
+        out += [_table(["Implementation", "published time", "published memory", "iterations", "per iteration",
+                        "whole run", "GPU memory", "host memory", "status"], rows), ""]
+    missing = [f"{row['label']} ({row.get('note') or 'no row here'})" for row in table["rows"]
+               if not row["impl"] or row["impl"] not in set(cells["impl"])]
+    if missing:
+        out += ["Published rows not measured here: " + "; ".join(missing) + "."]
+    return out
+
+
 OURS = "kmbench-gpu"
 
 
@@ -231,6 +294,8 @@ def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), ti
             out += [""] + _published_markdown(cells)
         elif comparison == "best-peer":
             out += [""] + peer_markdown(cells)
+        elif comparison[0] == "whole-run":
+            out += [""] + whole_run_markdown(cells, comparison[1])
         else:
             out += [""] + rates_markdown(cells, comparison[1])
     return "\n".join(out + [""])

@@ -19,6 +19,8 @@ BLOBS_DEFAULTS = {"d": 2, "centers": 5, "std": 1.0, "seed": 0, "dtype": "float32
 RADIAL_DEFAULTS = {"branches1": 10, "dist1": 20.0, "branches2": 5, "dist2": 2.0, "cluster_size": 20000,
                    "scale": 0.1, "seed": 0, "dtype": "float32"}
 SKIPPABLE = ("ok", "mismatch")  # finished cells; errors and skips are tried again
+# Protocol settings a dataset entry may set for its own cells (a budgeted CPU row, say).
+OWN_SETTINGS = {"stop": str, "tol": float, "repeats": int, "warmup": int, "max_time": float}
 
 
 @dataclass
@@ -75,7 +77,7 @@ def expand(dataset_specs: list[dict], settings: runner.Settings, ks: list[int],
            iterations: list[int] | None = None, impl_names: str | None = None) -> list[Step]:
     """Every (dataset, k, iterations) combination. A list-valued parameter in a spec expands
     into one dataset per value; a spec may name its own implementations ("impls"), list of k
-    ("k") and iteration count ("iterations")."""
+    ("k"), iteration count ("iterations") and any of OWN_SETTINGS."""
     everything = registry.discover()
     steps = []
     for raw in dataset_specs:
@@ -83,6 +85,7 @@ def expand(dataset_specs: list[dict], settings: runner.Settings, ks: list[int],
         own = raw.pop("impls", None)
         own_ks = raw.pop("k", None)
         own_iterations = raw.pop("iterations", None)
+        own_settings = {key: kind(raw.pop(key)) for key, kind in OWN_SETTINGS.items() if key in raw}
         listed = [key for key, value in raw.items() if isinstance(value, (list, tuple))]
         combos = [{}]
         for key in listed:
@@ -92,7 +95,8 @@ def expand(dataset_specs: list[dict], settings: runner.Settings, ks: list[int],
             spec = _filled({**raw, **combo})
             for k in own_ks or ks:
                 for count in iterations or _as_list(own_iterations or settings.iterations):
-                    steps.append(Step(spec, replace(settings, k=int(k), iterations=int(count)), chosen))
+                    steps.append(Step(spec, replace(settings, k=int(k), iterations=int(count), **own_settings),
+                                      chosen))
     return steps
 
 

@@ -3,11 +3,12 @@ datasets, parameters, implementations, the published figures it compares against
 plots it draws. Adding a reproduction is adding one file. (Suites of the other tasks, with
 `task = "assign"` or `"batched"`, are described in kmbench.tasks.)
 
-    title, source, published (key in published.json), comparison ("seconds" | "peak-rates"),
+    title, source, published (key in published.json),
+    comparison ("seconds" | "peak-rates" | "best-peer" | "whole-run"),
     plots (["per-iteration"] and/or ["sweep"]), impls (optional list)
     [protocol]   k (list), stop, tol, iterations, repeats, warmup, max_time
-    [[datasets]] generator and its parameters; a list expands; optional impls, k and iterations
-                 of its own
+    [[datasets]] generator and its parameters; a list expands; optional impls, k, iterations,
+                 stop, tol, repeats, warmup and max_time of its own
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from importlib.resources import files
 from kmbench import plan, runner, tasks
 from kmbench.errors import UsageError
 
-COMPARISONS = ("seconds", "peak-rates", "best-peer", "none")
+COMPARISONS = ("seconds", "peak-rates", "best-peer", "whole-run", "none")
 PLOTS = ("per-iteration", "sweep")
 PROTOCOL_KEYS = {"k", "stop", "tol", "iterations", "repeats", "warmup", "max_time", "init", "seed"}
 

@@ -144,3 +144,47 @@ def test_numpy_blog_refuses_what_memory_cannot_hold():
     huge = replace(big, data=np.lib.stride_tricks.as_strided(big.data, (10**9, 2), (0, 4)))
     with pytest.raises(ImplementationError, match="GiB"):
         NumpyBlog().prepare(huge)
+
+
+def test_yinyang_suite_is_document_004s_protocol():
+    steps = suite.load("yinyang").steps()
+    gpu, cpu = steps
+    assert plan.dataset_name(gpu.spec)[1] == 300_000 and gpu.spec["d"] == 408
+    assert (gpu.settings.k, gpu.settings.stop, gpu.settings.tol) == (5000, "tolerance", 0.01)
+    assert {"yinyang-gpu", "kmbench-gpu", "kmcuda", "kmcuda-yinyang"} <= {impl.name for impl in gpu.impls}
+    # the CPU rows: a budget of two iterations under the iterations rule, one counted repeat
+    assert (cpu.settings.stop, cpu.settings.iterations, cpu.settings.repeats) == ("iterations", 2, 1)
+    assert cpu.settings.k == 5000 and cpu.name == gpu.name
+
+
+def test_a_dataset_entry_may_set_its_own_protocol():
+    steps = plan.expand([{"generator": "blobs", "n": 100, "stop": "tolerance", "tol": 0.5, "warmup": 0},
+                         {"generator": "blobs", "n": 100}], runner.Settings(k=3, iterations=7), [3],
+                        impl_names="numpy")
+    assert (steps[0].settings.stop, steps[0].settings.tol, steps[0].settings.warmup) == ("tolerance", 0.5, 0)
+    assert (steps[1].settings.stop, steps[1].settings.warmup) == ("iterations", 1)
+
+
+def _whole_run_record(impl, status, stop, iterations, per_iteration, reference=40):
+    return {"impl": impl, "label": impl, "status": status,
+            "dataset": {"name": "blobs-x", "generator": "blobs", "parameters": {}, "n": 300_000, "d": 408,
+                        "dtype": "float32"},
+            "params": {"k": 5000, "iterations": 500 if stop == "tolerance" else iterations, "stop": stop,
+                       "tol": 0.01, "init": "random", "seed": 0},
+            "times": {"iterate": {"mean": per_iteration * iterations}}, "iterations_executed": iterations,
+            "reference_iterations": reference if stop == "tolerance" else iterations,
+            "per_iteration_s": per_iteration, "memory": {"host_bytes": 2e6, "gpu_bytes": 3.5e9}}
+
+
+def test_whole_run_table_extrapolates_budget_rows_and_says_so():
+    from kmbench import export, report
+
+    records = [_whole_run_record("kmcuda", "ok", "tolerance", 40, 0.5),
+               _whole_run_record("sklearn", "mismatch", "iterations", 2, 3.0)]
+    md = "\n".join(export.whole_run_markdown(report.cells_frame(records), "yinyang"))
+    sklearn_line = next(line for line in md.splitlines() if line.startswith("| sklearn"))
+    assert "~2m 00s (extrapolated from 2 iterations to 40)" in sklearn_line  # 3 s x 40
+    assert "MISMATCH" in sklearn_line and "> 3h 00m" in sklearn_line
+    kmcuda_line = next(line for line in md.splitlines() if line.startswith("| kmcuda"))
+    assert "3.5 GB" in kmcuda_line and "1.0 GB" in kmcuda_line  # measured and published memory
+    assert "KMeansRex" in md.split("Published rows not measured here")[1]
