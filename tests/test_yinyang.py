@@ -1,0 +1,130 @@
+"""yinyang-gpu (impls/yinyang). Without a GPU: the source compiles with nvcc for several d,
+and the rounding margin covers float32 dot products. With a GPU: its labels are Lloyd's after
+every iteration count, in each assignment mode; both stop rules agree with the oracle; the
+filters really skip work on a converging run."""
+
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from impls.yinyang import YinyangGpu, group_count, slack_factor
+from kmbench import reference, runner, validate
+from kmbench.datasets import Dataset
+from kmbench.errors import ImplementationError
+
+SOURCE = Path(__file__).resolve().parents[1] / "impls" / "yinyang" / "yinyang.cu"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("dim", [1, 2, 31, 32, 33, 408])
+def test_kernels_compile(dim, tmp_path):
+    done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-std=c++17", f"-DDIM={dim}",
+                           f"-DSLACK={slack_factor(dim):.9e}f", "-o", str(tmp_path / "k.cubin"), str(SOURCE)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_groups_follow_kmcudas_ratio():
+    assert [group_count(k) for k in (1, 9, 10, 11, 5000)] == [1, 1, 1, 2, 500]
+
+
+@pytest.mark.parametrize("d", [2, 64, 408])
+def test_margin_covers_float32_squared_distances(d):
+    """The margin claim of yinyang.cu: a float32 squared distance, direct or expanded, is within
+    slack_factor(d) * (|x| + |c|)^2 of the exact one, here on points far from each other and
+    on near neighbours far from the origin (the worst case for the expanded form)."""
+    rng = np.random.default_rng(d)
+    x = rng.standard_normal((4000, d)) * 3 + 50
+    c = np.concatenate([x[:2000] + 1e-3 * rng.standard_normal((2000, d)), rng.standard_normal((2000, d))])
+    exact = ((x - c) ** 2).sum(axis=1)
+    x32, c32 = x.astype(np.float32), c.astype(np.float32)
+    exact32 = ((x32.astype(np.float64) - c32) ** 2).sum(axis=1)  # what the float32 inputs mean
+    direct = ((x32 - c32) ** 2).sum(axis=1, dtype=np.float32)
+    expanded = (x32 * x32).sum(axis=1) - 2 * (x32 * c32).sum(axis=1) + (c32 * c32).sum(axis=1)
+    reach = (np.linalg.norm(x32, axis=1) + np.linalg.norm(c32, axis=1)) ** 2
+    for computed in (direct, expanded):
+        assert np.all(np.abs(computed - exact32) <= slack_factor(d) * reach)
+    assert np.abs(expanded - exact32).max() > 0  # the check is not vacuous: rounding happens
+
+
+def test_unknown_mode_is_refused():
+    with pytest.raises(ImplementationError, match="mode must be one of"):
+        YinyangGpu(mode="fastest")
+
+
+# ------------------------------------------------------------------ on a GPU
+
+
+def _crowded(n, d, centers, seed=0, offset=0.0):
+    """More centroids than blobs: Lloyd keeps reassigning for many iterations, so the bounds,
+    the drift and both filters are exercised."""
+    rng = np.random.default_rng(seed)
+    middle = rng.uniform(-10, 10, (centers, d))
+    return (middle[rng.integers(0, centers, n)] + rng.standard_normal((n, d)) + offset).astype(np.float32)
+
+
+def _problem(data, k, iterations, tol=None):
+    settings = runner.Settings(k=k, iterations=iterations)
+    return replace(runner.make_problem(Dataset("t", data, None, {}), settings), tol=tol)
+
+
+def _run(impl, problem):
+    impl.prepare(problem)
+    try:
+        return impl.run(problem)
+    finally:
+        impl.release()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["auto", "gemm", "filter"])
+@pytest.mark.parametrize("iterations", [1, 2, 5, 12])
+def test_labels_are_lloyds_after_every_iteration(mode, iterations):
+    """Exactness: the labels of the last assignment are the float64 reference's, except for
+    points the reference itself finds to be float32 ties there."""
+    data = _crowded(30_011, 24, centers=30)
+    problem = _problem(data, 150, iterations)
+    result = _run(YinyangGpu(mode=mode), problem)
+    truth = reference.lloyd(data, problem.initial_centroids, iterations)
+    assert result.iterations == iterations
+    differ = np.flatnonzero(result.labels != truth.labels)
+    ties = np.concatenate([tie for *_, tie in reference.two_nearest(data, truth.previous)])
+    assert np.all(ties[differ]), f"{differ.size} labels differ, {int(ties[differ].sum())} of them ties"
+
+
+def _cell(impl, data, k, iterations, tol=None):
+    dataset = Dataset("gpu", data, None, {"generator": "test"})
+    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=2,
+                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
+    problem = runner.make_problem(dataset, settings)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
+    return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "gpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d, k", [(408, 500), (3, 1), (3, 11), (64, 40)])
+def test_tolerance_rule_stops_where_the_oracle_does(d, k):
+    oracle, record = _cell(YinyangGpu(), _crowded(12_007, d, centers=max(2, k // 5)), k, 200, tol=0.01)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["iterations_executed"] == oracle.iterations
+
+
+@pytest.mark.gpu
+def test_data_far_from_the_origin():
+    _, record = _cell(YinyangGpu(), _crowded(20_003, 16, centers=20, offset=1e5), 100, 15)
+    assert record["status"] == "ok", record.get("detail")
+
+
+@pytest.mark.gpu
+def test_filters_skip_work_on_a_converging_run():
+    """The point of Yinyang: after the first iterations most points pass no distance at all."""
+    impl = YinyangGpu()
+    _, record = _cell(impl, _crowded(40_009, 32, centers=40), 400, 60)
+    assert record["status"] == "ok", record.get("detail")
+    build = record["build"]
+    assert build["iterations_by_filter"] >= 1
+    assert build["active_fraction"] < 0.5
