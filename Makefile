@@ -10,7 +10,7 @@ comma := ,
 RUN_EXTRAS := $(if $(GPU_EXTRA),[$(GPU_EXTRA)])
 DEV_EXTRAS := [dev$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))]
 
-.PHONY: run test test-gpu bench-gpu reproduce-gpu scale-dask-cuda report venv clean
+.PHONY: run test test-gpu bench-gpu reproduce-gpu scale-dask-cuda kmcuda report venv clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kmbench needs Python 3.11 or newer; run make with PYTHON=python3.11 (found " + sys.version.split()[0] + ")")'
@@ -51,6 +51,12 @@ bench-gpu:  ## v1-v3 at n = 1e5, 1e6, 1e7 and k = 5, 100, then document 000's ta
 
 reproduce-gpu:  ## document 002 on the radial tree (1M and 100M points), into $(GPU_RESULTS); resumable
 	$(GPU_PATH) $(PYTHON) -m kmbench reproduce radial-tree --store $(GPU_RESULTS)/records.jsonl --out $(GPU_RESULTS)/reproduce-radial-tree.md
+
+# kmcuda needs its source distribution: pip downloads it, or name a copy (a machine without network).
+KMCUDA_SDIST ?=
+
+kmcuda:  ## build kmcuda (document 004's library) for this GPU from its PyPI sources; KMCUDA_SDIST=file offline
+	$(GPU_PATH) $(PYTHON) -m impls.kmcuda.build $(if $(KMCUDA_SDIST),--sdist $(KMCUDA_SDIST))
 
 # GPU sets for the scaling run: one GPU, then two (add 0,1,2,3 on a four-GPU machine).
 DASK_GPU_SETS ?= 0 0,1
