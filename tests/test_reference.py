@@ -54,3 +54,17 @@ def test_inertia_is_sum_of_nearest_squared_distances(rng):
     centroids = data[:3]
     expected = sum(min(((p - c) ** 2).sum() for c in centroids) for p in data)
     assert np.isclose(reference.inertia(data, centroids), expected, rtol=1e-12)
+
+
+def test_high_d_distances_are_exact_enough_far_from_the_origin():
+    """Above EXPANDED_FROM_DIM the oracle expands the distance on centred coordinates: against
+    the direct sum of squared differences it stays within 1e-9 of the spread squared, even
+    with the data a million spreads from the origin."""
+    from kmbench.reference import EXPANDED_FROM_DIM, squared_distances
+
+    rng = np.random.default_rng(3)
+    d = EXPANDED_FROM_DIM + 7
+    points = rng.standard_normal((300, d)) + 1e6
+    centroids = rng.standard_normal((20, d)) + 1e6
+    direct = ((points[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
+    assert np.abs(squared_distances(points, centroids) - direct).max() <= 1e-9 * d
