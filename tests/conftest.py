@@ -46,3 +46,16 @@ def blob_data(rng, n=2000, d=2, k=5, dtype=np.float32):
     centers = rng.uniform(-10, 10, size=(k, d))
     labels = rng.integers(0, k, size=n)
     return (centers[labels] + rng.standard_normal((n, d))).astype(dtype)
+
+
+def gpu_cell(impl, data, k, iterations, tol=None, repeats=1):
+    """One validated cell on in-memory data: the oracle and the record, as a run makes them."""
+    from kmbench import runner, validate
+    from kmbench.datasets import Dataset
+
+    dataset = Dataset("gpu", data, None, {"generator": "test"})
+    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=repeats,
+                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
+    problem = runner.make_problem(dataset, settings)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
+    return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "gpu")

@@ -5,9 +5,10 @@ import pytest
 
 from impls.cuda import cuda_status
 from impls.cuda.doc002 import SHARED_MAX_K, Cuda002
-from kmbench import runner, validate
+from kmbench import runner
 from kmbench.datasets import Dataset, radial
 from kmbench.errors import ImplementationError
+from tests.conftest import gpu_cell
 
 
 def _problem(n=60, d=2, k=3):
@@ -31,12 +32,7 @@ def test_without_gpu_the_row_is_skipped_with_a_reason():
 
 
 def _cell(impl, data, k, iterations=20, tol=None):
-    dataset = Dataset("gpu", data, None, {"generator": "test"})
-    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=1,
-                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
-    problem = runner.make_problem(dataset, settings)
-    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
-    return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "gpu")
+    return gpu_cell(impl, data, k, iterations, tol)
 
 
 def _radial(cluster_size, dtype="float64", tmp=None):

@@ -14,6 +14,7 @@ from impls.fast import HERE, MAX_K, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, 
 from kmbench import runner, validate
 from kmbench.datasets import Dataset, radial
 from kmbench.errors import ImplementationError
+from tests.conftest import gpu_cell
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -73,12 +74,7 @@ def test_declared_work():
 
 
 def _cell(impl, data, k, iterations=10, tol=None, repeats=1):
-    dataset = Dataset("gpu", data, None, {"generator": "test"})
-    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=repeats,
-                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
-    problem = runner.make_problem(dataset, settings)
-    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
-    return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "gpu")
+    return gpu_cell(impl, data, k, iterations, tol, repeats)
 
 
 def _blobs(n, d, centers=8, seed=0, offset=0.0, std=1.0):

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from impls.yinyang import YinyangGpu, group_count, slack_factor
-from kmbench import reference, runner, validate
+from kmbench import reference, runner
 from kmbench.datasets import Dataset
 from kmbench.errors import ImplementationError
+from tests.conftest import gpu_cell
 
 SOURCE = Path(__file__).resolve().parents[1] / "impls" / "yinyang" / "yinyang.cu"
 
@@ -40,7 +41,6 @@ def test_margin_covers_float32_squared_distances(d):
     rng = np.random.default_rng(d)
     x = rng.standard_normal((4000, d)) * 3 + 50
     c = np.concatenate([x[:2000] + 1e-3 * rng.standard_normal((2000, d)), rng.standard_normal((2000, d))])
-    exact = ((x - c) ** 2).sum(axis=1)
     x32, c32 = x.astype(np.float32), c.astype(np.float32)
     exact32 = ((x32.astype(np.float64) - c32) ** 2).sum(axis=1)  # what the float32 inputs mean
     direct = ((x32 - c32) ** 2).sum(axis=1, dtype=np.float32)
@@ -99,12 +99,7 @@ def test_each_assignment_is_lloyds_from_its_own_centroids(mode, iterations):
 
 
 def _cell(impl, data, k, iterations, tol=None):
-    dataset = Dataset("gpu", data, None, {"generator": "test"})
-    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=2,
-                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
-    problem = runner.make_problem(dataset, settings)
-    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
-    return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "gpu")
+    return gpu_cell(impl, data, k, iterations, tol, repeats=2)
 
 
 @pytest.mark.gpu
