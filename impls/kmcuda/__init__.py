@@ -32,6 +32,7 @@ import numpy as np
 
 from impls.cuda import GpuImplementation
 from impls.kmcuda.build import library_path
+from kmbench import reference
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result
 from kmbench.timing import CudaEventRegion, host_region
@@ -117,19 +118,12 @@ class Kmcuda(GpuImplementation):
         self._info = {"library": str(library_path()), "yinyang_t": self.yinyang_t,
                       "version": version.read_text().strip() if version.exists() else "unknown"}
 
-    def _finish_update(self, problem: Problem):
-        """The update kmcuda leaves out: the means of its final assignment (float64)."""
+    def _finish_update(self):
+        """The update kmcuda leaves out: the means of its final assignment (float64; an empty
+        cluster keeps its centroid), by the reference's update."""
         import cupy
 
-        labels = self._labels.astype(cupy.int64)
-        counts = cupy.bincount(labels, minlength=problem.k)
-        sums = cupy.zeros((problem.k, problem.d), dtype=cupy.float64)
-        step = 1 << 16
-        for start in range(0, problem.n, step):
-            cupy.add.at(sums, labels[start:start + step], self._x[start:start + step].astype(cupy.float64))
-        filled = counts > 0
-        kept = self._centroids.astype(cupy.float64)
-        return cupy.where(filled[:, None], sums / cupy.maximum(counts, 1)[:, None], kept)
+        return reference.update(self._x, self._labels.astype(cupy.int64), self._centroids, xp=cupy)
 
     def run(self, problem: Problem) -> Result:
         import cupy
@@ -144,7 +138,7 @@ class Kmcuda(GpuImplementation):
                                     problem.d, problem.k, 0, 1, cupy.cuda.Device().id, 0, 1, self._x.data.ptr,
                                     self._centroids.data.ptr, self._labels.data.ptr, None)
                 if code == 0:
-                    final = self._finish_update(problem)
+                    final = self._finish_update()
             phases["iterate"] = region.seconds()
         if code != 0:
             reason = RESULTS[code] if 0 <= code < len(RESULTS) else f"code {code}"

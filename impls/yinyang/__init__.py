@@ -117,9 +117,7 @@ class YinyangGpu(KmbenchGpu):
                 kernel.compile()
         with host_region(phases, "upload"):
             self._upload(problem)
-            # |x| of the shifted points, rounded up a little: the scale of each point's margin.
-            self._point_norms = (cupy.sqrt((self._x.astype(cupy.float64) ** 2).sum(axis=1)) * (1 + 1e-6)) \
-                .astype(cupy.float32) if n * d < 2**28 else self._norms_chunked(problem)
+            self._point_norms = self._norms_chunked(problem)
             self._upper = cupy.empty(n, dtype=cupy.float32)
             self._lower = cupy.empty((n, self._groups), dtype=cupy.float32)
             self._previous = cupy.empty(n, dtype=cupy.int32)
@@ -133,6 +131,8 @@ class YinyangGpu(KmbenchGpu):
                       "gemm_fraction": self.gemm_fraction, "slack": slack_factor(d), "cupy": cupy.__version__}
 
     def _norms_chunked(self, problem: Problem):
+        """|x| of the shifted points, rounded up a little (the scale of each point's margin),
+        a chunk at a time so no float64 copy of the data exists."""
         import cupy
 
         norms = cupy.empty(problem.n, dtype=cupy.float32)
