@@ -49,8 +49,7 @@ class TorchLloyd(Implementation):
         done = 0
         start.record()
         for done in range(1, problem.iterations + 1):
-            scores = (centroids * centroids).sum(1) - 2.0 * (x @ centroids.T)
-            new = scores.argmin(1)
+            new = self._nearest(centroids)
             sums = torch.zeros_like(centroids).index_add_(0, new, x)
             counts = torch.bincount(new, minlength=k).to(x.dtype)
             filled = counts > 0
@@ -64,6 +63,11 @@ class TorchLloyd(Implementation):
         end.synchronize()
         phases = {"iterate": start.elapsed_time(end) / 1000.0}
         return Result(centroids=centroids.double().cpu().numpy(), iterations=done, phases=phases)
+
+    def _nearest(self, centroids):
+        """Each point's nearest centroid (a peer that assigns its own way overrides this)."""
+        scores = (centroids * centroids).sum(1) - 2.0 * (self._x @ centroids.T)
+        return scores.argmin(1)
 
     def release(self) -> None:
         self.__dict__.pop("_x", None)
