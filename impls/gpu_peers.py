@@ -1,4 +1,5 @@
-"""GPU libraries users pick, as rows beside our own: fast-pytorch-kmeans and cuML.
+"""GPU libraries users pick, as rows beside our own: fast-pytorch-kmeans and cuML (KeOps has
+its own module, keops_impl.py).
 
 Both get the harness's data on the GPU before the timed region, its initial centroids and
 its iteration count; both are timed with CUDA events around the library's own loop.
