@@ -29,16 +29,8 @@ class FastPytorchKMeans(TorchLloyd):
     label = "fast-pytorch-kmeans"
     description = "fast_pytorch_kmeans.KMeans(tol=-1).fit_predict(X, centroids=given); FP32, TF32 off"
     source = "peer users pick (the Yinyang issue): fast-pytorch-kmeans"
-
-    def available(self):
-        usable, why = super().available()
-        if not usable:
-            return usable, why
-        try:
-            import fast_pytorch_kmeans  # noqa: F401
-        except ImportError:
-            return False, "fast-pytorch-kmeans is not installed: pip install fast-pytorch-kmeans"
-        return True, ""
+    library = "fast_pytorch_kmeans"
+    install_hint = "fast-pytorch-kmeans is not installed: pip install fast-pytorch-kmeans"
 
     def follows_tolerance(self, tol: float) -> bool:
         return False

@@ -78,17 +78,9 @@ class PykeopsKMeans(TorchLloyd):
     label = "KeOps (pykeops)"
     description = "pykeops LazyTensor argmin of (x_i - c_j)^2, torch index_add_ sums; FP32 throughout"
     source = "peer users pick (the Yinyang issue): KeOps's k-means formulation"
-
-    def available(self):
-        usable, why = super().available()
-        if not usable:
-            return usable, why
-        try:
-            import pykeops  # noqa: F401
-        except ImportError:
-            return False, ("pykeops is not installed: pip install pykeops (it compiles its kernels "
-                           "at first use, so it needs a C++ compiler and the CUDA headers)")
-        return True, ""
+    library = "pykeops"
+    install_hint = ("pykeops is not installed: pip install pykeops (it compiles its kernels at first "
+                    "use, so it needs a C++ compiler and the CUDA headers)")
 
     def prepare(self, problem: Problem) -> None:
         import torch

@@ -3,10 +3,29 @@ TF32 switched off, data resident on the GPU, timed with CUDA events around the l
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from kmbench.protocol import Implementation, Problem, Result, stop_done
 from kmbench.timing import host_region
+
+
+def torch_gpu_status(library: str | None = None, install_hint: str = "") -> tuple[bool, str]:
+    """Whether PyTorch sees a CUDA GPU here and, for a row built on another library over
+    PyTorch, whether that library imports; if not, why (one sentence, with how to get it)."""
+    try:
+        import torch
+    except ImportError:
+        return False, "PyTorch is not installed: pip install torch"
+    if not torch.cuda.is_available():
+        return False, "PyTorch sees no CUDA GPU"
+    if library:
+        try:
+            importlib.import_module(library)
+        except ImportError:
+            return False, install_hint
+    return True, ""
 
 
 class TorchLloyd(Implementation):
@@ -15,15 +34,11 @@ class TorchLloyd(Implementation):
     description = "torch: ||c||^2 - 2 x c^T by matmul, argmin, index_add_ sums; FP32, TF32 off"
     source = "a peer: the way PyTorch users write k-means"
     dtype = "float32"
+    library: str | None = None  # a peer built on PyTorch: the module it needs, and how to get it
+    install_hint = ""
 
     def available(self):
-        try:
-            import torch
-        except ImportError:
-            return False, "PyTorch is not installed"
-        if not torch.cuda.is_available():
-            return False, "PyTorch sees no CUDA GPU"
-        return True, ""
+        return torch_gpu_status(self.library, self.install_hint)
 
     def follows_tolerance(self, tol: float) -> bool:
         return True

@@ -55,17 +55,10 @@ class TritonFused(Implementation):
         self._info: dict = {}
 
     def available(self):
-        try:
-            import torch
-        except ImportError:
-            return False, "PyTorch is not installed (Triton runs on PyTorch tensors): pip install torch"
-        try:
-            import triton  # noqa: F401
-        except ImportError:
-            return False, "Triton is not installed: pip install triton (it comes with PyTorch on Linux)"
-        if not torch.cuda.is_available():
-            return False, "PyTorch sees no CUDA GPU"
-        return True, ""
+        from impls.torch_impl import torch_gpu_status
+
+        return torch_gpu_status("triton", "Triton is not installed: pip install triton "
+                                          "(it comes with PyTorch on Linux)")
 
     def follows_tolerance(self, tol: float) -> bool:
         return True
