@@ -60,6 +60,6 @@ class FaissKMeans(Implementation):
     def build_info(self) -> dict:
         import faiss
 
-        return {"library": f"faiss {faiss.__version__}", "computes_in": "float32",
+        return {"library": f"faiss {faiss.__version__}", "precision": "fp32",
                 "threads": faiss.omp_get_max_threads(),
                 "not_forced": "float32 only; empty clusters refilled by splitting; no tolerance rule"}

@@ -41,4 +41,4 @@ class ScipyKMeans2(Implementation):
     def build_info(self) -> dict:
         import scipy
 
-        return {"library": f"scipy {scipy.__version__}"}
+        return {"library": f"scipy {scipy.__version__}", "precision": "the data's dtype"}

@@ -56,4 +56,4 @@ class SklearnKMeans(Implementation):
     def build_info(self) -> dict:
         import sklearn
 
-        return {"library": f"scikit-learn {sklearn.__version__}"}
+        return {"library": f"scikit-learn {sklearn.__version__}", "precision": "the data's dtype"}

@@ -88,4 +88,4 @@ class SklearnexKMeans(Implementation):
         from importlib.metadata import version
 
         return {"library": f"scikit-learn-intelex {version('scikit-learn-intelex')}",
-                "computes_in": "the data's dtype", "ran": self._path}
+                "precision": "the data's dtype", "ran": self._path}

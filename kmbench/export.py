@@ -87,6 +87,22 @@ def _by_size(part: pd.DataFrame, sizes) -> list[str]:
     return cells
 
 
+def _libraries_markdown(group: pd.DataFrame) -> list[str]:
+    """One line per row that declares its library or its precision: which version computed the
+    cell, and in what (FP32, TF32, the data's dtype...). Older records may lack both columns."""
+    declared = [column for column in ("library", "precision") if column in group]
+    if not declared:
+        return []
+    rows = group.drop_duplicates("label").dropna(subset=declared, how="all")
+    if rows.empty:
+        return []
+    return ["", "What each row is built on and computes in:", "",
+            _table(["Implementation", "library", "computes in"],
+                   [[row["label"], "-" if _missing(row.get("library")) else str(row["library"]),
+                     "-" if _missing(row.get("precision")) else str(row["precision"])]
+                    for _, row in rows.iterrows()])]
+
+
 def _group_markdown(group: pd.DataFrame) -> list[str]:
     sizes = sorted(group["n"].unique())
     out = [_table(["Implementation"] + [f"n = {n:,}" for n in sizes],
@@ -111,6 +127,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
                             _fraction(row["arithmetic_fraction"]),
                             _flagged(row, f"{row['roofline_fraction']:.1%} of {row['roofline_limit']}")]
                            for _, row in group.dropna(subset=["roofline_fraction"]).iterrows()]))
+    out += _libraries_markdown(group)
     notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
     notes += [f"- {row['label']} (n={row['n']:,}): {row['warnings']}"

@@ -80,6 +80,9 @@ def _row(record: dict) -> dict:
         "per_iter_s": record.get("per_iteration_s"),
         "dist_evals_per_s": record.get("distance_evals_per_s"),
         **_roofline(record),
+        # What a row is built on and computes in, as its build information declares it.
+        "library": (record.get("build") or {}).get("library"),
+        "precision": (record.get("build") or {}).get("precision") or (record.get("build") or {}).get("computes_in"),
         "host_memory_bytes": (record.get("memory") or {}).get("host_bytes"),
         "gpu_memory_bytes": (record.get("memory") or {}).get("gpu_bytes"),
         "setup_s": times.get("setup"),

@@ -44,7 +44,7 @@ def test_faiss_agrees_with_the_oracle_using_every_point():
     record = _cell(FaissKMeans(), _blobs(), 6)
     assert record["status"] == "ok", record.get("detail")
     assert record["iterations_executed"] == 30
-    assert record["build"]["computes_in"] == "float32"
+    assert record["build"]["precision"] == "fp32"
     assert record["notes"] == []
 
 

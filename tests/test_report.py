@@ -106,3 +106,16 @@ def test_markdown_shows_the_roofline_position():
 
     md = export.markdown(report.cells_frame([_gpu_record("v", 400e-6, k=1000)]))
     assert "of FP32 issue" in md and "37.9% of FP32 issue" in md
+
+
+def test_each_row_says_what_it_is_built_on_and_computes_in():
+    from kmbench import export
+
+    peer = dict(_gpu_record("pykeops", 1e-3, k=10), build={"library": "pykeops 2.3", "precision": "fp32"})
+    older = dict(_gpu_record("faiss-cpu", 2e-3, k=10), build={"library": "faiss 1.8", "computes_in": "float32"})
+    silent = _gpu_record("numpy", 3e-3, k=10)  # declares neither: no line of its own
+    md = export.markdown(report.cells_frame([peer, older, silent]))
+    assert "| pykeops | pykeops 2.3 | fp32 |" in md
+    assert "| faiss-cpu | faiss 1.8 | float32 |" in md  # records written before the key was renamed
+    table = md.split("What each row is built on and computes in:")[1]
+    assert "| numpy |" not in table.split("\n\n")[1]

@@ -180,7 +180,8 @@ class KmbenchGpu(GpuImplementation):
         self._info = {"strategy": self._strategy, "blocks": self._blocks,
                       "block_size": RESIDENT_BLOCK if self._strategy == "resident" else BLOCK,
                       "points_per_thread": getattr(self, "_points", None), "tf32": self.tf32,
-                      "launch": launch, "cupy": cupy.__version__}
+                      "launch": launch, "cupy": cupy.__version__,
+                      "precision": "tf32 products, float64 sums" if self.tf32 else "fp32, float64 sums"}
 
     def _grid(self, problem: Problem) -> int:
         """Blocks for the low-d kernels: enough for every point once (resident: eight per

@@ -115,8 +115,8 @@ class Kmcuda(GpuImplementation):
             cupy.cuda.Device().synchronize()
         self._setup = phases
         version = (library_path().parent / "VERSION")
-        self._info = {"library": str(library_path()), "yinyang_t": self.yinyang_t,
-                      "version": version.read_text().strip() if version.exists() else "unknown"}
+        self._info = {"library": f"libKMCUDA {version.read_text().strip() if version.exists() else '(version unknown)'}",
+                      "path": str(library_path()), "yinyang_t": self.yinyang_t, "precision": "fp32"}
 
     def _finish_update(self):
         """The update kmcuda leaves out: the means of its final assignment (float64; an empty

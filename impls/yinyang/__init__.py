@@ -128,7 +128,8 @@ class YinyangGpu(KmbenchGpu):
             cupy.cuda.Device().synchronize()
         self._setup = phases
         self._info = {"strategy": f"yinyang ({self.mode})", "groups": self._groups,
-                      "gemm_fraction": self.gemm_fraction, "slack": slack_factor(d), "cupy": cupy.__version__}
+                      "gemm_fraction": self.gemm_fraction, "slack": slack_factor(d), "cupy": cupy.__version__,
+                      "precision": "fp32 bounds with a rounding margin, float64 sums"}
 
     def _norms_chunked(self, problem: Problem):
         """|x| of the shifted points, rounded up a little (the scale of each point's margin),
