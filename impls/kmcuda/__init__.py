@@ -115,7 +115,8 @@ class Kmcuda(GpuImplementation):
             cupy.cuda.Device().synchronize()
         self._setup = phases
         version = (library_path().parent / "VERSION")
-        self._info = {"library": f"libKMCUDA {version.read_text().strip() if version.exists() else '(version unknown)'}",
+        # build.py writes the source directory's name, libKMCUDA-<version>, beside the library.
+        self._info = {"library": version.read_text().strip() if version.exists() else "libKMCUDA (version unknown)",
                       "path": str(library_path()), "yinyang_t": self.yinyang_t, "precision": "fp32"}
 
     def _finish_update(self):
