@@ -51,6 +51,7 @@ def _row(record: dict) -> dict:
     times = record.get("times") or {}
     iterate = times.get("iterate") or {}
     validation = record.get("validation") or {}
+    build = record.get("build") or {}
     data, params = record["dataset"], record["params"]
     return {
         "group": _group(record),
@@ -81,8 +82,8 @@ def _row(record: dict) -> dict:
         "dist_evals_per_s": record.get("distance_evals_per_s"),
         **_roofline(record),
         # What a row is built on and computes in, as its build information declares it.
-        "library": (record.get("build") or {}).get("library"),
-        "precision": (record.get("build") or {}).get("precision") or (record.get("build") or {}).get("computes_in"),
+        "library": build.get("library"),
+        "precision": build.get("precision") or build.get("computes_in"),
         "host_memory_bytes": (record.get("memory") or {}).get("host_bytes"),
         "gpu_memory_bytes": (record.get("memory") or {}).get("gpu_bytes"),
         "setup_s": times.get("setup"),

@@ -22,22 +22,16 @@ def test_cuml_missing_says_it_is_untested_here(monkeypatch):
     assert "untested" in reason and "pip install" in reason
 
 
-def test_fast_pytorch_kmeans_missing_says_how_to_get_it(monkeypatch):
+@pytest.mark.parametrize("impl_type, module, hint", [
+    (FastPytorchKMeans, "fast_pytorch_kmeans", "pip install fast-pytorch-kmeans"),
+    (PykeopsKMeans, "pykeops", "pip install pykeops")])
+def test_a_missing_library_says_how_to_get_it(impl_type, module, hint, monkeypatch):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("PyTorch sees no CUDA GPU: the library check comes after that one")
-    monkeypatch.setitem(sys.modules, "fast_pytorch_kmeans", None)
-    usable, reason = FastPytorchKMeans().available()
-    assert not usable and "pip install fast-pytorch-kmeans" in reason
-
-
-def test_pykeops_missing_says_how_to_get_it(monkeypatch):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch sees no CUDA GPU: the library check comes after that one")
-    monkeypatch.setitem(sys.modules, "pykeops", None)
-    usable, reason = PykeopsKMeans().available()
-    assert not usable and "pip install pykeops" in reason
+    monkeypatch.setitem(sys.modules, module, None)
+    usable, reason = impl_type().available()
+    assert not usable and hint in reason
 
 
 def test_a_crash_in_keops_compile_is_an_error_not_the_end_of_the_run(monkeypatch):

@@ -89,6 +89,9 @@ class TritonFused(Implementation):
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         self._programs = max(1, min(triton.cdiv(n, self._tiling["BLOCK_N"]), sms * PROGRAMS_PER_SM))
         with host_region(phases, "compile"):  # Triton compiles on the first launch (or reads its cache)
+            from impls.triton_lloyd.kernels import assign_and_sum
+
+            self._kernel = assign_and_sum
             for track in (False, True):
                 self._launch(problem, track)
             torch.cuda.synchronize()
@@ -103,9 +106,7 @@ class TritonFused(Implementation):
                       **{name.lower(): value for name, value in self._tiling.items()}}
 
     def _launch(self, problem: Problem, track: bool) -> None:
-        from impls.triton_lloyd.kernels import assign_and_sum
-
-        assign_and_sum[(self._programs,)](
+        self._kernel[(self._programs,)](
             self._x, self._centroids, self._half_norms, self._labels, self._sums, self._counts,
             self._changed, problem.n, problem.k, DIM=problem.d, TRACK=track, num_warps=NUM_WARPS,
             **self._tiling)
@@ -120,6 +121,10 @@ class TritonFused(Implementation):
         filled = (self._counts > 0)[:, None]
         counts = self._counts.clamp(min=1).to(torch.float64)[:, None]
         self._centroids64.copy_(torch.where(filled, self._sums / counts, self._centroids64))
+        self._follow_centroids64()
+
+    def _follow_centroids64(self) -> None:
+        """The kernel's inputs from the float64 centroids: their float32 copy and |c|^2 / 2."""
         self._centroids.copy_(self._centroids64)
         self._half_norms.copy_(0.5 * (self._centroids * self._centroids).sum(dim=1))
 
@@ -137,8 +142,7 @@ class TritonFused(Implementation):
 
         start = np.asarray(problem.initial_centroids, dtype=np.float64) - self._shift
         self._centroids64.copy_(torch.from_numpy(start))
-        self._centroids.copy_(self._centroids64)
-        self._half_norms.copy_(0.5 * (self._centroids * self._centroids).sum(dim=1))
+        self._follow_centroids64()
         track = problem.tol is not None
         self._labels.fill_(-1)
         torch.cuda.synchronize()
