@@ -1,0 +1,106 @@
+"""The error bound that lets kmbench-gpu's tensor-core path take a TF32 argmin as exact.
+
+The tensor path scores every point against every centroid with TF32 products (tensor cores)
+and FP32 accumulation, keeping each point's best and second-best score. TF32 keeps 10 of
+FP32's 23 mantissa bits, so a score can be wrong by far more than FP32 rounding; this module
+bounds by how much, for one point against one centroid, and from that decides which points
+need an exact FP32 re-check. Pure NumPy: the CPU tests check it, the GPU kernel reads its
+numbers.
+
+The score is s_j = h_j - x . c_j with h_j = |c_j|^2 / 2 (smallest s_j = nearest centroid).
+Computed: s^_j = fl(h^_j - D^_j), D^_j the tensor-core dot product. For every j,
+
+    |s^_j - s_j| <= E(x) = eps(d) |x| C + 2^-23 H,      C = max_j |c_j|, H = max_j h_j,
+
+- inputs rounded to TF32 by us, before the tensor cores see them (the data once, the
+  centroids each iteration): |x~_i - x_i| <= u |x_i| with u = 2^-11, half of TF32's unit in the
+  last place. The hardware may then truncate, which leaves a TF32 value as it is. So
+  |x~_i c~_i - x_i c_i| <= (2u + u^2) |x_i| |c_i|;
+- the products are exact in FP32 (11 x 11 significant bits), their sum is accumulated in FP32
+  by the tensor core, whose additions may truncate: at most d additions of at most 2^-22
+  relative error of the running magnitude, sum_i |x~_i c~_i| <= (1 + u)^2 |x| |c| (Cauchy-Schwarz);
+- h^_j is the float64 half norm of the float32 centroid rounded once to FP32 (2^-24 h_j), and
+  the subtraction rounds once (2^-24 |s^_j| <= 2^-24 (H + |x| C) to first order).
+The margins are folded into eps(d) with a small factor of safety, SAFETY, for the FP32
+arithmetic that evaluates the threshold itself.
+
+Certification: let j1 have the smallest computed score and s^(2) be the second smallest. If
+s^(2) - s^_j1 > 2 E(x), then for every j != j1, s_j >= s^_j - E > s^_j1 + E >= s_j1: j1 is the
+strictly nearest centroid in exact arithmetic, which is what the float64 oracle computes on
+the same float32 inputs. Every other point is re-checked in IEEE FP32 against all k
+centroids (the bound cannot name which centroids it leaves in play without keeping them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TF32_UNIT = 2.0 ** -11  # relative error of an FP32 value rounded to TF32's 10 mantissa bits
+ACCUMULATE_UNIT = 2.0 ** -22  # per tensor-core FP32 addition, truncation allowed (2 ulp)
+HALF_NORM_UNIT = 2.0 ** -23  # h rounded once to FP32, and the subtraction's rounding
+SAFETY = 1.0 + 2.0 ** -8  # for the FP32 arithmetic that evaluates the threshold
+TF32_MASK = np.uint32(0xFFFFE000)  # keeps sign, exponent and the top 10 mantissa bits
+TF32_HALF = np.uint32(0x1000)  # half a TF32 unit in the last place: rounding, not truncation
+
+
+def dot_eps(d: int) -> float:
+    """eps(d): |D^ - D| <= eps(d) |x| |c| for a TF32 dot product of length d."""
+    u = TF32_UNIT
+    return SAFETY * (2 * u + u * u + d * ACCUMULATE_UNIT * (1 + u) ** 2 + HALF_NORM_UNIT)
+
+
+def score_error(d: int, x_norm, c_max: float, h_max: float):
+    """E(x): the bound on |s^_j - s_j| for every centroid j, for points of norm x_norm."""
+    return dot_eps(d) * np.asarray(x_norm, dtype=np.float64) * c_max + SAFETY * HALF_NORM_UNIT * h_max
+
+
+def certified(best: np.ndarray, second: np.ndarray, error) -> np.ndarray:
+    """True where the computed winner is provably the exact one: margin > 2 E(x)."""
+    return (np.asarray(second, np.float64) - np.asarray(best, np.float64)) > 2 * np.asarray(error)
+
+
+def norm_up(vectors: np.ndarray) -> np.ndarray:
+    """Row norms as float32 rounded up, so that the bound never uses a norm too small."""
+    return round_up(np.sqrt((np.asarray(vectors, np.float64) ** 2).sum(axis=-1)))
+
+
+def round_up(values, xp=np):
+    """float64 values to the float32 at or above each (NumPy or CuPy arrays, by xp)."""
+    rounded = values.astype(xp.float32)
+    return xp.where(rounded.astype(xp.float64) < values, xp.nextafter(rounded, xp.float32(np.inf)), rounded)
+
+
+# ---------------------------------------------------------------- an emulation, for tests
+
+def to_tf32(values, xp=np):
+    """FP32 values rounded to the nearest TF32 value (ties away from zero), as the tensor path
+    rounds its inputs (NumPy or CuPy arrays, by xp); update.cu's finish rounds the same way."""
+    bits = xp.ascontiguousarray(values, dtype=xp.float32).view(xp.uint32)
+    return ((bits + TF32_HALF) & TF32_MASK).view(xp.float32)
+
+
+def tf32_scores(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """What the tensor path computes: s^ = fl(h^ - D^), D^ the FP32 sum of the exact products of
+    the TF32-rounded inputs, added one at a time in FP32 (an order the hardware may use)."""
+    x32, c32 = np.asarray(x, np.float32), np.asarray(centroids, np.float32)
+    products = to_tf32(x32)[:, None, :].astype(np.float64) * to_tf32(c32)[None, :, :].astype(np.float64)
+    dots = np.zeros(products.shape[:2], dtype=np.float32)
+    for i in range(products.shape[2]):  # exact products rounded to FP32, summed in FP32
+        dots = (dots + products[:, :, i].astype(np.float32)).astype(np.float32)
+    half = (0.5 * (c32.astype(np.float64) ** 2).sum(axis=1)).astype(np.float32)
+    return (half[None, :] - dots).astype(np.float32)
+
+
+def exact_scores(x: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """s = |c|^2 / 2 - x . c in float64 on the float32 inputs (exact to far below the bound)."""
+    x64, c64 = np.asarray(x, np.float32).astype(np.float64), np.asarray(centroids, np.float32).astype(np.float64)
+    return 0.5 * (c64 ** 2).sum(axis=1)[None, :] - x64 @ c64.T
+
+
+def best_two(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the lowest index of the smallest score, that score, the second smallest."""
+    winner = np.argmin(scores, axis=1)  # the first of equal minima, as the kernel keeps it
+    best = scores[np.arange(len(scores)), winner]
+    rest = scores.copy()
+    rest[np.arange(len(scores)), winner] = np.inf
+    return winner, best, rest.min(axis=1)
