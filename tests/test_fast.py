@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from impls.fast import HERE, MAX_K, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, strategy
+from impls.fast.tensor_path import tensor_status
 from kmbench import runner, validate
 from kmbench.datasets import Dataset, radial
 from kmbench.errors import ImplementationError
@@ -41,7 +42,8 @@ def test_strategy_follows_n_d_k():
     assert strategy(10**5, 2, 20) == "small-k"  # 60 accumulator columns: past the resident limit
     assert strategy(10**5, 2, 1000) == "tiled"
     assert strategy(10**5, 16, 5) == "tiled"
-    assert strategy(3 * 10**5, 408, 5000) == "gemm"
+    assert strategy(3 * 10**5, 408, 5000) == "gemm"  # where Triton cannot run
+    assert strategy(3 * 10**5, 408, 5000, tensor_cores=True) == "tensor"
 
 
 def _problem(n=64, d=2, k=3, tol=None):
@@ -94,11 +96,11 @@ def test_agrees_with_the_oracle_for_any_d(d, k):
     n = 20_011 if d <= 64 else 6_007  # not a multiple of any block: partial last blocks
     _, record = _cell(KmbenchGpu(), _blobs(n, d, centers=k, std=0.05), k)
     assert record["status"] == "ok", (record["build"], record.get("detail"))
-    assert record["build"]["strategy"] == strategy(n, d, k)
+    assert record["build"]["strategy"] == strategy(n, d, k, tensor_cores=tensor_status()[0])
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("chosen", ["resident", "small-k", "tiled", "gemm"])
+@pytest.mark.parametrize("chosen", ["resident", "small-k", "tiled", "tensor", "gemm"])
 @pytest.mark.parametrize("graph", ["1", "0"])
 def test_every_strategy_with_and_without_the_graph(chosen, graph, monkeypatch):
     monkeypatch.setenv("KMBENCH_CUDA_GRAPH", graph)

@@ -5,15 +5,19 @@ from (n, d, k). NOTES.md beside this file has the byte and instruction counts.
   coordinate the kernels see is of the order of the spread, so neither the distances nor the
   sums lose precision when the data sit far from the origin. Centroids are kept in float64
   for the answer and in float32 for the kernels; sums that cross blocks are float64.
-- Strategies (resident.cu and lowd.cu for d <= 32, cuBLAS through CuPy above):
+- Strategies (resident.cu and lowd.cu for d <= 32; above, tensor cores through Triton where
+  it is installed, else cuBLAS through CuPy):
     resident  d <= 8 and k * (d + 1) <= 48: the whole run in one cooperative launch, one
               grid barrier per iteration, per-thread float64 accumulators in shared memory;
     small-k   d <= 8 and k <= 32 otherwise: one fused pass per iteration, warp shuffle sums,
               per-warp float64 accumulators in shared memory;
     tiled     d <= 32, any k: centroids in shared tiles, |c|^2/2 - x.c by FMAs, several
               points per thread; warp-uniform labels add one sum, others float64 atomics;
-    gemm      d > 32: scores X C^T by cuBLAS SGEMM (FP32: TF32 only in the -tf32 variant),
-              argmin per row, sums by a one-hot sparse product per chunk into float64.
+    tensor    d > 32: TF32 tensor-core scores fused with a best/second-best argmin, exact by
+              a certified margin (bound.py) and an FP32 re-check of the uncertain points,
+              float64 sums over points sorted by cluster (tensor_path.py);
+    gemm      d > 32 without Triton: scores X C^T by cuBLAS SGEMM (FP32: TF32 only in the
+              -tf32 variant), argmin per row, sums by a one-hot sparse product per chunk.
 - resident decides both stop rules on the GPU. Otherwise, with the iterations rule the whole
   run is one CUDA graph (captured in prepare); with the tolerance rule the host reads the
   changed counter after each iteration.
@@ -40,7 +44,7 @@ RESIDENT_BLOCK, RESIDENT_POINTS, RESIDENT_BLOCKS_PER_SM, RESIDENT_COPIES = 128, 
 BLOCKS_PER_SM = 8
 GEMM_ROWS = 1 << 16  # rows of X per GEMM chunk: bounds the scores buffer to 65536 x k floats
 MAX_K = 1 << 20
-STRATEGIES = ("resident", "small-k", "tiled", "gemm")
+STRATEGIES = ("resident", "small-k", "tiled", "tensor", "gemm")
 
 
 @contextmanager
@@ -57,9 +61,10 @@ def _matmul_precision(tf32: bool):
         linalg.set_compute_type(np.dtype(np.float32), previous)
 
 
-def strategy(n: int, d: int, k: int) -> str:
+def strategy(n: int, d: int, k: int, tensor_cores: bool = False) -> str:
+    """The strategy for (n, d, k); tensor_cores: whether the tensor path can run here."""
     if d > TILED_MAX_DIM:
-        return "gemm"
+        return "tensor" if tensor_cores else "gemm"
     if d <= SMALL_DIM and k * (d + 1) <= RESIDENT_SLOTS:
         return "resident"
     if d <= SMALL_DIM and k <= SMALL_K:
@@ -117,7 +122,7 @@ class KmbenchGpu(GpuImplementation):
         chosen = self.strategy_for(problem)
         if chosen not in STRATEGIES:
             raise ImplementationError(f"unknown strategy {chosen!r}; known: {', '.join(STRATEGIES)}")
-        if chosen != "gemm" and problem.d > TILED_MAX_DIM:
+        if chosen not in ("gemm", "tensor") and problem.d > TILED_MAX_DIM:
             raise ImplementationError(f"strategy {chosen} handles d <= {TILED_MAX_DIM}; got d = {problem.d}")
         if chosen == "small-k" and (problem.k > SMALL_K or problem.d > SMALL_DIM):
             raise ImplementationError(f"strategy small-k handles k <= {SMALL_K} and d <= {SMALL_DIM}")
@@ -130,6 +135,15 @@ class KmbenchGpu(GpuImplementation):
         needed = problem.n * problem.d * 4 + problem.n * 4 + problem.k * problem.d * 24
         if chosen == "gemm":
             needed += min(problem.n, GEMM_ROWS) * problem.k * 4 * 2
+        if chosen == "tensor":
+            from impls.fast.tensor_path import MAX_POINTS, device_bytes, tensor_status
+
+            ready, why = tensor_status()
+            if not ready:
+                raise ImplementationError(f"strategy tensor cannot run here: {why}")
+            if problem.n > MAX_POINTS:
+                raise ImplementationError(f"strategy tensor handles n <= {MAX_POINTS}; got n = {problem.n}")
+            needed = device_bytes(problem.n, problem.d, problem.k)
         if needed > free:
             raise ImplementationError(f"{self.name} needs {needed / 2**30:.1f} GiB of GPU memory; "
                                       f"{free / 2**30:.1f} GiB is free")
@@ -137,7 +151,13 @@ class KmbenchGpu(GpuImplementation):
     def strategy_for(self, problem: Problem) -> str:
         if self.tf32:
             return "gemm"  # the TF32 variant exists for the GEMM path only
-        return self.force_strategy or strategy(problem.n, problem.d, problem.k)
+        if self.force_strategy:
+            return self.force_strategy
+        if problem.d > TILED_MAX_DIM:
+            from impls.fast.tensor_path import tensor_status
+
+            return strategy(problem.n, problem.d, problem.k, tensor_cores=tensor_status()[0])
+        return strategy(problem.n, problem.d, problem.k)
 
     # ------------------------------------------------------------------ setup
 
@@ -154,21 +174,27 @@ class KmbenchGpu(GpuImplementation):
                                         options=("-std=c++17", f"-DDIM={d}", f"-DKC={problem.k}"))
                 self._kernel = module.get_function("resident")
                 self._points = RESIDENT_POINTS
-            elif self._strategy != "gemm":
+            elif self._strategy not in ("gemm", "tensor"):
                 points = points_per_thread(d)
                 module = cupy.RawModule(code=(HERE / "lowd.cu").read_text(),
                                         options=("-std=c++17", f"-DDIM={d}", f"-DPOINTS={points}"))
                 self._kernel = module.get_function("small_k" if self._strategy == "small-k" else "tiled")
                 self._finish = module.get_function("finish")
                 self._points = points
-            else:
+            elif self._strategy == "gemm":
                 module = cupy.RawModule(code=(HERE / "highd.cu").read_text(), options=("-std=c++17",))
                 self._argmin = module.get_function("argmin_rows")
-            if self._strategy != "gemm":
+            if self._strategy not in ("gemm", "tensor"):
                 self._kernel.compile()  # here, not inside the timed region
         with host_region(phases, "upload"):
             self._upload(problem)
             cupy.cuda.Device().synchronize()
+        if self._strategy == "tensor":  # NVRTC and Triton compile on first use: once, untimed
+            with host_region(phases, "compile"):
+                self._tensor.start(np.asarray(problem.initial_centroids, np.float64) - self._shift)
+                for track in (False, True):
+                    self._tensor.iterate(track)
+                cupy.cuda.Device().synchronize()
         self._blocks = self._grid(problem)
         self._graph = None
         if self.use_graph and self._strategy not in ("gemm", "resident"):
@@ -180,8 +206,17 @@ class KmbenchGpu(GpuImplementation):
         self._info = {"strategy": self._strategy, "blocks": self._blocks,
                       "block_size": RESIDENT_BLOCK if self._strategy == "resident" else BLOCK,
                       "points_per_thread": getattr(self, "_points", None), "tf32": self.tf32,
+                      **(self._tensor_info() if self._strategy == "tensor" else {}),
                       "launch": launch, "cupy": cupy.__version__,
-                      "precision": "tf32 products, float64 sums" if self.tf32 else "fp32, float64 sums"}
+                      "precision": ("tf32 products, float64 sums" if self.tf32 else
+                                    "tf32 certified by a bound, fp32 re-check, float64 sums"
+                                    if self._strategy == "tensor" else "fp32, float64 sums")}
+
+    def _tensor_info(self) -> dict:
+        import triton
+
+        return {"triton": triton.__version__, "tiling": list(self._tensor.tiling), "recheck": self._tensor.recheck,
+                "exact_tiling": list(self._tensor.exact_tiling), "bound_eps": self._tensor.eps}
 
     def _grid(self, problem: Problem) -> int:
         """Blocks for the low-d kernels: enough for every point once (resident: eight per
@@ -215,9 +250,15 @@ class KmbenchGpu(GpuImplementation):
 
         n, d, k = problem.n, problem.d, problem.k
         self._x, self._shift = upload_centred(problem.data)
-        self._labels = cupy.full(n, -1, dtype=cupy.int32)
         self._changed = cupy.zeros(1, dtype=cupy.uint64)
         self._changed_host = cupy.cuda.alloc_pinned_memory(8)
+        if self._strategy == "tensor":  # its own buffers; the run reads the float64 centroids
+            from impls.fast.tensor_path import TensorPath
+
+            self._tensor = TensorPath(self._x, k, self._changed)
+            self._centroids64 = self._tensor.centroids64
+            return
+        self._labels = cupy.full(n, -1, dtype=cupy.int32)
         self._centroids = cupy.empty((k, d), dtype=cupy.float32)
         self._centroids64 = cupy.empty((k, d), dtype=cupy.float64)
         self._half_norms = cupy.empty(k, dtype=cupy.float32)
@@ -237,7 +278,10 @@ class KmbenchGpu(GpuImplementation):
             stream.begin_capture()
             try:
                 for _ in range(problem.iterations):
-                    self._iterate_lowd(problem, track=False)
+                    if self._strategy == "tensor":
+                        self._tensor.iterate(track=False)
+                    else:
+                        self._iterate_lowd(problem, track=False)
             finally:
                 graph = stream.end_capture()
         return graph
@@ -302,14 +346,19 @@ class KmbenchGpu(GpuImplementation):
         self._centroids64.set(start)
         if self._strategy == "resident":  # reads only the float64 start; the rest is for the others
             return self._run_resident(problem)
-        self._centroids.set(start.astype(np.float32))
-        self._half_norms.set(0.5 * (start.astype(np.float32) ** 2).sum(axis=1, dtype=np.float32))
-        self._sums.fill(0)
         track = problem.tol is not None
-        if track:
-            self._labels.fill(-1)
+        if self._strategy == "tensor":
+            self._tensor.start(start)
+        else:
+            self._centroids.set(start.astype(np.float32))
+            self._half_norms.set(0.5 * (start.astype(np.float32) ** 2).sum(axis=1, dtype=np.float32))
+            self._sums.fill(0)
+            if track:
+                self._labels.fill(-1)
         changed = np.frombuffer(self._changed_host, dtype=np.uint64, count=1)
-        iterate = self._iterate_gemm if self._strategy == "gemm" else self._iterate_lowd
+        iterate = {"gemm": self._iterate_gemm,
+                   "tensor": lambda problem, track: self._tensor.iterate(track)}.get(self._strategy,
+                                                                                     self._iterate_lowd)
         stream = self._stream if self._graph is not None and not track else cupy.cuda.get_current_stream()
         cupy.cuda.Device().synchronize()
         phases: dict[str, float] = {}
@@ -340,6 +389,12 @@ class KmbenchGpu(GpuImplementation):
                 exact = self._labels_of(problem)
             notes.append(f"TF32 labels that differ from FP32 on the final centroids: "
                          f"{int((fast != exact).sum())} of {problem.n}")
+        if self._strategy == "tensor":
+            rechecked = self._tensor.rechecked()
+            self._info.update(rechecked_points=rechecked,
+                              rechecked_fraction=rechecked / max(1, problem.n * done))
+            notes.append(f"points re-checked in FP32 (TF32 margin inside the bound): {rechecked} of "
+                         f"{problem.n * done} assignments ({rechecked / max(1, problem.n * done):.2%})")
         return Result(centroids=centroids, iterations=done, phases=phases, notes=notes)
 
     def _run_resident(self, problem: Problem) -> Result:
@@ -372,7 +427,7 @@ class KmbenchGpu(GpuImplementation):
     # ------------------------------------------------------------------ bookkeeping
 
     def release(self) -> None:
-        for name in ("_graph", "_x", "_labels", "_changed", "_changed_host", "_centroids", "_centroids64",
+        for name in ("_graph", "_tensor", "_x", "_labels", "_changed", "_changed_host", "_centroids", "_centroids64",
                      "_half_norms", "_sums", "_stream", "_partial", "_changed3", "_barrier", "_done"):
             self.__dict__.pop(name, None)
 

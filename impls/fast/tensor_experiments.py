@@ -1,0 +1,152 @@
+"""The experiments behind the tensor-core path's section of NOTES.md (GPU machine):
+
+    python3 -m impls.fast.tensor_experiments check     # small shapes, every cell validated
+    python3 -m impls.fast.tensor_experiments tilings   # 1e6 x 128, k = 1024: tilings of the
+                                                       # TF32 pass, beside flash-kmeans
+    python3 -m impls.fast.tensor_experiments shapes    # the embeddings issue's five shapes
+
+Tilings are set through KMBENCH_TENSOR_TILING in this process only; the benchmark itself is
+`kmbench reproduce embeddings`."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+from impls.fast import KmbenchGpu
+from impls.fast.experiments import show
+from kmbench import runner, validate
+from kmbench.datasets import Dataset, blobs
+
+
+def cells(impls, dataset, k: int, iterations: int, repeats: int = 3, tol=None):
+    """Validated cells of several implementations on one problem, one oracle for all."""
+    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=repeats,
+                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
+    problem = runner.make_problem(dataset, settings)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
+    for tag, impl in impls:
+        yield tag, runner.run_cell(impl, problem, oracle, dataset, settings, "gpu")
+
+
+def dense(n: int, d: int, offset: float = 0.0, seed: int = 0) -> Dataset:
+    """Points with no cluster structure: many near-ties once k is in the hundreds."""
+    data = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32) + np.float32(offset)
+    return Dataset(f"dense-{n}x{d}", data, None, {"generator": "dense"})
+
+
+def check() -> None:
+    for n, d, k, centers, offset, tol in ((20_000, 33, 7, 7, 0.0, None), (50_000, 64, 100, 100, 1e4, None),
+                                          (30_000, 100, 1000, 50, 0.0, 0.0), (20_000, 408, 300, 300, 0.0, None),
+                                          (10_000, 1000, 17, 17, 0.0, None), (4_000, 17, 1, 1, 0.0, None)):
+        data = blobs(n, d=d, centers=centers)
+        if offset:
+            data = Dataset(data.name + "+off", data.data + np.float32(offset), None, data.meta)
+        for tag, record in cells([("kmbench-gpu", KmbenchGpu(force_strategy="tensor"))], data, k, 10, 1, tol):
+            show(f"{n}x{d} k={k} off={offset} tol={tol} {tag}", record)
+    for n, d, k in ((50_000, 64, 500), (40_000, 128, 2000)):
+        for tag, record in cells([("kmbench-gpu", KmbenchGpu(force_strategy="tensor")),
+                                  ("kmbench-gpu gemm", KmbenchGpu(force_strategy="gemm"))],
+                                 dense(n, d, offset=100.0), k, 10, 1):
+            show(f"dense {n}x{d} k={k} {tag}", record)
+
+
+def tilings() -> None:
+    from impls.gpu_peers import FlashKMeans, FlashKMeansHalf
+
+    data = blobs(1_000_000, d=128, centers=1024)
+    chosen = ["128,64,128,8,3", "128,64,128,8,2", "64,64,128,4,3", "128,128,128,8,2", "64,128,128,4,2",
+              "128,64,32,8,3"]
+    impls = [(f"{tiling} tf32x3", _with_tiling(tiling, "tf32x3")) for tiling in chosen]
+    impls.append(("128,64,128,8,3 ieee", _with_tiling("128,64,128,8,3", "ieee")))
+    impls += [("flash-kmeans", FlashKMeans()), ("flash-kmeans-fp16", FlashKMeansHalf())]
+    for tag, record in cells(impls, data, 1024, 10):
+        show(f"1e6x128 k=1024 {tag}", record)
+
+
+class _with_tiling(KmbenchGpu):
+    """kmbench-gpu whose TF32 pass uses one tiling and one re-check precision (set while it
+    prepares, which is when the tensor path reads them)."""
+
+    def __init__(self, tiling: str, recheck: str = "ieee"):
+        super().__init__(force_strategy="tensor")
+        self.settings = {"KMBENCH_TENSOR_TILING": tiling, "KMBENCH_TENSOR_RECHECK": recheck}
+
+    def prepare(self, problem):
+        os.environ.update(self.settings)
+        try:
+            super().prepare(problem)
+        finally:
+            for name in self.settings:
+                os.environ.pop(name, None)
+
+
+def shapes() -> None:
+    from impls.gpu_peers import FlashKMeans, FlashKMeansHalf
+
+    for n, d, k, iterations in ((1_000_000, 128, 1024, 10), (1_000_000, 64, 1000, 10), (300_000, 408, 5000, 5),
+                                (10_000_000, 128, 4096, 3), (1_000_000, 768, 4096, 3)):
+        data = blobs(n, d=d, centers=k)
+        impls = [("kmbench-gpu", KmbenchGpu()), ("flash-kmeans", FlashKMeans()),
+                 ("flash-kmeans-fp16", FlashKMeansHalf())]
+        for tag, record in cells(impls, data, k, iterations, repeats=2):
+            show(f"{n}x{d} k={k} {tag}", record)
+
+
+def dense_rows() -> None:
+    """The embeddings issue's correctness item: GPU rows on dense data, k in the hundreds."""
+    from impls.cuda import CudaV3
+    from impls.triton_lloyd import TritonFused
+    from impls.yinyang import YinyangGpu
+
+    for seed, (n, d, k, offset) in enumerate(((100_000, 2, 500, 0.0), (100_000, 2, 1000, 100.0),
+                                              (50_000, 16, 300, 0.0), (50_000, 64, 1000, 50.0))):
+        rows = [("kmbench-gpu", KmbenchGpu()), ("triton-fused", TritonFused()), ("yinyang-gpu", YinyangGpu())]
+        if d == 2:
+            rows.append(("cuda-v3", CudaV3()))
+        for tag, record in cells(rows, dense(n, d, offset, seed), k, 20, 1):
+            show(f"dense {n}x{d} k={k} off={offset} {tag}", record)
+            v = record.get("validation") or {}
+            print(f"     error {v.get('centroid_error')} tol {v.get('tolerances')} sens {v.get('sensitivity')}")
+
+
+def breakdown() -> None:
+    """Per kernel, per iteration, at 1e6 x 128, k = 1024: the TF32 pass, the re-check (each
+    precision) and the update, timed with CUDA events; points re-checked per iteration."""
+    import cupy
+
+    from impls.fast.tensor_path import RECHECKS
+
+    settings = runner.Settings(k=1024, iterations=10)
+    problem = runner.make_problem(blobs(1_000_000, d=128, centers=1024), settings)
+    for recheck in RECHECKS:
+        os.environ["KMBENCH_TENSOR_RECHECK"] = recheck
+        impl = KmbenchGpu(force_strategy="tensor")
+        impl.use_graph = False
+        impl.prepare(problem)
+        path = impl._tensor
+        path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
+        events = [cupy.cuda.Event() for _ in range(4)]
+        for iteration in range(8):
+            events[0].record()
+            path.certify()
+            events[1].record()
+            path.recheck_flagged()
+            events[2].record()
+            flagged = int(path.flagged_count.get()[0])
+            events[2].synchronize()
+            events[2].record()
+            path.update(track=False)
+            events[3].record()
+            events[3].synchronize()
+            times = [cupy.cuda.get_elapsed_time(events[i], events[i + 1]) * 1e3 for i in (0, 1, 2)]
+            print(f"{recheck:7s} iteration {iteration}: tf32 pass {times[0]:8.1f} us, re-check {times[1]:8.1f} us "
+                  f"({flagged} points, {flagged / problem.n:.2%}), update {times[2]:8.1f} us", flush=True)
+        impl.release()
+        os.environ.pop("KMBENCH_TENSOR_RECHECK")
+
+
+if __name__ == "__main__":
+    {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown}[sys.argv[1]]()

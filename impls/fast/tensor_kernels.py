@@ -1,0 +1,114 @@
+"""Triton kernels of kmbench-gpu's tensor-core path (imported only where Triton is installed).
+
+certified_assign: one pass over the points. Each block of BLOCK_M points meets every centroid
+tile through TF32 tensor-core products (FP32 accumulation) and keeps, per (row, column slot),
+the smallest score, its index and the second smallest, elementwise, so the reduction across
+threads comes once per block, not once per tile (see impls/triton_lloyd/NOTES.md for why).
+The n x k scores never reach memory. Where BLOCK_D covers d (d <= 256), a block's points are
+loaded once and stay on chip while the centroid tiles stream past (the loop Triton pipelines);
+above, each tile is a K loop over chunks of BLOCK_D dimensions. A point whose best two scores are further apart than
+twice the bound of bound.py takes the TF32 winner; the others are appended to a list for
+exact_assign.
+
+exact_assign: the listed points only, against every centroid, in FP32: IEEE products (FMA
+units) or error-compensated TF32 ("tf32x3": three tensor-core products per pair, FP32-grade),
+the lowest index winning equal scores, as in the oracle. Its programs loop over the
+list, whose length they read from the device, so the launch can sit in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rows(x_ptr, rows64, row_ok, low, DIM: tl.constexpr, BLOCK_D: tl.constexpr):
+    """BLOCK_D coordinates from `low` of the given rows (zeros past d and past the rows)."""
+    chunk = low + tl.arange(0, BLOCK_D)
+    return tl.load(x_ptr + rows64[:, None] * DIM + chunk[None, :],
+                   mask=row_ok[:, None] & (chunk < DIM)[None, :], other=0.0)
+
+
+@triton.jit
+def _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, col_ok,
+            DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+            PRECISION: tl.constexpr):
+    """|c|^2 / 2 - x . c for one tile; absent centroids score +inf. x_whole: the block's
+    rows, loaded once, where BLOCK_D >= DIM."""
+    if BLOCK_D >= DIM:
+        cs = _rows(c_ptr, cols.to(tl.int64), col_ok, 0, DIM, BLOCK_D)
+        dots = tl.dot(x_whole, tl.trans(cs), input_precision=PRECISION)
+    else:
+        dots = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for low in range(0, DIM, BLOCK_D):
+            xs = _rows(x_ptr, rows64, row_ok, low, DIM, BLOCK_D)
+            cs = _rows(c_ptr, cols.to(tl.int64), col_ok, low, DIM, BLOCK_D)
+            dots = tl.dot(xs, tl.trans(cs), dots, input_precision=PRECISION)
+    half = tl.load(half_ptr + cols, mask=col_ok, other=float("inf"))
+    return half[None, :] - dots
+
+
+@triton.jit
+def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_ptr, flagged_ptr,
+                     flagged_count_ptr, n, k, eps, eta,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    block = tl.program_id(0)
+    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < n
+    rows64 = rows.to(tl.int64)
+    slot_best = tl.full((BLOCK_M, BLOCK_N), float("inf"), dtype=tl.float32)
+    slot_second = tl.full((BLOCK_M, BLOCK_N), float("inf"), dtype=tl.float32)
+    slot_index = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    x_whole = _rows(x_ptr, rows64, row_ok, 0, DIM, BLOCK_D)  # used only where BLOCK_D >= DIM
+    for first in range(0, k, BLOCK_N):
+        cols = first + tl.arange(0, BLOCK_N)
+        scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
+                         DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
+        lower = scores < slot_best  # strict: of equal scores the earlier tile's lower index stays
+        slot_second = tl.where(lower, slot_best, tl.minimum(slot_second, scores))
+        slot_index = tl.where(lower, cols[None, :], slot_index)
+        slot_best = tl.where(lower, scores, slot_best)
+    best = tl.min(slot_best, axis=1)
+    label = tl.min(tl.where(slot_best == best[:, None], slot_index, k), axis=1)
+    # The runner-up is the winning slot's second score or another slot's best.
+    winning_slot = slot_index == label[:, None]
+    second = tl.min(tl.where(winning_slot, slot_second, slot_best), axis=1)
+    tl.store(labels_ptr + rows64, label, mask=row_ok)
+    # Certified when second - best > 2 E(x), E(x) = eps |x| C + eta H (bound.py).
+    c_max = tl.load(bound_max_ptr)
+    h_max = tl.load(bound_max_ptr + 1)
+    x_norm = tl.load(x_norm_ptr + rows64, mask=row_ok, other=0.0)
+    error = eps * x_norm * c_max + eta * h_max
+    flag = row_ok & ~((second - best) > 2.0 * error)
+    flagged = flag.to(tl.int32)
+    total = tl.sum(flagged, axis=0)
+    if total > 0:
+        base = tl.atomic_add(flagged_count_ptr, total)
+        place = base + tl.cumsum(flagged, axis=0) - flagged
+        tl.store(flagged_ptr + place, rows, mask=flag)
+
+
+@triton.jit
+def exact_assign(x_ptr, c_ptr, half_ptr, labels_ptr, flagged_ptr, flagged_count_ptr, k,
+                 DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                 PRECISION: tl.constexpr):
+    count = tl.load(flagged_count_ptr)
+    for block in range(tl.program_id(0), tl.cdiv(count, BLOCK_M), tl.num_programs(0)):
+        places = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        live = places < count
+        rows = tl.load(flagged_ptr + places, mask=live, other=0)
+        rows64 = rows.to(tl.int64)
+        slot_best = tl.full((BLOCK_M, BLOCK_N), float("inf"), dtype=tl.float32)
+        slot_index = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+        x_whole = _rows(x_ptr, rows64, live, 0, DIM, BLOCK_D)
+        for first in range(0, k, BLOCK_N):
+            cols = first + tl.arange(0, BLOCK_N)
+            scores = _scores(x_ptr, x_whole, rows64, live, c_ptr, half_ptr, cols, cols < k,
+                             DIM, BLOCK_M, BLOCK_N, BLOCK_D, PRECISION)
+            lower = scores < slot_best
+            slot_index = tl.where(lower, cols[None, :], slot_index)
+            slot_best = tl.where(lower, scores, slot_best)
+        best = tl.min(slot_best, axis=1)
+        label = tl.min(tl.where(slot_best == best[:, None], slot_index, k), axis=1)
+        tl.store(labels_ptr + rows64, label, mask=live)

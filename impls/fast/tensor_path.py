@@ -1,0 +1,226 @@
+"""kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 tensor cores.
+
+One iteration is seven launches on one stream, so the whole run captures into a CUDA graph:
+  certified_assign (Triton)  TF32 scores (data and centroids rounded to TF32 by us), best and
+                             second-best per point, the certified margin of bound.py;
+                             uncertain points appended to a list;
+  exact_assign (Triton)      the listed points again, in FP32 against every centroid
+                             (RECHECK: IEEE products, or error-compensated TF32);
+  histogram, scan, scatter   the points ordered by cluster (update.cu);
+  segment_sums               float64 sums over runs of sorted points, one atomic per run;
+  finish                     new centroids, their float32 copy, half norms, the bound's maxima.
+The Triton kernels take the CuPy buffers through DLPack (the same memory) and launch on the
+CuPy stream in use, the capture stream included.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from impls.fast import bound
+from kmbench.errors import ImplementationError
+
+HERE = Path(__file__).resolve().parent
+WHOLE_MAX_DIM = 256  # up to here a block's rows stay on chip (BLOCK_D = d padded)
+
+
+def default_tilings(d: int) -> tuple[tuple, tuple]:
+    """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages) of certified_assign and of
+    exact_assign for d; BLOCK_D >= d keeps the rows on chip. See NOTES.md."""
+    pad = 1 << max(4, (d - 1).bit_length())
+    if pad <= 128:
+        return (128, 64, pad, 8, 3), (64, 64, pad, 4, 2)
+    if pad <= WHOLE_MAX_DIM:
+        return (64, 64, pad, 4, 2), (64, 64, pad, 4, 2)
+    return (128, 64, 32, 8, 3), (64, 64, 32, 4, 2)
+EXACT_PROGRAMS_PER_SM = 4
+RECHECKS = ("ieee", "tf32x3")
+RECHECK = "tf32x3"  # 3.4x faster than "ieee" at 1e6 x 128, k = 1024; both validate (NOTES.md)
+CHUNK = 256  # as in update.cu
+SHARED_HISTOGRAM_K = 12288  # k int counters in 48 KB of shared memory
+MAX_POINTS = 2**31 - 1  # labels, counts and the order are int32
+
+
+def tensor_status() -> tuple[bool, str]:
+    """Whether the tensor path can run here: Triton and PyTorch's CUDA (Triton's launcher)."""
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError:
+        return False, "Triton is not installed (it comes with PyTorch on Linux)"
+    if not torch.cuda.is_available():
+        return False, "PyTorch sees no CUDA GPU"
+    return True, ""
+
+
+def tiling_from_env(name: str, default: tuple) -> tuple:
+    """A tiling override for experiments: KMBENCH_TENSOR_TILING="128,64,32,8,3"."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    values = tuple(int(part) for part in raw.split(","))
+    if len(values) != 5:
+        raise ImplementationError(f"{name} takes five integers: BLOCK_M,BLOCK_N,BLOCK_D,warps,stages")
+    return values
+
+
+def device_bytes(n: int, d: int, k: int) -> int:
+    """GPU memory the path holds: the points, their norms, labels, previous labels, order and
+    flag list, and the k-sized buffers."""
+    return n * d * 4 * 2 + n * 4 * 5 + k * d * (8 + 8 + 4 + 4) + k * 16
+
+
+class TensorPath:
+    """The buffers and launches of one problem; `x` is the centred float32 data on the GPU."""
+
+    def __init__(self, x, k: int, changed):
+        import cupy
+        import torch
+
+        from impls.fast import tensor_kernels
+
+        n, d = x.shape
+        if n > MAX_POINTS:
+            raise ImplementationError(f"the tensor path counts points in int32: n must be <= {MAX_POINTS}")
+        self.n, self.d, self.k = n, d, k
+        self.x = x
+        self.x_tf32 = _chunked_rows(x, lambda rows: bound.to_tf32(rows, cupy), cupy.float32)
+        self.x_norm = bound.round_up(_chunked_rows(x, _norms, cupy.float64), cupy)
+        self.labels = cupy.zeros(n, dtype=cupy.int32)
+        self.previous = cupy.full(n, -1, dtype=cupy.int32)
+        self.order = cupy.empty(n, dtype=cupy.int32)
+        self.flagged = cupy.empty(n, dtype=cupy.int32)
+        self.flagged_count = cupy.zeros(1, dtype=cupy.uint32)
+        self.flagged_total = cupy.zeros(1, dtype=cupy.uint64)
+        self.changed = changed
+        self.counts = cupy.zeros(k, dtype=cupy.int32)
+        self.starts = cupy.empty(k, dtype=cupy.int32)
+        self.cursor = cupy.empty(k, dtype=cupy.int32)
+        self.sums = cupy.zeros((k, d), dtype=cupy.float64)
+        self.centroids64 = cupy.empty((k, d), dtype=cupy.float64)
+        self.centroids = cupy.empty((k, d), dtype=cupy.float32)
+        self.centroids_tf32 = cupy.empty((k, d), dtype=cupy.float32)
+        self.half_norms = cupy.empty(k, dtype=cupy.float32)
+        self.bound_max = cupy.zeros(2, dtype=cupy.float32)
+        self.eps = float(bound.dot_eps(d))
+        self.eta = float(bound.SAFETY * bound.HALF_NORM_UNIT)
+        module = cupy.RawModule(code=(HERE / "update.cu").read_text(), options=("-std=c++17",))
+        self._update = {name: module.get_function(name)
+                        for name in ("histogram", "scan", "scatter", "segment_sums", "finish")}
+        self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
+                       ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
+                        "labels", "flagged", "flagged_count")}
+        self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
+        tiling, exact_tiling = default_tilings(d)
+        self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
+        self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
+        self.recheck = os.environ.get("KMBENCH_TENSOR_RECHECK", RECHECK)
+        if self.recheck not in RECHECKS:
+            raise ImplementationError(f"KMBENCH_TENSOR_RECHECK must be one of {', '.join(RECHECKS)}")
+        sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
+        self._exact_programs = sms * EXACT_PROGRAMS_PER_SM
+        self._stream_blocks = max(1, min((n + 255) // 256, sms * 8))
+
+    # ------------------------------------------------------------------ state
+
+    def start(self, start64: np.ndarray) -> None:
+        """The run's first centroids (centred, float64) and what the first assignment reads."""
+        single = start64.astype(np.float32)
+        half = (0.5 * (single.astype(np.float64) ** 2).sum(axis=1)).astype(np.float32)
+        self.centroids64.set(start64)
+        self.centroids.set(single)
+        self.centroids_tf32.set(bound.to_tf32(single))
+        self.half_norms.set(half)
+        self.bound_max.set(np.array([bound.norm_up(single).max(), half.max()], dtype=np.float32))
+        self.previous.fill(-1)
+        self.flagged_count.fill(0)
+        self.flagged_total.fill(0)
+        self.counts.fill(0)
+        self.sums.fill(0)
+
+    def rechecked(self) -> int:
+        """Points re-checked in FP32 over the run so far (every iteration's count added)."""
+        return int(self.flagged_total.get()[0])
+
+    # ------------------------------------------------------------------ one iteration
+
+    def assign(self) -> None:
+        """Labels for every point from the current centroids (certified, then re-checked)."""
+        self.certify()
+        self.recheck_flagged()
+
+    def certify(self) -> None:
+        """Every point's TF32 winner; the points whose margin is inside the bound listed."""
+        t = self._torch
+        with _triton_on_cupy_stream():
+            block_m, block_n, block_d, warps, stages = self.tiling
+            self._certified[((self.n + block_m - 1) // block_m,)](
+                t["x_tf32"], t["x_norm"], t["centroids_tf32"], t["half_norms"], t["bound_max"], t["labels"],
+                t["flagged"], t["flagged_count"], self.n, self.k, self.eps, self.eta,
+                DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
+                num_warps=warps, num_stages=stages)
+
+    def recheck_flagged(self) -> None:
+        """The listed points' labels again, in FP32 against every centroid."""
+        t = self._torch
+        with _triton_on_cupy_stream():
+            block_m, block_n, block_d, warps, stages = self.exact_tiling
+            self._exact[(self._exact_programs,)](
+                t["x"], t["centroids"], t["half_norms"], t["labels"], t["flagged"], t["flagged_count"], self.k,
+                DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=self.recheck,
+                num_warps=warps, num_stages=stages)
+
+    def update(self, track: bool) -> None:
+        """New centroids from the labels: counting sort by cluster, float64 segment sums."""
+        n, d, k = np.int64(self.n), np.int32(self.d), np.int32(self.k)
+        shared_k = self.k if self.k <= SHARED_HISTOGRAM_K else 0
+        launch = self._update
+        launch["histogram"]((self._stream_blocks,), (256,),
+                            (self.labels, n, k, self.counts, np.int32(shared_k), self.previous, self.changed,
+                             np.int32(track)), shared_mem=shared_k * 4)
+        launch["scan"]((1,), (1024,), (self.counts, k, self.starts, self.cursor, self.flagged_count,
+                                       self.flagged_total, self.bound_max))
+        launch["scatter"]((self._stream_blocks * 2,), (256,), (self.labels, n, self.cursor, self.order))
+        threads = int(min(256, max(32, (self.d + 31) // 32 * 32)))
+        launch["segment_sums"](((self.n + CHUNK - 1) // CHUNK,), (threads,),
+                               (self.x, d, self.order, self.labels, n, self.sums))
+        launch["finish"]((self.k,), (threads,), (self.sums, self.counts, k, d, self.centroids64, self.centroids,
+                                                 self.centroids_tf32, self.half_norms, self.bound_max))
+
+    def iterate(self, track: bool) -> None:
+        self.assign()
+        self.update(track)
+
+
+def _triton_on_cupy_stream():
+    """Triton launches on PyTorch's current stream: make that CuPy's current stream (the
+    capture stream too). CuPy's null stream (0) is the legacy default stream, PyTorch's too."""
+    import cupy
+    import torch
+
+    ptr = cupy.cuda.get_current_stream().ptr
+    return torch.cuda.stream(torch.cuda.ExternalStream(ptr) if ptr else torch.cuda.default_stream())
+
+
+def _norms(rows):
+    import cupy
+
+    wide = rows.astype(cupy.float64)
+    return cupy.sqrt((wide * wide).sum(axis=1))
+
+
+def _chunked_rows(x, per_chunk, dtype):
+    """per_chunk applied to a chunk of rows at a time (bounded temporaries at any n)."""
+    import cupy
+
+    out = None
+    step = max(1, (1 << 24) // max(1, x.shape[1]))
+    for first in range(0, x.shape[0], step):
+        part = per_chunk(x[first:first + step])
+        if out is None:
+            out = cupy.empty((x.shape[0],) + part.shape[1:], dtype=dtype)
+        out[first:first + step] = part
+    return out

@@ -1,0 +1,169 @@
+// kmbench-gpu's tensor-core path: the update step from labels, without serialising on hot
+// clusters. The points are ordered by cluster (a counting sort: histogram, scan, scatter), then
+// each block sums a run of CHUNK consecutive sorted points in float64, one dimension per
+// thread, and adds a cluster's partial once per run with a float64 atomic: about
+// (n / CHUNK + k) * d atomics per iteration instead of n * d, however the points are spread.
+// finish turns the sums into centroids and leaves what the next assignment reads: float32
+// centroids, their half norms, and the two maxima of the TF32 error bound (bound.py).
+//
+// Launch order per iteration: histogram, scan, scatter, segment_sums, finish. scan also
+// resets what the next assignment counts (flagged points) and what finish maximises.
+
+#define CHUNK 256          // sorted points per block of segment_sums
+#define SCAN_THREADS 1024  // scan is one block
+
+// Points per cluster, from shared-memory histograms where k fits (hot clusters meet in
+// shared memory, not in global atomics); with track, counts labels that differ from the
+// previous iteration's and keeps these as the previous.
+extern "C" __global__ void histogram(const int* __restrict__ labels, long long n, int k, int* __restrict__ counts,
+                                     int shared_k, int* __restrict__ previous, unsigned long long* __restrict__ changed,
+                                     int track) {
+  extern __shared__ int local[];
+  const bool in_shared = shared_k > 0;
+  if (in_shared)
+    for (int j = threadIdx.x; j < k; j += blockDim.x) local[j] = 0;
+  __syncthreads();
+  unsigned long long moved = 0;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    const int label = labels[i];
+    if (in_shared) atomicAdd(&local[label], 1);
+    else atomicAdd(&counts[label], 1);
+    if (track) {
+      moved += previous[i] != label;
+      previous[i] = label;
+    }
+  }
+  if (track) {
+    for (int offset = 16; offset > 0; offset >>= 1) moved += __shfl_down_sync(0xffffffffu, moved, offset);
+    if ((threadIdx.x & 31) == 0 && moved) atomicAdd(changed, moved);
+  }
+  __syncthreads();
+  if (in_shared)
+    for (int j = threadIdx.x; j < k; j += blockDim.x)
+      if (local[j]) atomicAdd(&counts[j], local[j]);
+}
+
+// One block: exclusive prefix sums of the counts into starts (and cursor, which scatter
+// consumes). Resets the flagged-point counter after adding it to the run's total, and the
+// bound's maxima that finish will fill.
+extern "C" __global__ void scan(const int* __restrict__ counts, int k, int* __restrict__ starts, int* __restrict__ cursor,
+                                unsigned int* __restrict__ flagged_count, unsigned long long* __restrict__ flagged_total,
+                                float* __restrict__ bound_max) {
+  __shared__ int partial[SCAN_THREADS];
+  const int per = (k + SCAN_THREADS - 1) / SCAN_THREADS;
+  const int first = threadIdx.x * per;
+  const int last = min(first + per, k);
+  int own = 0;
+  for (int j = first; j < last; ++j) own += counts[j];
+  partial[threadIdx.x] = own;
+  __syncthreads();
+  for (int offset = 1; offset < SCAN_THREADS; offset <<= 1) {  // Hillis-Steele, inclusive
+    const int add = threadIdx.x >= offset ? partial[threadIdx.x - offset] : 0;
+    __syncthreads();
+    partial[threadIdx.x] += add;
+    __syncthreads();
+  }
+  int running = partial[threadIdx.x] - own;
+  for (int j = first; j < last; ++j) {
+    starts[j] = running;
+    cursor[j] = running;
+    running += counts[j];
+  }
+  if (threadIdx.x == 0) {
+    *flagged_total += *flagged_count;
+    *flagged_count = 0u;
+    bound_max[0] = 0.0f;
+    bound_max[1] = 0.0f;
+  }
+}
+
+// order[] lists the points cluster by cluster. Lanes of a warp with the same label take
+// their places with one atomic (the leader's), so a hot cluster costs an atomic per warp.
+extern "C" __global__ void scatter(const int* __restrict__ labels, long long n, int* __restrict__ cursor,
+                                   int* __restrict__ order) {
+  for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += (long long)gridDim.x * blockDim.x) {
+    const long long i = base + threadIdx.x;
+    const bool live = i < n;
+    const unsigned int active = __ballot_sync(0xffffffffu, live);
+    if (!live) continue;
+    const int label = labels[i];
+    const unsigned int same = __match_any_sync(active, label);
+    const int leader = __ffs(same) - 1;
+    const int lane = threadIdx.x & 31;
+    int slot = 0;
+    if (lane == leader) slot = atomicAdd(&cursor[label], __popc(same));
+    slot = __shfl_sync(same, slot, leader);
+    order[slot + __popc(same & ((1u << lane) - 1u))] = (int)i;
+  }
+}
+
+// Each block sums CHUNK consecutive points of order[], one dimension per thread, in float64,
+// flushing to sums[cluster] whenever the cluster changes along the run.
+extern "C" __global__ void segment_sums(const float* __restrict__ x, int d, const int* __restrict__ order,
+                                        const int* __restrict__ labels, long long n, double* __restrict__ sums) {
+  __shared__ int rows[CHUNK];
+  __shared__ int owner[CHUNK];
+  const long long first = (long long)blockIdx.x * CHUNK;
+  const int count = (int)min((long long)CHUNK, n - first);
+  for (int p = threadIdx.x; p < count; p += blockDim.x) {
+    rows[p] = order[first + p];
+    owner[p] = labels[rows[p]];
+  }
+  __syncthreads();
+  for (int dim = threadIdx.x; dim < d; dim += blockDim.x) {
+    int cluster = owner[0];
+    double total = 0.0;
+    for (int p = 0; p < count; ++p) {
+      if (owner[p] != cluster) {
+        atomicAdd(&sums[(long long)cluster * d + dim], total);
+        cluster = owner[p];
+        total = 0.0;
+      }
+      total += (double)x[(long long)rows[p] * d + dim];
+    }
+    atomicAdd(&sums[(long long)cluster * d + dim], total);
+  }
+}
+
+// A float32 value rounded to the nearest TF32 value, ties away from zero (bound.to_tf32).
+__device__ __forceinline__ float round_to_tf32(float value) {
+  return __uint_as_float((__float_as_uint(value) + 0x1000u) & 0xFFFFE000u);
+}
+
+// One block per cluster: the new float64 centroid (an empty cluster keeps its own), its
+// float32 copy, that copy rounded to TF32 (what the tensor cores read), its half norm (float64
+// sum, rounded once), and the bound's maxima: the largest centroid norm rounded up and the
+// largest half norm. Clears the sums and the count it read.
+extern "C" __global__ void finish(double* __restrict__ sums, int* __restrict__ counts, int k, int d,
+                                  double* __restrict__ centroids64, float* __restrict__ centroids,
+                                  float* __restrict__ centroids_tf32, float* __restrict__ half_norms,
+                                  float* __restrict__ bound_max) {
+  __shared__ double partial[32];
+  const int j = blockIdx.x;
+  const int members = counts[j];
+  double square = 0.0;
+  for (int dim = threadIdx.x; dim < d; dim += blockDim.x) {
+    const long long at = (long long)j * d + dim;
+    double value = centroids64[at];
+    if (members > 0) value = sums[at] / (double)members;
+    sums[at] = 0.0;
+    centroids64[at] = value;
+    const float single = (float)value;
+    centroids[at] = single;
+    centroids_tf32[at] = round_to_tf32(single);
+    square += (double)single * (double)single;
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) square += __shfl_down_sync(0xffffffffu, square, offset);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = square;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += partial[w];
+    const float half = __double2float_rn(0.5 * total);
+    half_norms[j] = half;
+    counts[j] = 0;
+    // Non-negative floats order like their bit patterns, so an integer max is a float max.
+    atomicMax((int*)&bound_max[0], __float_as_int(__double2float_ru(sqrt(total))));
+    atomicMax((int*)&bound_max[1], __float_as_int(half));
+  }
+}

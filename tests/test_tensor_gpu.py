@@ -1,0 +1,155 @@
+"""kmbench-gpu's tensor-core path (impls/fast/tensor_path.py) and the GPU rows at embedding
+dimensions. Without a GPU: the update kernels compile with nvcc, the tilings and the memory
+count. With a GPU (make test-gpu): agreement with the float64 oracle for d from 17 to 1000 and
+k from 1 to 2000, far from the origin, both stop rules, with and without the CUDA graph;
+re-checks counted; flash-kmeans rows recorded; and a randomized test every GPU row must pass."""
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from impls.fast import HERE, KmbenchGpu
+from impls.fast.tensor_path import WHOLE_MAX_DIM, default_tilings, device_bytes
+from tests.conftest import gpu_cell
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_update_kernels_compile(arch, tmp_path):
+    done = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-std=c++17", "-o", str(tmp_path / "u.cubin"),
+                           str(HERE / "update.cu")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("d", [17, 33, 64, 100, 128, 129, 256, 408, 1000, 4096])
+def test_tilings_keep_rows_on_chip_up_to_their_limit(d):
+    tiling, exact = default_tilings(d)
+    for block_m, block_n, block_d, warps, stages in (tiling, exact):
+        assert block_d & (block_d - 1) == 0 and block_d >= 16  # tl.arange and tl.dot need this
+        assert (block_d >= d) == (d <= WHOLE_MAX_DIM)
+        assert block_d * 4 * (block_m + stages * block_n) <= 227 * 1024  # fits an H100's shared memory
+
+
+def test_memory_count_covers_the_data_twice():
+    assert device_bytes(10**6, 128, 1024) >= 2 * 10**6 * 128 * 4
+
+
+# ------------------------------------------------------------------ on a GPU
+
+
+def _blobs(n, d, centers, seed=0, offset=0.0, std=0.3):
+    rng = np.random.default_rng(seed)
+    middle = rng.uniform(-10, 10, (centers, d))
+    return (middle[rng.integers(0, centers, n)] + std * rng.standard_normal((n, d)) + offset).astype(np.float32)
+
+
+def _tensor():
+    return KmbenchGpu(force_strategy="tensor")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d, k", [(17, 5), (33, 1), (33, 7), (64, 300), (100, 2000), (128, 64), (408, 300),
+                                  (1000, 17)])
+def test_tensor_path_agrees_with_the_oracle(d, k):
+    n = 12_007  # not a multiple of any block
+    _, record = gpu_cell(_tensor(), _blobs(n, d, k), k, 8)
+    assert record["status"] == "ok", (record["build"], record.get("detail"))
+    assert record["build"]["strategy"] == "tensor"
+    assert 0 <= record["build"]["rechecked_points"] <= n * 8
+    assert any("re-checked" in note for note in record["notes"])
+
+
+@pytest.mark.gpu
+def test_high_d_takes_the_tensor_path_by_default():
+    _, record = gpu_cell(KmbenchGpu(), _blobs(5_000, 64, 10), 10, 3)
+    assert record["build"]["strategy"] == "tensor" and record["status"] == "ok"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("recheck", ["ieee", "tf32x3"])
+@pytest.mark.parametrize("graph", ["1", "0"])
+def test_far_from_the_origin_with_and_without_the_graph(recheck, graph, monkeypatch):
+    monkeypatch.setenv("KMBENCH_CUDA_GRAPH", graph)
+    monkeypatch.setenv("KMBENCH_TENSOR_RECHECK", recheck)
+    _, record = gpu_cell(_tensor(), _blobs(30_011, 64, 40, offset=1e4), 40, 10)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["recheck"] == recheck
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tol", [0.0, 0.01])
+def test_tolerance_rule_stops_with_the_oracle(tol):
+    oracle, record = gpu_cell(_tensor(), _blobs(40_000, 96, 50, std=2.0), 50, 60, tol=tol)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["iterations_executed"] == oracle.iterations
+
+
+@pytest.mark.gpu
+def test_separated_clusters_started_at_their_centres_need_no_recheck():
+    """The bound is not vacuous: with every margin wide, no point is re-checked."""
+    from dataclasses import replace
+
+    from kmbench import runner, validate
+    from kmbench.datasets import Dataset
+
+    rng = np.random.default_rng(3)
+    centres = rng.uniform(-10, 10, (64, 128)).astype(np.float32)
+    data = (centres[rng.integers(0, 64, 50_000)] + 0.1 * rng.standard_normal((50_000, 128))).astype(np.float32)
+    dataset = Dataset("gpu", data, None, {"generator": "test"})
+    settings = runner.Settings(k=64, iterations=5, warmup=1, repeats=1)
+    problem = replace(runner.make_problem(dataset, settings), initial_centroids=centres)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 5)
+    record = runner.run_cell(_tensor(), problem, oracle, dataset, settings, "gpu")
+    assert record["status"] == "ok"
+    assert record["build"]["rechecked_points"] == 0
+
+
+@pytest.mark.gpu
+def test_dense_data_are_rechecked_and_agree():
+    data = (np.random.default_rng(5).standard_normal((30_000, 64)) + 100.0).astype(np.float32)
+    _, record = gpu_cell(_tensor(), data, 500, 10)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["rechecked_points"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["flash-kmeans", "flash-kmeans-fp16"])
+def test_flash_kmeans_rows_are_recorded_with_their_precision(name):
+    from kmbench.registry import discover
+
+    impl = discover()[name]
+    ready, why = impl.available()
+    if not ready:
+        pytest.skip(why)
+    _, record = gpu_cell(impl, _blobs(20_000, 64, 16), 16, 5)
+    assert record["status"] in ("ok", "mismatch"), record.get("detail")
+    assert record["iterations_executed"] == 5
+    assert ("fp16" in record["build"]["precision"]) == name.endswith("fp16")
+
+
+ROWS = ["kmbench-gpu", "triton-fused", "yinyang-gpu"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(6))
+def test_every_gpu_row_passes_random_problems(seed):
+    """d and k drawn at random, dense or clustered data, near or far from the origin."""
+    from kmbench.registry import discover
+
+    rng = np.random.default_rng(1000 + seed)
+    d = int(rng.choice([2, 3, 8, 16, 40, 64, 100, 200]))
+    k = int(rng.integers(100, 1200))
+    offset = float(rng.choice([0.0, 50.0, 1e3]))
+    if seed % 2:
+        data = (rng.standard_normal((20_000, d)) + offset).astype(np.float32)
+    else:
+        data = _blobs(20_000, d, int(rng.integers(5, 200)), seed=seed, offset=offset, std=1.0)
+    everything = discover()
+    for name in ROWS:
+        impl = everything[name]
+        if not impl.available()[0]:
+            continue
+        _, record = gpu_cell(impl, data, k, 10)
+        assert record["status"] == "ok", (name, d, k, offset, record.get("detail"))
