@@ -61,6 +61,61 @@ class FastPytorchKMeans(TorchLloyd):
                 "not_forced": "an empty cluster's centroid becomes 0; no label tolerance rule"}
 
 
+class FlashKMeans(TorchLloyd):
+    """flash-kmeans (the Flash-KMeans paper's package): its batched Triton Lloyd,
+    `batch_kmeans_Euclid(x[None], k, max_iters, tol=-1, init_centroids=given[None])`, which
+    runs exactly max_iters iterations (it stops on centroid shift < tol, never true for -1).
+    With float32 input its `tl.dot` runs in TF32; the fp16 row hands it half-precision data
+    and centroids. Its sums are float32; an empty cluster keeps its centroid."""
+
+    name = "flash-kmeans"
+    label = "flash-kmeans (fp32 input)"
+    description = "flash_kmeans.batch_kmeans_Euclid(x, k, tol=-1, init_centroids=given); fp32 input, TF32 dots"
+    source = "peer users pick (the embeddings issue): flash-kmeans, Triton"
+    library = "flash_kmeans"
+    install_hint = "flash-kmeans is not installed: pip install flash-kmeans"
+    half = False
+
+    def follows_tolerance(self, tol: float) -> bool:
+        return False  # its tol watches centroid movement, not labels
+
+    def prepare(self, problem: Problem) -> None:
+        super().prepare(problem)
+        if self.half:
+            self._x = self._x.half()
+
+    def run(self, problem: Problem) -> Result:
+        import torch
+        from flash_kmeans.kmeans_triton_impl import batch_kmeans_Euclid
+
+        start = torch.as_tensor(np.asarray(problem.initial_centroids, dtype=np.float32), device="cuda")
+        start = start.to(self._x.dtype)[None]
+        torch.cuda.synchronize()
+        region = CudaEventRegion()
+        with region:
+            _, centroids, done = batch_kmeans_Euclid(self._x[None], problem.k, max_iters=problem.iterations,
+                                                     tol=-1.0, init_centroids=start)
+        return Result(centroids=centroids[0].double().cpu().numpy(), iterations=int(done),
+                      phases={"iterate": region.seconds()})
+
+    def build_info(self) -> dict:
+        from importlib.metadata import version
+
+        return {"library": f"flash-kmeans {version('flash-kmeans')}", "torch": getattr(self, "_version", "?"),
+                "precision": "fp16 data and dots, fp32 sums" if self.half else "fp32 input, tf32 dots, fp32 sums",
+                "not_forced": "no label tolerance rule (it watches centroid shift)"}
+
+    def bytes_per_iteration(self, problem: Problem) -> int:
+        return problem.n * problem.d * (2 if self.half else 4)
+
+
+class FlashKMeansHalf(FlashKMeans):
+    name = "flash-kmeans-fp16"
+    label = "flash-kmeans (fp16)"
+    description = "flash-kmeans on float16 data and centroids (its fastest documented precision)"
+    half = True
+
+
 class CumlKMeans(Implementation):
     name = "cuml"
     label = "cuML"

@@ -29,6 +29,8 @@ BUILTINS = [
     "impls.kmcuda:KmcudaYinyang",
     "impls.torch_impl:TorchLloyd",
     "impls.gpu_peers:FastPytorchKMeans",
+    "impls.gpu_peers:FlashKMeans",
+    "impls.gpu_peers:FlashKMeansHalf",
     "impls.keops_impl:PykeopsKMeans",
     "impls.gpu_peers:CumlKMeans",
     "impls.dask_impl:DaskLloyd",
