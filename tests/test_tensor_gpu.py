@@ -26,10 +26,11 @@ def test_update_kernels_compile(arch, tmp_path):
 @pytest.mark.parametrize("d", [17, 33, 64, 100, 128, 129, 256, 408, 1000, 4096])
 def test_tilings_keep_rows_on_chip_up_to_their_limit(d):
     tiling, exact = default_tilings(d)
-    for block_m, block_n, block_d, warps, stages in (tiling, exact):
+    # The re-check's tf32x3 keeps split copies of its operands: twice the shared memory.
+    for (block_m, block_n, block_d, warps, stages), copies in ((tiling, 1), (exact, 2)):
         assert block_d & (block_d - 1) == 0 and block_d >= 16  # tl.arange and tl.dot need this
         assert (block_d >= d) == (d <= WHOLE_MAX_DIM)
-        assert block_d * 4 * (block_m + stages * block_n) <= 227 * 1024  # fits an H100's shared memory
+        assert copies * block_d * 4 * (block_m + stages * block_n) <= 227 * 1024  # an H100's shared memory
 
 
 def test_memory_count_covers_the_data_twice():
@@ -50,8 +51,8 @@ def _tensor():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("d, k", [(17, 5), (33, 1), (33, 7), (64, 300), (100, 2000), (128, 64), (408, 300),
-                                  (1000, 17)])
+@pytest.mark.parametrize("d, k", [(17, 5), (33, 1), (33, 7), (64, 300), (100, 2000), (128, 64), (200, 64),
+                                  (408, 300), (1000, 17)])
 def test_tensor_path_agrees_with_the_oracle(d, k):
     n = 12_007  # not a multiple of any block
     _, record = gpu_cell(_tensor(), _blobs(n, d, k), k, 8)
@@ -62,13 +63,22 @@ def test_tensor_path_agrees_with_the_oracle(d, k):
 
 
 @pytest.mark.gpu
+def test_the_default_recheck_is_ieee_fp32_where_tf32x3_falls_short():
+    """12,007 x 200, k = 773: the tf32x3 re-check ended a mismatch here (inertia 1.06e-3),
+    IEEE FP32 and cuBLAS FP32 ok."""
+    _, record = gpu_cell(_tensor(), _blobs(12_007, 200, 773), 773, 8)
+    assert record["build"]["recheck"] == "ieee"
+    assert record["status"] == "ok", record.get("detail")
+
+
+@pytest.mark.gpu
 def test_high_d_takes_the_tensor_path_by_default():
     _, record = gpu_cell(KmbenchGpu(), _blobs(5_000, 64, 10), 10, 3)
     assert record["build"]["strategy"] == "tensor" and record["status"] == "ok"
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("recheck", ["ieee", "tf32x3"])
+@pytest.mark.parametrize("recheck", ["ieee", "tf32x3"])  # tf32x3 is fine on this well-posed problem
 @pytest.mark.parametrize("graph", ["1", "0"])
 def test_far_from_the_origin_with_and_without_the_graph(recheck, graph, monkeypatch):
     monkeypatch.setenv("KMBENCH_CUDA_GRAPH", graph)

@@ -4,14 +4,14 @@ certified_assign: one pass over the points. Each block of BLOCK_M points meets e
 tile through TF32 tensor-core products (FP32 accumulation) and keeps, per (row, column slot),
 the smallest score, its index and the second smallest, elementwise, so the reduction across
 threads comes once per block, not once per tile (see impls/triton_lloyd/NOTES.md for why).
-The n x k scores never reach memory. Where BLOCK_D covers d (d <= 256), a block's points are
+The n x k scores never reach memory. Where BLOCK_D covers d (d <= 128), a block's points are
 loaded once and stay on chip while the centroid tiles stream past (the loop Triton pipelines);
 above, each tile is a K loop over chunks of BLOCK_D dimensions. A point whose best two scores are further apart than
 twice the bound of bound.py takes the TF32 winner; the others are appended to a list for
 exact_assign.
 
 exact_assign: the listed points only, against every centroid, in FP32: IEEE products (FMA
-units) or error-compensated TF32 ("tf32x3": three tensor-core products per pair, FP32-grade),
+units), or for experiments error-compensated TF32 ("tf32x3", not FP32-grade: see NOTES.md),
 the lowest index winning equal scores, as in the oracle. Its programs loop over the
 list, whose length they read from the device, so the launch can sit in a CUDA graph.
 """
