@@ -13,6 +13,7 @@ import pytest
 from impls.fast import HERE, KmbenchGpu
 from impls.fast.tensor_path import WHOLE_MAX_DIM, default_tilings, device_bytes
 from tests.conftest import gpu_cell
+from tests.test_fast import _blobs as fast_blobs
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
@@ -41,9 +42,8 @@ def test_memory_count_covers_the_data_twice():
 
 
 def _blobs(n, d, centers, seed=0, offset=0.0, std=0.3):
-    rng = np.random.default_rng(seed)
-    middle = rng.uniform(-10, 10, (centers, d))
-    return (middle[rng.integers(0, centers, n)] + std * rng.standard_normal((n, d)) + offset).astype(np.float32)
+    """test_fast's blobs, tighter by default."""
+    return fast_blobs(n, d, centers, seed, offset, std)
 
 
 def _tensor():

@@ -277,16 +277,22 @@ class KmbenchGpu(GpuImplementation):
         with stream:
             stream.begin_capture()
             try:
+                iterate = self._iteration()
                 for _ in range(problem.iterations):
-                    if self._strategy == "tensor":
-                        self._tensor.iterate(track=False)
-                    else:
-                        self._iterate_lowd(problem, track=False)
+                    iterate(problem, track=False)
             finally:
                 graph = stream.end_capture()
         return graph
 
     # ------------------------------------------------------------------ one iteration
+
+    def _iteration(self):
+        """The one-iteration method of the chosen strategy (resident runs whole, apart)."""
+        return {"gemm": self._iterate_gemm, "tensor": self._iterate_tensor}.get(self._strategy,
+                                                                                self._iterate_lowd)
+
+    def _iterate_tensor(self, problem: Problem, track: bool) -> None:
+        self._tensor.iterate(track)
 
     def _iterate_lowd(self, problem: Problem, track: bool) -> None:
         n, k = np.int64(problem.n), np.int32(problem.k)
@@ -356,9 +362,7 @@ class KmbenchGpu(GpuImplementation):
             if track:
                 self._labels.fill(-1)
         changed = np.frombuffer(self._changed_host, dtype=np.uint64, count=1)
-        iterate = {"gemm": self._iterate_gemm,
-                   "tensor": lambda problem, track: self._tensor.iterate(track)}.get(self._strategy,
-                                                                                     self._iterate_lowd)
+        iterate = self._iteration()
         stream = self._stream if self._graph is not None and not track else cupy.cuda.get_current_stream()
         cupy.cuda.Device().synchronize()
         phases: dict[str, float] = {}
