@@ -4,9 +4,21 @@ issue rate (FP32 instructions per second, counting one per thread per instructio
 multiply-add as one). A cell's position on the roofline is the larger of its two fractions:
 declared bytes over the copy rate, and distance evaluations times declared FP32 instructions
 per evaluation over the issue rate.
+
+High-d cells (d > HIGH_DIM) also get a measured floor: cuBLAS's FP32 and TF32 products of the
+cell's shape, (n x d) times (d x k), the work of one assignment by GEMM, timed once per shape
+and process. Tensor-core rows pass the FP32 issue rate, so there the floor is the fairer yardstick.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+HIGH_DIM = 32  # above this a cell is high-d: kmbench-gpu's tensor-core side (impls/fast)
+FLOOR_SCORES_BYTES = 1 << 28  # the floor's products run in row chunks of at most 256 MB of scores
+_gemm_floors: dict[tuple[int, int, int], dict | None] = {}
 
 # Eight independent FMA chains per thread keep every FP32 pipe busy (the FMA latency is 4
 # cycles; two warps per scheduler and 8 chains cover it); the result is written so the
@@ -77,3 +89,47 @@ def fractions(record: dict) -> dict:
     if rate and instructions and issue:
         found["FP32 issue"] = rate * instructions / issue
     return found
+
+
+@contextmanager
+def matmul_precision(tf32: bool):
+    """CuPy's float32 matrix products in TF32 (tensor cores) or in FP32, restored after."""
+    from cupy._core import _routines_linalg as linalg
+
+    wanted = linalg.COMPUTE_TYPE_TF32 if tf32 else linalg.COMPUTE_TYPE_FP32
+    previous = linalg.get_compute_type(np.dtype(np.float32))
+    linalg.set_compute_type(np.dtype(np.float32), wanted)
+    try:
+        yield
+    finally:
+        linalg.set_compute_type(np.dtype(np.float32), previous)
+
+
+def gemm_floor(n: int, d: int, k: int) -> dict | None:
+    """Seconds of one (n x d)(d x k) float32 product by cuBLAS, {"fp32": ..., "tf32": ...},
+    timed in chunks of rows (all of them, one chunk reused: the scores of the whole product
+    need not fit); None where no GPU is usable. Measured once per shape in this process."""
+    key = (n, d, k)
+    if key not in _gemm_floors:
+        _gemm_floors[key] = _time_gemm(n, d, k)
+    return _gemm_floors[key]
+
+
+def _time_gemm(n: int, d: int, k: int) -> dict | None:
+    try:
+        import cupy
+
+        rows = max(1, min(n, FLOOR_SCORES_BYTES // (4 * k)))
+        chunks = -(-n // rows)
+        generator = cupy.random.default_rng(0)
+        x = generator.standard_normal((rows, d), dtype=cupy.float32)
+        centroids_t = generator.standard_normal((k, d), dtype=cupy.float32).T
+        scores = cupy.empty((rows, k), dtype=cupy.float32)
+        floor = {}
+        for name, tf32 in (("fp32", False), ("tf32", True)):
+            with matmul_precision(tf32):
+                seconds = _event_seconds(cupy, lambda: cupy.matmul(x, centroids_t, out=scores), chunks)
+            floor[name] = seconds * n / (rows * chunks)
+        return floor
+    except Exception:
+        return None

@@ -103,6 +103,28 @@ def _libraries_markdown(group: pd.DataFrame) -> list[str]:
                     for _, row in rows.iterrows()])]
 
 
+def _floor_multiple(row, precision: str) -> str:
+    """A row's time per iteration as a multiple of the cell's measured GEMM in `precision`."""
+    floor = row.get(f"gemm_{precision}_s")
+    if _missing(floor) or _missing(row.get("per_iter_s")) or not floor:
+        return "-"
+    return f"{row['per_iter_s'] / floor:.2f}x"
+
+
+def _gemm_floor_markdown(group: pd.DataFrame) -> list[str]:
+    """High-d cells: every row beside cuBLAS's GEMM of the cell's shape on the same GPU."""
+    if "gemm_tf32_s" not in group or group["gemm_tf32_s"].isna().all():
+        return []
+    timed = group.dropna(subset=["gemm_tf32_s"])
+    return ["", "Against the measured GEMM floor: cuBLAS's product of the cell's shape, (n x d) times (d x k), "
+            "the work of one assignment, timed on the same GPU in FP32 and in TF32; each row's time per "
+            "iteration as a multiple of each:", "",
+            _table(["Implementation", "n", "per iteration", "FP32 GEMM", "multiple", "TF32 GEMM", "multiple"],
+                   [[row["label"], f"{row['n']:,}", _flagged(row, _seconds(row["per_iter_s"])),
+                     _seconds(row["gemm_fp32_s"]), _floor_multiple(row, "fp32"),
+                     _seconds(row["gemm_tf32_s"]), _floor_multiple(row, "tf32")] for _, row in timed.iterrows()])]
+
+
 def _group_markdown(group: pd.DataFrame) -> list[str]:
     sizes = sorted(group["n"].unique())
     out = [_table(["Implementation"] + [f"n = {n:,}" for n in sizes],
@@ -127,6 +149,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
                             _fraction(row["arithmetic_fraction"]),
                             _flagged(row, f"{row['roofline_fraction']:.1%} of {row['roofline_limit']}")]
                            for _, row in group.dropna(subset=["roofline_fraction"]).iterrows()]))
+    out += _gemm_floor_markdown(group)
     out += _libraries_markdown(group)
     notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
@@ -289,8 +312,9 @@ def peer_markdown(cells: pd.DataFrame) -> list[str]:
                      _flagged(me, _seconds(me["per_iter_s"])),
                      f"{best['label']} {_seconds(best['per_iter_s'])}" if best is not None else "-",
                      _ratio(best["per_iter_s"] / me["per_iter_s"]) if best is not None and me["status"] == "ok" else "-",
-                     roofline])
-    return out + [_table(["dataset", "k", "iterations", "kmbench-gpu", "best peer", "ratio", "roofline"], rows)]
+                     roofline, _floor_multiple(me, "tf32")])
+    return out + [_table(["dataset", "k", "iterations", "kmbench-gpu", "best peer", "ratio", "roofline",
+                          "x TF32 GEMM"], rows)]
 
 
 def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title="kmbench report") -> str:

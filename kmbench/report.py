@@ -81,6 +81,8 @@ def _row(record: dict) -> dict:
         "per_iter_s": record.get("per_iteration_s"),
         "dist_evals_per_s": record.get("distance_evals_per_s"),
         **_roofline(record),
+        "gemm_fp32_s": (record.get("gemm_floor_s") or {}).get("fp32"),
+        "gemm_tf32_s": (record.get("gemm_floor_s") or {}).get("tf32"),
         # What a row is built on and computes in, as its build information declares it.
         "library": build.get("library"),
         "precision": build.get("precision") or build.get("computes_in"),

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from kmbench import environment, oracles, results, seeding, validate
+from kmbench import ceilings, environment, oracles, results, seeding, validate
 from kmbench.datasets import Dataset
 from kmbench.errors import UsageError
 from kmbench.memory import MemoryWatch
@@ -278,6 +278,14 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
     return record
 
 
+def gemm_floor(problem: Problem, env: dict) -> dict | None:
+    """cuBLAS's FP32 and TF32 GEMM of a high-d cell's shape on this machine's GPU (ceilings.py),
+    every row's yardstick in the report; None for low-d cells or without a GPU."""
+    if problem.d <= ceilings.HIGH_DIM or not env.get("gpu"):
+        return None
+    return ceilings.gemm_floor(problem.n, problem.d, problem.k)
+
+
 def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings,
         store=None, reporter=None, data_dir=None) -> list[dict]:
     """Every implementation on every dataset; each record is stored as soon as it exists.
@@ -289,6 +297,7 @@ def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings
     for dataset in datasets:
         problem = make_problem(dataset, settings)
         oracle = None
+        floor = gemm_floor(problem, env)
         for impl in impls:
             if reporter:
                 reporter.start(impl, dataset)
@@ -299,6 +308,8 @@ def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings
                 oracle, _ = oracles.get(dataset, problem, data_dir, progress=note)
             record = run_cell(impl, problem, oracle, dataset, settings, run_id)
             record["env"] = env
+            if floor:
+                record["gemm_floor_s"] = floor
             results.append(record, store)
             records.append(record)
             if reporter:

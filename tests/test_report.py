@@ -119,3 +119,25 @@ def test_each_row_says_what_it_is_built_on_and_computes_in():
     assert "| faiss-cpu | faiss 1.8 | float32 |" in md  # records written before the key was renamed
     table = md.split("What each row is built on and computes in:")[1]
     assert "| numpy |" not in table.split("\n\n")[1]
+
+
+def test_high_d_rows_are_shown_as_multiples_of_the_measured_gemm():
+    from kmbench import export
+
+    floor = {"fp32": 6e-3, "tf32": 2e-3}
+    ours = dict(_gpu_record("kmbench-gpu", 4e-3, k=1024), gemm_floor_s=floor)
+    peer = dict(_gpu_record("torch", 12e-3, k=1024), gemm_floor_s=floor)
+    md = export.markdown(report.cells_frame([ours, peer]), comparisons=("best-peer",))
+    table = md.split("Against the measured GEMM floor")[1]
+    assert "| kmbench-gpu | 1,000,000 | 4.000ms | 6.000ms | 0.67x | 2.000ms | 2.00x |" in table
+    assert "| torch | 1,000,000 | 12.000ms | 6.000ms | 2.00x | 2.000ms | 6.00x |" in table
+    assert "| 3.00x |" in md.split("against the best peer")[1]  # ratio column; then x TF32 GEMM 2.00x
+    assert "Against the measured GEMM floor" not in export.markdown(
+        report.cells_frame([_gpu_record("v", 400e-6, k=1000)]))  # no floor measured: no table
+
+
+def test_the_gemm_floor_is_measured_only_for_high_d_cells_on_a_gpu():
+    low = runner.make_problem(datasets.blobs(200, 8, 3, seed=0), runner.Settings(k=3, iterations=2))
+    high = runner.make_problem(datasets.blobs(200, 64, 3, seed=0), runner.Settings(k=3, iterations=2))
+    assert runner.gemm_floor(low, {"gpu": {"name": "G"}}) is None
+    assert runner.gemm_floor(high, {"gpu": None}) is None

@@ -78,6 +78,31 @@ def test_a_point_outside_the_margin_provably_keeps_its_winner(rng):
     assert certified_total > 0 and flagged_total > 0
 
 
+def test_the_re_check_keeps_the_exact_winner_among_few_candidates(rng):
+    """Points near several nearly equal centroids (a blob split by duplicated starts): the exact
+    winner is always a candidate, every centroid the bound rules out is provably worse, and
+    the far centroids are ruled out (the re-check is not a scan of all k)."""
+    kept_total = 0
+    for trial in range(20):
+        d = int(rng.integers(33, 300))
+        x, c = _scene(rng, 150, d, 60, offset=float(rng.choice([0.0, 5.0])))
+        c[:4] = c[0] + 1e-4 * rng.standard_normal((4, d)).astype(np.float32)  # one blob, four starts
+        x[:] = c[0] + 0.05 * rng.standard_normal((150, d)).astype(np.float32)
+        scores = bound.tf32_scores(x, c)
+        _, best, second = bound.best_two(scores)
+        error = _bound_for(x, c)
+        kept = bound.candidates(scores, best, error)
+        exact = bound.exact_scores(x, c)
+        winner = np.argmin(exact, axis=1)
+        assert kept[np.arange(len(x)), winner].all(), f"trial {trial}: the exact winner was ruled out"
+        winner_score = np.broadcast_to(exact[np.arange(len(x)), winner][:, None], exact.shape)
+        assert (exact[~kept] > winner_score[~kept]).all(), f"trial {trial}: a ruled-out centroid is not worse"
+        assert not kept[:, 4:].any(), f"trial {trial}: a far centroid stayed in play"
+        assert not bound.certified(best, second, error).all()  # the duplicated starts do need a re-check
+        kept_total += int(kept.sum())
+    assert kept_total > 0
+
+
 def test_a_margin_just_above_the_bound_is_certified_and_just_below_is_not():
     best = np.array([1.0, 1.0])
     error = np.array([0.25, 0.25])

@@ -27,11 +27,12 @@ def test_update_kernels_compile(arch, tmp_path):
 @pytest.mark.parametrize("d", [17, 33, 64, 100, 128, 129, 256, 408, 1000, 4096])
 def test_tilings_keep_rows_on_chip_up_to_their_limit(d):
     tiling, exact = default_tilings(d)
-    # The re-check's tf32x3 keeps split copies of its operands: twice the shared memory.
+    # The re-check holds its operands twice: in TF32 (to prune tiles) and in FP32.
     for (block_m, block_n, block_d, warps, stages), copies in ((tiling, 1), (exact, 2)):
         assert block_d & (block_d - 1) == 0 and block_d >= 16  # tl.arange and tl.dot need this
-        assert (block_d >= d) == (d <= WHOLE_MAX_DIM)
         assert copies * block_d * 4 * (block_m + stages * block_n) <= 227 * 1024  # an H100's shared memory
+    assert (tiling[2] >= d) == (d <= WHOLE_MAX_DIM)  # the TF32 pass keeps its rows on chip
+    assert exact[2] < d or d <= 32  # the re-check streams them
 
 
 def test_memory_count_covers_the_data_twice():
@@ -122,6 +123,44 @@ def test_dense_data_are_rechecked_and_agree():
     _, record = gpu_cell(_tensor(), data, 500, 10)
     assert record["status"] == "ok", record.get("detail")
     assert record["build"]["rechecked_points"] > 0
+
+
+@pytest.mark.gpu
+def test_the_recheck_list_is_sorted_by_tf32_winner_with_its_limits():
+    """After one assignment: the sorted list holds the listed points once each, in order of
+    their TF32 winner, each with the limit the TF32 pass gave it."""
+    import cupy
+
+    from impls.fast.tensor_path import TensorPath
+
+    data = (np.random.default_rng(6).standard_normal((20_000, 64)) + 10.0).astype(np.float32)
+    x = cupy.asarray(data - data.mean(axis=0))
+    path = TensorPath(x, 300, cupy.zeros(1, dtype=cupy.uint64))
+    path.start(cupy.asnumpy(x[:300]).astype(np.float64))
+    path.certify()
+    tf32_labels = path.labels.copy()
+    path.recheck_flagged()
+    count = int(path.flagged_count.get()[0])
+    assert count > 0
+    listed, limits = cupy.asnumpy(path.flagged[:count]), cupy.asnumpy(path.limits[:count])
+    ordered, ordered_limits = cupy.asnumpy(path.flagged_sorted[:count]), cupy.asnumpy(path.limits_sorted[:count])
+    winners = cupy.asnumpy(tf32_labels)[ordered]
+    assert np.array_equal(np.sort(ordered), np.sort(listed))
+    assert (np.diff(winners) >= 0).all()
+    assert dict(zip(ordered.tolist(), ordered_limits.tolist())) == dict(zip(listed.tolist(), limits.tolist()))
+    assert not path.flagged_counts.any()  # left at zero for the next iteration
+
+
+@pytest.mark.gpu
+def test_high_d_cells_carry_the_measured_gemm_floor(tmp_path):
+    from kmbench import runner
+    from kmbench.datasets import Dataset
+
+    data = Dataset("floor", _blobs(5_000, 64, 20), None, {"generator": "test"})
+    settings = runner.Settings(k=20, iterations=3, warmup=0, repeats=1)
+    record, = runner.run([_tensor()], [data], settings, store=tmp_path / "r.jsonl")
+    assert record["status"] == "ok", record.get("detail")
+    assert record["gemm_floor_s"]["fp32"] > 0 and record["gemm_floor_s"]["tf32"] > 0
 
 
 @pytest.mark.gpu

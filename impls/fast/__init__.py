@@ -26,12 +26,12 @@ from (n, d, k). NOTES.md beside this file has the byte and instruction counts.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from impls.cuda import GpuImplementation
+from kmbench.ceilings import matmul_precision as _matmul_precision
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
 from kmbench.timing import CudaEventRegion, host_region
@@ -45,20 +45,6 @@ BLOCKS_PER_SM = 8
 GEMM_ROWS = 1 << 16  # rows of X per GEMM chunk: bounds the scores buffer to 65536 x k floats
 MAX_K = 1 << 20
 STRATEGIES = ("resident", "small-k", "tiled", "tensor", "gemm")
-
-
-@contextmanager
-def _matmul_precision(tf32: bool):
-    """CuPy's float32 matrix products in TF32 (tensor cores) or in FP32, restored after."""
-    from cupy._core import _routines_linalg as linalg
-
-    wanted = linalg.COMPUTE_TYPE_TF32 if tf32 else linalg.COMPUTE_TYPE_FP32
-    previous = linalg.get_compute_type(np.dtype(np.float32))
-    linalg.set_compute_type(np.dtype(np.float32), wanted)
-    try:
-        yield
-    finally:
-        linalg.set_compute_type(np.dtype(np.float32), previous)
 
 
 def strategy(n: int, d: int, k: int, tensor_cores: bool = False) -> str:

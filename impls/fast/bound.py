@@ -27,8 +27,11 @@ arithmetic that evaluates the threshold itself.
 Certification: let j1 have the smallest computed score and s^(2) be the second smallest. If
 s^(2) - s^_j1 > 2 E(x), then for every j != j1, s_j >= s^_j - E > s^_j1 + E >= s_j1: j1 is the
 strictly nearest centroid in exact arithmetic, which is what the float64 oracle computes on
-the same float32 inputs. Every other point is re-checked in IEEE FP32 against all k
-centroids (the bound cannot name which centroids it leaves in play without keeping them).
+the same float32 inputs. Every other point is re-checked in IEEE FP32, against its
+candidates only: with w the exact winner, s_w <= s_j1 <= s^_j1 + E, so s^_w <= s^_j1 + 2 E.
+A centroid whose TF32 score is above that limit cannot be the winner (s_j >= s^_j - E > s_w),
+so the re-check scores every tile in TF32 again and runs FP32 products only where a tile
+holds a centroid within some listed point's limit.
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ def score_error(d: int, x_norm, c_max: float, h_max: float):
 def certified(best: np.ndarray, second: np.ndarray, error) -> np.ndarray:
     """True where the computed winner is provably the exact one: margin > 2 E(x)."""
     return (np.asarray(second, np.float64) - np.asarray(best, np.float64)) > 2 * np.asarray(error)
+
+
+def candidates(scores, best, error) -> np.ndarray:
+    """Which centroids can still be a point's exact winner: TF32 score <= best + 2 E(x)."""
+    limit = np.asarray(best, np.float64) + 2 * np.asarray(error, np.float64)
+    return np.asarray(scores, np.float64) <= np.reshape(limit, (-1, 1))
 
 
 def norm_up(vectors: np.ndarray) -> np.ndarray:

@@ -4,6 +4,8 @@
     python3 -m impls.fast.tensor_experiments tilings   # 1e6 x 128, k = 1024: tilings of the
                                                        # TF32 pass, beside flash-kmeans
     python3 -m impls.fast.tensor_experiments shapes    # the embeddings issue's five shapes
+    python3 -m impls.fast.tensor_experiments rechecks  # tilings of the re-check
+    python3 -m impls.fast.tensor_experiments wide      # tilings of the TF32 pass, d > 128
 
 Tilings are set through KMBENCH_TENSOR_TILING in this process only; the benchmark itself is
 `kmbench reproduce embeddings`."""
@@ -148,5 +150,70 @@ def breakdown() -> None:
         os.environ.pop("KMBENCH_TENSOR_RECHECK")
 
 
+def _pass_times(problem, setting: str, value: str, iterations: int = 6) -> tuple[float, float, float]:
+    """Mean TF32-pass and re-check times (us) over the iterations after the third, and the
+    first iteration's re-check, with one tiling variable set while the path is built."""
+    import cupy
+
+    os.environ[setting] = value
+    try:
+        impl = KmbenchGpu(force_strategy="tensor")
+        impl.use_graph = False
+        impl.prepare(problem)
+    finally:
+        os.environ.pop(setting, None)
+    path = impl._tensor
+    path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
+    events = [cupy.cuda.Event() for _ in range(3)]
+    passes, rechecks = [], []
+    for _ in range(iterations):
+        events[0].record()
+        path.certify()
+        events[1].record()
+        path.recheck_flagged()
+        events[2].record()
+        events[2].synchronize()
+        passes.append(cupy.cuda.get_elapsed_time(events[0], events[1]) * 1e3)
+        rechecks.append(cupy.cuda.get_elapsed_time(events[1], events[2]) * 1e3)
+        path.update(track=False)
+    impl.release()
+    later = min(3, iterations - 1)
+    return float(np.mean(passes[later:])), float(np.mean(rechecks[later:])), rechecks[0]
+
+
+def rechecks() -> None:
+    """The re-check's time per iteration for several exact_assign tilings, at 1e6 x 128,
+    300k x 408 and 1e6 x 768 (blobs, one centre per cluster)."""
+    choices = ("64,64,32,4,2", "64,128,32,4,3", "128,128,32,8,3", "128,64,32,8,3", "64,64,64,4,2")
+    for n, d, k in ((1_000_000, 128, 1024), (300_000, 408, 5000), (1_000_000, 768, 4096)):
+        problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
+        for tiling in choices:
+            try:
+                _, recheck, first = _pass_times(problem, "KMBENCH_TENSOR_EXACT_TILING", tiling, 6)
+            except Exception as error:  # a tiling may not fit: say so and go on
+                print(f"{n}x{d} k={k} exact tiling {tiling:14s}: {type(error).__name__}: {str(error)[:120]}")
+                continue
+            print(f"{n}x{d} k={k} exact tiling {tiling:14s}: re-check {recheck:8.1f} us "
+                  f"(first iteration {first:8.1f} us)", flush=True)
+
+
+def wide() -> None:
+    """The TF32 pass's tilings where rows are streamed (d > 128): 300k x 408, k = 5000 and
+    1e6 x 768, k = 4096 (blobs)."""
+    choices = ("128,64,32,8,3", "128,128,32,8,3", "128,128,64,8,3", "128,256,32,8,3", "256,128,32,8,3",
+               "128,128,32,4,4", "64,128,32,4,3")
+    for n, d, k in ((300_000, 408, 5000), (1_000_000, 768, 4096)):
+        problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
+        for tiling in choices:
+            try:
+                tf32, recheck, _ = _pass_times(problem, "KMBENCH_TENSOR_TILING", tiling, 4)
+            except Exception as error:  # a tiling may not fit: say so and go on
+                print(f"{n}x{d} k={k} tiling {tiling:14s}: {type(error).__name__}: {str(error)[:120]}", flush=True)
+                continue
+            print(f"{n}x{d} k={k} tiling {tiling:14s}: tf32 pass {tf32:9.1f} us, re-check {recheck:9.1f} us",
+                  flush=True)
+
+
 if __name__ == "__main__":
-    {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown}[sys.argv[1]]()
+    {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown,
+     "rechecks": rechecks, "wide": wide}[sys.argv[1]]()

@@ -1,19 +1,24 @@
 """Triton kernels of kmbench-gpu's tensor-core path (imported only where Triton is installed).
 
 certified_assign: one pass over the points. Each block of BLOCK_M points meets every centroid
-tile through TF32 tensor-core products (FP32 accumulation) and keeps, per (row, column slot),
-the smallest score, its index and the second smallest, elementwise, so the reduction across
-threads comes once per block, not once per tile (see impls/triton_lloyd/NOTES.md for why).
-The n x k scores never reach memory. Where BLOCK_D covers d (d <= 128), a block's points are
-loaded once and stay on chip while the centroid tiles stream past (the loop Triton pipelines);
-above, each tile is a K loop over chunks of BLOCK_D dimensions. A point whose best two scores are further apart than
-twice the bound of bound.py takes the TF32 winner; the others are appended to a list for
-exact_assign.
+tile through TF32 tensor-core products (FP32 accumulation). The n x k scores never reach
+memory. Where BLOCK_D covers d (d <= 128), a block's points are loaded once and stay on chip
+while the centroid tiles stream past (the loop Triton pipelines), and the best score, its
+index and the second best are kept per (row, column slot), elementwise, so the reduction
+across threads comes once per block, not once per tile (see impls/triton_lloyd/NOTES.md for
+why). Above, each tile is a K loop over chunks of BLOCK_D dimensions, long enough that a
+reduction per tile is cheap, and per-row state leaves the registers for wider tiles. A point
+whose best two scores are further apart than twice the bound E of bound.py takes the TF32
+winner; the others are appended to a list, each with its limit: best TF32 score + 2 E.
 
-exact_assign: the listed points only, against every centroid, in FP32: IEEE products (FMA
-units), or for experiments error-compensated TF32 ("tf32x3", not FP32-grade: see NOTES.md),
-the lowest index winning equal scores, as in the oracle. Its programs loop over the
-list, whose length they read from the device, so the launch can sit in a CUDA graph.
+exact_assign: the listed points only, ordered by TF32 winner (update.cu), in FP32: IEEE
+products (FMA units), or for experiments error-compensated TF32 ("tf32x3", not FP32-grade:
+see NOTES.md), the lowest index winning equal scores, as in the oracle. Only centroids whose
+TF32 score is within the point's limit can be its exact winner (the winner w's exact score is
+at most the TF32 best + E, so its TF32 score is at most the limit), so each tile is first
+scored in TF32 and the FP32 products run only for tiles that hold a candidate of some listed
+point. Its programs loop over the list, whose length they read from the device, so the
+launch can sit in a CUDA graph.
 """
 
 from __future__ import annotations
@@ -50,17 +55,14 @@ def _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, col_ok,
 
 
 @triton.jit
-def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_ptr, flagged_ptr,
-                     flagged_count_ptr, n, k, eps, eta,
-                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
-    block = tl.program_id(0)
-    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < n
-    rows64 = rows.to(tl.int64)
+def _best_two_by_slot(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                      DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Best score, runner-up and winner per row, kept per (row, column slot) across the tiles
+    and reduced once: where a tile's products are short (rows on chip), a reduction across
+    threads per tile would cost as much as the products."""
     slot_best = tl.full((BLOCK_M, BLOCK_N), float("inf"), dtype=tl.float32)
     slot_second = tl.full((BLOCK_M, BLOCK_N), float("inf"), dtype=tl.float32)
     slot_index = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
-    x_whole = _rows(x_ptr, rows64, row_ok, 0, DIM, BLOCK_D)  # used only where BLOCK_D >= DIM
     for first in range(0, k, BLOCK_N):
         cols = first + tl.arange(0, BLOCK_N)
         scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
@@ -74,6 +76,46 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
     # The runner-up is the winning slot's second score or another slot's best.
     winning_slot = slot_index == label[:, None]
     second = tl.min(tl.where(winning_slot, slot_second, slot_best), axis=1)
+    return best, second, label
+
+
+@triton.jit
+def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The same, reduced per tile: where the products are long (d > 128) the reductions are
+    cheap beside them, and per-row state leaves the registers for wider tiles."""
+    best = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
+    second = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
+    label = tl.zeros((BLOCK_M,), dtype=tl.int32)
+    for first in range(0, k, BLOCK_N):
+        cols = first + tl.arange(0, BLOCK_N)
+        scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
+                         DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
+        tile_best = tl.min(scores, axis=1)
+        tile_label = tl.min(tl.where(scores == tile_best[:, None], cols[None, :], k), axis=1)
+        tile_second = tl.min(tl.where(cols[None, :] == tile_label[:, None], float("inf"), scores), axis=1)
+        lower = tile_best < best  # strict: of equal scores the earlier tile's lower index stays
+        second = tl.where(lower, tl.minimum(best, tile_second), tl.minimum(second, tile_best))
+        label = tl.where(lower, tile_label, label)
+        best = tl.where(lower, tile_best, best)
+    return best, second, label
+
+
+@triton.jit
+def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_ptr, flagged_ptr, limit_ptr,
+                     flagged_count_ptr, n, k, eps, eta,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    block = tl.program_id(0)
+    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < n
+    rows64 = rows.to(tl.int64)
+    x_whole = _rows(x_ptr, rows64, row_ok, 0, DIM, BLOCK_D)  # used only where BLOCK_D >= DIM
+    if BLOCK_D >= DIM:
+        best, second, label = _best_two_by_slot(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                                                DIM, BLOCK_M, BLOCK_N, BLOCK_D)
+    else:
+        best, second, label = _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                                               DIM, BLOCK_M, BLOCK_N, BLOCK_D)
     tl.store(labels_ptr + rows64, label, mask=row_ok)
     # Certified when second - best > 2 E(x), E(x) = eps |x| C + eta H (bound.py).
     c_max = tl.load(bound_max_ptr)
@@ -87,10 +129,12 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
         base = tl.atomic_add(flagged_count_ptr, total)
         place = base + tl.cumsum(flagged, axis=0) - flagged
         tl.store(flagged_ptr + place, rows, mask=flag)
+        tl.store(limit_ptr + place, best + 2.0 * error, mask=flag)
 
 
 @triton.jit
-def exact_assign(x_ptr, c_ptr, half_ptr, labels_ptr, flagged_ptr, flagged_count_ptr, k,
+def exact_assign(x_ptr, x_tf32_ptr, c_ptr, c_tf32_ptr, half_ptr, labels_ptr, flagged_ptr, limit_ptr,
+                 flagged_count_ptr, k,
                  DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                  PRECISION: tl.constexpr):
     count = tl.load(flagged_count_ptr)
@@ -98,17 +142,25 @@ def exact_assign(x_ptr, c_ptr, half_ptr, labels_ptr, flagged_ptr, flagged_count_
         places = block * BLOCK_M + tl.arange(0, BLOCK_M)
         live = places < count
         rows = tl.load(flagged_ptr + places, mask=live, other=0)
+        limit = tl.load(limit_ptr + places, mask=live, other=float("-inf"))
         rows64 = rows.to(tl.int64)
-        slot_best = tl.full((BLOCK_M, BLOCK_N), float("inf"), dtype=tl.float32)
-        slot_index = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+        best = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
+        label = tl.zeros((BLOCK_M,), dtype=tl.int32)
         x_whole = _rows(x_ptr, rows64, live, 0, DIM, BLOCK_D)
+        x_tf32_whole = _rows(x_tf32_ptr, rows64, live, 0, DIM, BLOCK_D)
         for first in range(0, k, BLOCK_N):
             cols = first + tl.arange(0, BLOCK_N)
-            scores = _scores(x_ptr, x_whole, rows64, live, c_ptr, half_ptr, cols, cols < k,
-                             DIM, BLOCK_M, BLOCK_N, BLOCK_D, PRECISION)
-            lower = scores < slot_best
-            slot_index = tl.where(lower, cols[None, :], slot_index)
-            slot_best = tl.where(lower, scores, slot_best)
-        best = tl.min(slot_best, axis=1)
-        label = tl.min(tl.where(slot_best == best[:, None], slot_index, k), axis=1)
+            col_ok = cols < k
+            rough = _scores(x_tf32_ptr, x_tf32_whole, rows64, live, c_tf32_ptr, half_ptr, cols, col_ok,
+                            DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
+            candidate = rough <= limit[:, None]
+            if tl.max(candidate.to(tl.int32)) > 0:  # FP32 products only for tiles in play
+                scores = _scores(x_ptr, x_whole, rows64, live, c_ptr, half_ptr, cols, col_ok,
+                                 DIM, BLOCK_M, BLOCK_N, BLOCK_D, PRECISION)
+                scores = tl.where(candidate, scores, float("inf"))
+                tile_best = tl.min(scores, axis=1)
+                tile_label = tl.min(tl.where(scores == tile_best[:, None], cols[None, :], k), axis=1)
+                lower = tile_best < best  # strict: of equal scores the earlier tile's lower index stays
+                label = tl.where(lower, tile_label, label)
+                best = tl.where(lower, tile_best, best)
         tl.store(labels_ptr + rows64, label, mask=live)

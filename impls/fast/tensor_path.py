@@ -1,11 +1,14 @@
 """kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 tensor cores.
 
-One iteration is seven launches on one stream, so the whole run captures into a CUDA graph:
+One iteration is ten launches on one stream, so the whole run captures into a CUDA graph:
   certified_assign (Triton)  TF32 scores (data and centroids rounded to TF32 by us), best and
                              second-best per point, the certified margin of bound.py;
                              uncertain points appended to a list;
-  exact_assign (Triton)      the listed points again, in FP32 against every centroid
-                             (RECHECK: IEEE products, or error-compensated TF32);
+  flagged_histogram, _scan,  the list ordered by TF32 winner (update.cu);
+  _scatter
+  exact_assign (Triton)      the listed points again, in FP32 against the centroid tiles
+                             that hold a candidate (TF32 score within the point's limit);
+                             RECHECK: IEEE products, or error-compensated TF32;
   histogram, scan, scatter   the points ordered by cluster (update.cu);
   segment_sums               float64 sums over runs of sorted points, one atomic per run;
   finish                     new centroids, their float32 copy, half norms, the bound's maxima.
@@ -31,11 +34,16 @@ WHOLE_MAX_DIM = 128
 
 def default_tilings(d: int) -> tuple[tuple, tuple]:
     """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages) of certified_assign and of
-    exact_assign for d; BLOCK_D >= d keeps the rows on chip. See NOTES.md."""
+    exact_assign for d; BLOCK_D >= d keeps the rows on chip. The re-check streams its rows in
+    chunks of 32 at every d: it holds two copies of them (FP32 and TF32), and on chip they cost
+    it 3.6x at 1e6 x 128 (`tensor_experiments rechecks`, NOTES.md)."""
     pad = 1 << max(4, (d - 1).bit_length())
+    exact = (64, 128, 32, 4, 3)
     if pad <= WHOLE_MAX_DIM:
-        return (128, 64, pad, 8, 3), (64, 64, pad, 4, 2)
-    return (128, 64, 32, 8, 3), (64, 64, 32, 4, 2)
+        return (128, 64, pad, 8, 3), exact
+    return (128, 256, 32, 8, 3), exact
+
+
 EXACT_PROGRAMS_PER_SM = 4
 RECHECKS = ("ieee", "tf32x3")
 # "tf32x3" re-checks 3.4x faster at 1e6 x 128, k = 1024, but is not FP32-grade: at 12,007 x 200,
@@ -70,9 +78,9 @@ def tiling_from_env(name: str, default: tuple) -> tuple:
 
 
 def device_bytes(n: int, d: int, k: int) -> int:
-    """GPU memory the path holds: the points, their norms, labels, previous labels, order and
-    flag list, and the k-sized buffers."""
-    return n * d * 4 * 2 + n * 4 * 5 + k * d * (8 + 8 + 4 + 4) + k * 16
+    """GPU memory the path holds: the points, their norms, labels, previous labels, order, the
+    flag list and its limits (twice: as listed and sorted), and the k-sized buffers."""
+    return n * d * 4 * 2 + n * 4 * 8 + k * d * (8 + 8 + 4 + 4) + k * 16
 
 
 class TensorPath:
@@ -95,6 +103,12 @@ class TensorPath:
         self.previous = cupy.full(n, -1, dtype=cupy.int32)
         self.order = cupy.empty(n, dtype=cupy.int32)
         self.flagged = cupy.empty(n, dtype=cupy.int32)
+        self.limits = cupy.empty(n, dtype=cupy.float32)
+        self.flagged_sorted = cupy.empty(n, dtype=cupy.int32)
+        self.limits_sorted = cupy.empty(n, dtype=cupy.float32)
+        self.flagged_counts = cupy.zeros(k, dtype=cupy.int32)
+        self.flagged_starts = cupy.empty(k, dtype=cupy.int32)
+        self.flagged_cursor = cupy.empty(k, dtype=cupy.int32)
         self.flagged_count = cupy.zeros(1, dtype=cupy.uint32)
         self.flagged_total = cupy.zeros(1, dtype=cupy.uint64)
         self.changed = changed
@@ -111,10 +125,11 @@ class TensorPath:
         self.eta = float(bound.SAFETY * bound.HALF_NORM_UNIT)
         module = cupy.RawModule(code=(HERE / "update.cu").read_text(), options=("-std=c++17",))
         self._update = {name: module.get_function(name)
-                        for name in ("histogram", "scan", "scatter", "segment_sums", "finish")}
+                        for name in ("histogram", "scan", "scatter", "segment_sums", "finish", "flagged_histogram",
+                                     "flagged_scan", "flagged_scatter")}
         self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
-                        "labels", "flagged", "flagged_count")}
+                        "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
         tiling, exact_tiling = default_tilings(d)
         self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
@@ -140,6 +155,7 @@ class TensorPath:
         self.previous.fill(-1)
         self.flagged_count.fill(0)
         self.flagged_total.fill(0)
+        self.flagged_counts.fill(0)
         self.counts.fill(0)
         self.sums.fill(0)
 
@@ -161,17 +177,26 @@ class TensorPath:
             block_m, block_n, block_d, warps, stages = self.tiling
             self._certified[((self.n + block_m - 1) // block_m,)](
                 t["x_tf32"], t["x_norm"], t["centroids_tf32"], t["half_norms"], t["bound_max"], t["labels"],
-                t["flagged"], t["flagged_count"], self.n, self.k, self.eps, self.eta,
+                t["flagged"], t["limits"], t["flagged_count"], self.n, self.k, self.eps, self.eta,
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
                 num_warps=warps, num_stages=stages)
 
     def recheck_flagged(self) -> None:
-        """The listed points' labels again, in FP32 against every centroid."""
+        """The listed points' labels again, in FP32 against the centroids the bound leaves in play:
+        the list ordered by TF32 winner first (update.cu), so each block's points share candidates."""
+        launch, blocks = self._update, (self._stream_blocks,)
+        launch["flagged_histogram"](blocks, (256,), (self.labels, self.flagged, self.flagged_count,
+                                                     self.flagged_counts))
+        launch["flagged_scan"]((1,), (1024,), (self.flagged_counts, np.int32(self.k), self.flagged_starts,
+                                               self.flagged_cursor))
+        launch["flagged_scatter"](blocks, (256,), (self.labels, self.flagged, self.limits, self.flagged_count,
+                                                   self.flagged_cursor, self.flagged_sorted, self.limits_sorted))
         t = self._torch
         with _triton_on_cupy_stream():
             block_m, block_n, block_d, warps, stages = self.exact_tiling
             self._exact[(self._exact_programs,)](
-                t["x"], t["centroids"], t["half_norms"], t["labels"], t["flagged"], t["flagged_count"], self.k,
+                t["x"], t["x_tf32"], t["centroids"], t["centroids_tf32"], t["half_norms"], t["labels"],
+                t["flagged_sorted"], t["limits_sorted"], t["flagged_count"], self.k,
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=self.recheck,
                 num_warps=warps, num_stages=stages)
 

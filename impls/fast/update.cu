@@ -43,12 +43,10 @@ extern "C" __global__ void histogram(const int* __restrict__ labels, long long n
       if (local[j]) atomicAdd(&counts[j], local[j]);
 }
 
-// One block: exclusive prefix sums of the counts into starts (and cursor, which scatter
-// consumes). Resets the flagged-point counter after adding it to the run's total, and the
-// bound's maxima that finish will fill.
-extern "C" __global__ void scan(const int* __restrict__ counts, int k, int* __restrict__ starts, int* __restrict__ cursor,
-                                unsigned int* __restrict__ flagged_count, unsigned long long* __restrict__ flagged_total,
-                                float* __restrict__ bound_max) {
+// One block (SCAN_THREADS threads): exclusive prefix sums of counts[0..k) into starts and
+// cursor (scatter consumes the cursor).
+__device__ void exclusive_scan(const int* __restrict__ counts, int k, int* __restrict__ starts,
+                               int* __restrict__ cursor) {
   __shared__ int partial[SCAN_THREADS];
   const int per = (k + SCAN_THREADS - 1) / SCAN_THREADS;
   const int first = threadIdx.x * per;
@@ -69,6 +67,14 @@ extern "C" __global__ void scan(const int* __restrict__ counts, int k, int* __re
     cursor[j] = running;
     running += counts[j];
   }
+}
+
+// The counts' prefix sums; also resets the flagged-point counter after adding it to the run's
+// total, and the bound's maxima that finish will fill.
+extern "C" __global__ void scan(const int* __restrict__ counts, int k, int* __restrict__ starts, int* __restrict__ cursor,
+                                unsigned int* __restrict__ flagged_count, unsigned long long* __restrict__ flagged_total,
+                                float* __restrict__ bound_max) {
+  exclusive_scan(counts, k, starts, cursor);
   if (threadIdx.x == 0) {
     *flagged_total += *flagged_count;
     *flagged_count = 0u;
@@ -165,5 +171,39 @@ extern "C" __global__ void finish(double* __restrict__ sums, int* __restrict__ c
     // Non-negative floats order like their bit patterns, so an integer max is a float max.
     atomicMax((int*)&bound_max[0], __float_as_int(__double2float_ru(sqrt(total))));
     atomicMax((int*)&bound_max[1], __float_as_int(half));
+  }
+}
+
+// ---------------------------------------------------------------- the re-check's list
+// The points the TF32 pass could not certify, ordered by their TF32 winner before the re-check:
+// points with one winner have nearly the same candidates, so a block of the re-check meets few
+// centroid tiles that hold one (tensor_kernels.py). The list's length is read on the device
+// (the launches sit in the run's CUDA graph). Launch order: flagged_histogram, flagged_scan,
+// flagged_scatter; flagged_scan leaves the counts at zero for the next iteration.
+
+extern "C" __global__ void flagged_histogram(const int* __restrict__ labels, const int* __restrict__ flagged,
+                                             const unsigned int* __restrict__ flagged_count, int* __restrict__ counts) {
+  const unsigned int count = *flagged_count;
+  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
+    atomicAdd(&counts[labels[flagged[i]]], 1);
+}
+
+extern "C" __global__ void flagged_scan(int* __restrict__ counts, int k, int* __restrict__ starts,
+                                        int* __restrict__ cursor) {
+  exclusive_scan(counts, k, starts, cursor);
+  __syncthreads();
+  for (int j = threadIdx.x; j < k; j += blockDim.x) counts[j] = 0;
+}
+
+extern "C" __global__ void flagged_scatter(const int* __restrict__ labels, const int* __restrict__ flagged,
+                                           const float* __restrict__ limits,
+                                           const unsigned int* __restrict__ flagged_count, int* __restrict__ cursor,
+                                           int* __restrict__ sorted, float* __restrict__ sorted_limits) {
+  const unsigned int count = *flagged_count;
+  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+    const int point = flagged[i];
+    const int slot = atomicAdd(&cursor[labels[point]], 1);
+    sorted[slot] = point;
+    sorted_limits[slot] = limits[i];
   }
 }
