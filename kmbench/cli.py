@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -37,6 +38,9 @@ STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "error": "red", "skipped"
 # "kmbench[plot]" for a style tag and drop it: every bracket is escaped.
 DataDir = typer.Option(None, "--data-dir", help=escape("Dataset cache folder, also where oracle results are cached [default: $KMBENCH_DATA or ./datasets]."))
 Store = typer.Option(None, "--store", help=escape("Record store [default: $KMBENCH_RESULTS or results/records.jsonl]."))
+
+
+_python_show_warning = warnings.showwarning
 
 
 def friendly(command):
@@ -416,5 +420,15 @@ def sweep(
     _write_plots(cells, ["sweep"], out.with_suffix(""))
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """kmbench's own warnings (damaged caches, skipped store lines) as one line on stderr;
+    other libraries' warnings as Python shows them."""
+    if issubclass(category, (results.StoreWarning, datasets.CacheWarning)):
+        errors.print(f"[yellow]Warning:[/] {escape(str(message))}", highlight=False)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
 def main():
+    warnings.showwarning = _show_warning
     app()

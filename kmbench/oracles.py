@@ -5,13 +5,16 @@ Each result is stored under the dataset cache as `oracles/<key>.npz`, the key a 
 dataset's checksum, the initial centroids' bytes, the stop rule and ORACLE_VERSION (raise it
 whenever the reference or the validator's measures change). Written to a temporary name and
 renamed, so a crash leaves either a whole entry or none; an entry that cannot be read is
-recomputed, never trusted.
+recomputed, never trusted: whatever the damage (truncated, empty, not a zip, keys or shapes
+wrong), with a CacheWarning. The key's checksum is the dataset's, verified against its data
+before a run (datasets.verified), so an entry made for other data is never found.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,13 +34,19 @@ def key(checksum: str, initial_centroids: np.ndarray, stop: dict) -> str:
     return digest.hexdigest()[:32]
 
 
-def _load(path: Path) -> validate.Oracle | None:
+def _load(path: Path, start: np.ndarray) -> validate.Oracle | None:
+    """The cached oracle, or None (with a CacheWarning) where the entry is damaged in any way."""
     try:
         with np.load(path, allow_pickle=False) as stored:
             payload = json.loads(str(stored["meta"]))
             payload["centroids"] = stored["centroids"]
-        return validate.Oracle.from_dict(payload)
-    except (OSError, ValueError, KeyError):
+        oracle = validate.Oracle.from_dict(payload)
+        if oracle.centroids.shape != np.shape(start) or not np.isfinite(oracle.centroids).all():
+            raise ValueError(f"centroids of shape {oracle.centroids.shape}, expected {np.shape(start)}")
+        return oracle
+    except Exception as exc:  # a cache file is data, not code: any failure means recompute
+        warnings.warn(f"oracle cache entry {path} is damaged ({type(exc).__name__}: {str(exc)[:80]}); "
+                      "recomputing it", datasets.CacheWarning, stacklevel=3)
         return None
 
 
@@ -54,7 +63,7 @@ def get(dataset, problem, directory=None, progress=None) -> tuple[validate.Oracl
     stop = problem.stop
     path = datasets.data_dir(directory) / FOLDER / f"{key(checksum, problem.initial_centroids, stop)}.npz"
     if path.exists():
-        found = _load(path)
+        found = _load(path, problem.initial_centroids)
         if found is not None:
             return found, True
     oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, problem.iterations,

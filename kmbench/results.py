@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,6 +19,16 @@ from kmbench import files
 
 SCHEMA_VERSION = 1
 DEFAULT_STORE = Path("results") / "records.jsonl"
+# What the readers of each task index without a default: a record lacking any is not whole.
+REQUIRED = {
+    "lloyd": {"impl": str, "status": str, "dataset": {"name": str, "n": int, "d": int},
+              "params": {"k": int, "iterations": int, "init": str, "seed": int}},
+    "*": {"impl": str, "status": str, "label": str, "suite": str, "workload": str},
+}
+
+
+class StoreWarning(UserWarning):
+    """Lines of a record store that were skipped."""
 
 
 def store_path(path: Path | str | None = None) -> Path:
@@ -63,22 +74,47 @@ def append(record: dict, path: Path | str | None = None) -> None:
             os.fsync(handle.fileno())
 
 
+def _whole(record, shape: dict) -> bool:
+    """Whether `record` has every field of `shape`, each of the declared type (nested dicts)."""
+    if not isinstance(record, dict):
+        return False
+    for name, kind in shape.items():
+        value = record.get(name)
+        if isinstance(kind, dict):
+            if not _whole(value, kind):
+                return False
+        elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            return False
+    return True
+
+
 def load(path: Path | str | None = None, task: str = "lloyd") -> list[dict]:
-    """Every readable record of one task (records without a task are Lloyd's); a line that
-    does not parse is skipped, not fatal."""
+    """Every whole record of one task (records without a task are Lloyd's). A line that does
+    not parse, or parses to something that is not a whole record, is skipped, and one
+    StoreWarning counts the skipped lines."""
     path = store_path(path)
     if not path.exists():
         return []
-    records = []
-    for line in path.read_text().splitlines():
+    records, skipped = [], 0
+    for line in path.read_text(errors="replace").splitlines():
         line = line.strip()
         if not line:
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
+            skipped += 1
             continue
-        if (isinstance(record, dict) and record.get("schema") == SCHEMA_VERSION
-                and record.get("task", "lloyd") == task):
-            records.append(record)
+        if not isinstance(record, dict) or record.get("schema") != SCHEMA_VERSION:
+            skipped += 1
+            continue
+        if record.get("task", "lloyd") != task:
+            continue
+        if not _whole(record, REQUIRED.get(task, REQUIRED["*"])):
+            skipped += 1
+            continue
+        records.append(record)
+    if skipped:
+        warnings.warn(f"skipped {skipped} line(s) of {path} that are not whole kmbench records "
+                      "(not JSON, another schema, or fields missing)", StoreWarning, stacklevel=2)
     return records

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from kmbench import ceilings, environment, oracles, results, seeding, validate
-from kmbench.datasets import Dataset
+from kmbench.datasets import Dataset, verified
 from kmbench.errors import UsageError
 from kmbench.memory import MemoryWatch
 from kmbench.protocol import STOP_RULES, Implementation, Problem, Result
@@ -291,6 +291,7 @@ def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings
     """Every implementation on every dataset; each record is stored as soon as it exists.
     The oracle comes from the cache under `data_dir` where an earlier run left it."""
     check_settings(settings)
+    datasets = [verified(dataset) for dataset in datasets]  # before any cell: a stale cache is refused
     run_id = uuid.uuid4().hex[:12]
     env = environment.capture()
     records = []

@@ -1,6 +1,10 @@
 """The oracle, cached (issue 7, item 13)."""
 
+import io
+import json
+
 import numpy as np
+import pytest
 
 from kmbench import oracles, runner, validate
 from kmbench.datasets import Dataset, checksum
@@ -41,14 +45,52 @@ def test_key_follows_data_start_and_stop_rule(tmp_path):
     assert len(list((tmp_path / "oracles").glob("*.npz"))) == 4
 
 
-def test_a_damaged_entry_is_recomputed_not_trusted(tmp_path):
+def _npz(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _truncated(whole: bytes) -> bytes:
+    return whole[: len(whole) // 2]
+
+
+def _wrong_shape(whole: bytes) -> bytes:
+    with np.load(io.BytesIO(whole)) as stored:
+        return _npz(centroids=stored["centroids"][:-1], meta=stored["meta"])
+
+
+def _meta_not_json(whole: bytes) -> bytes:
+    with np.load(io.BytesIO(whole)) as stored:
+        return _npz(centroids=stored["centroids"], meta=np.array("{not json"))
+
+
+def _meta_incomplete(whole: bytes) -> bytes:
+    with np.load(io.BytesIO(whole)) as stored:
+        meta = json.loads(str(stored["meta"]))
+        del meta["inertia"]
+        return _npz(centroids=stored["centroids"], meta=np.array(json.dumps(meta)))
+
+
+@pytest.mark.parametrize("damage", [
+    lambda whole: b"half a file",  # not a zip
+    lambda whole: b"",  # empty
+    _truncated,  # a zip cut short: BadZipFile before the fix
+    lambda whole: _npz(other=np.zeros(3)),  # a zip without our keys
+    _wrong_shape,  # centroids for another k
+    _meta_not_json,
+    _meta_incomplete,
+], ids=["not-a-zip", "empty", "truncated", "wrong-keys", "wrong-shape", "meta-not-json", "meta-incomplete"])
+def test_a_damaged_entry_is_recomputed_not_trusted(tmp_path, damage):
     dataset, problem, _ = _problem()
     good, _ = oracles.get(dataset, problem, tmp_path)
     (entry,) = (tmp_path / "oracles").glob("*.npz")
-    entry.write_bytes(b"half a file")
-    again, cached = oracles.get(dataset, problem, tmp_path)
+    entry.write_bytes(damage(entry.read_bytes()))
+    with pytest.warns(UserWarning, match="damaged.*recomputing"):
+        again, cached = oracles.get(dataset, problem, tmp_path)
     assert not cached
     np.testing.assert_array_equal(good.centroids, again.centroids)
+    assert oracles.get(dataset, problem, tmp_path)[1]  # and the entry is whole again
 
 
 def test_no_temporary_file_is_left_behind(tmp_path):
