@@ -68,8 +68,10 @@ def load(name: str) -> Suite:
         raise UsageError(f"Unknown suite {name!r}; known: {', '.join(names())} (kmbench reproduce --list).")
     try:
         raw = tomllib.loads(_folder().joinpath(f"{name}.toml").read_text())
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"Suite file {name}.toml is not valid TOML: {exc}.") from None
+    except OSError as exc:
+        raise UsageError(f"Suite file {name}.toml cannot be read: {exc.strerror or exc}.") from None
     return parse(name, raw)
 
 

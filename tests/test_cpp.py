@@ -90,6 +90,25 @@ def test_cache_hit_then_rebuild_after_source_change(tmp_path):
 
 
 @needs_compiler
+@pytest.mark.parametrize("damage", ["truncated", "empty", "digest-missing"])
+def test_a_damaged_cached_binary_is_built_again(tmp_path, damage):
+    source = _copy_sources(tmp_path)
+    with open(source / "kmeans.cpp", "a") as handle:  # a key no other test has built
+        handle.write(f"\n// {tmp_path.name}\n")
+    dataset = blobs(200, seed=1)
+    first = _cell(CppPlain(source), dataset, iterations=3, repeats=1)
+    binary = first["build"]["binary"]
+    if damage == "digest-missing":
+        os.remove(binary + ".sha256")
+    else:
+        with open(binary, "r+b") as handle:
+            handle.truncate(0 if damage == "empty" else 100)
+    again = _cell(CppPlain(source), dataset, iterations=3, repeats=1)
+    assert again["build"]["built_now"] and again["build"]["binary"] == binary
+    assert again["status"] == "ok", again.get("detail")
+
+
+@needs_compiler
 def test_flags_are_part_of_the_key(monkeypatch):
     dataset = blobs(200, seed=1)
     plain = _cell(CppPlain(), dataset, iterations=2, repeats=1)

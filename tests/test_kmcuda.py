@@ -54,3 +54,13 @@ def test_kmcuda_rows_against_the_oracle(impl):
     record = runner.run_cell(impl, problem, oracle, dataset, settings, "gpu")
     assert record["status"] in ("ok", "mismatch"), record.get("detail")  # ran; the verdict is kmcuda's
     assert record["iterations_executed"] >= 1
+
+
+@pytest.mark.parametrize("content", [b"", b"\x7fELF truncated", b"not a library"])
+def test_a_damaged_library_is_one_sentence_not_a_traceback(tmp_path, content):
+    from impls.kmcuda import _load
+
+    damaged = tmp_path / "libKMCUDA.so"
+    damaged.write_bytes(content)
+    with pytest.raises(ImplementationError, match="cannot be loaded.*make kmcuda"):
+        _load(damaged)

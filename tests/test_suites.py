@@ -65,6 +65,18 @@ def test_adding_a_suite_is_adding_one_file(tmp_path, monkeypatch):
     assert "tiny" in (tmp_path / "tiny.md").read_text()
 
 
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00binary", b"", b"title = ", b"[[datasets]]\nn = 'x'\n"],
+                         ids=["not-text", "empty", "cut-short", "wrong-types"])
+def test_a_damaged_suite_file_is_one_sentence_and_exit_2(tmp_path, monkeypatch, content):
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    (folder / "broken.toml").write_bytes(content)
+    monkeypatch.setattr(suite, "_folder", lambda: folder)
+    out = invoke("reproduce", "broken", "--out", tmp_path / "b.md")
+    assert out.exit_code == 2, out.output
+    assert "Traceback" not in out.output and "broken" in out.output
+
+
 def test_reproduce_list_and_unknown_name():
     listed = invoke("reproduce", "--list")
     assert listed.exit_code == 0 and "radial-tree" in listed.output and "python-cpp-cuda" in listed.output

@@ -2,7 +2,9 @@
 
 The key hashes the sources, the flags, the compiler's path and its version, so a change to
 any of them rebuilds and nothing else does. Builds take a file lock and land by atomic
-rename, so concurrent runs build once and never see half a binary.
+rename, so concurrent runs build once and never see half a binary. Each binary has its
+sha256 beside it; a cached binary that no longer matches (truncated, overwritten) or has
+no digest is built again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from kmbench import files
 from kmbench.errors import ImplementationError
 
 BASE_FLAGS = ("-O3", "-std=c++17")  # document 000's flags (it used -std=c++11)
@@ -85,7 +88,8 @@ def build(name: str, sources: list[Path], flags: list[str]) -> Binary:
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.with_name(target.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second builder waits, then finds the binary
-        if target.exists():
+        digest_file = target.with_name(target.name + ".sha256")
+        if target.exists() and digest_file.exists() and digest_file.read_text().strip() == _file_digest(target):
             return Binary(target, compiler, version, flags, key, False, 0.0)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         command = [compiler, *flags, "-o", str(tmp), str(sources[0])]
@@ -100,4 +104,9 @@ def build(name: str, sources: list[Path], flags: list[str]) -> Binary:
             raise ImplementationError(
                 f"compiling {sources[0].name} failed: {(message or done.stderr.strip())[:400]}")
         os.replace(tmp, target)
+        files.write_text_atomically(digest_file, _file_digest(target) + "\n")
         return Binary(target, compiler, version, flags, key, True, time.perf_counter() - start)
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

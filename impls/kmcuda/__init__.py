@@ -44,7 +44,11 @@ ITERATION_LINE = re.compile(r"^iteration (\d+): (\d+) reassignments", re.MULTILI
 
 
 def _load(path):
-    library = ctypes.CDLL(str(path))
+    try:
+        library = ctypes.CDLL(str(path))
+    except OSError as exc:  # a truncated or foreign file where the build should be
+        raise ImplementationError(f"kmcuda's library {path} cannot be loaded ({exc}); delete it and run "
+                                  "`make kmcuda` again") from None
     function = library.kmeans_cuda
     function.restype = ctypes.c_int
     function.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_float, ctypes.c_float, ctypes.c_int,
