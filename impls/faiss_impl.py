@@ -1,8 +1,9 @@
 """faiss's k-means on the CPU (`faiss.Kmeans`), forced into the harness's protocol where its
 API allows, and what it does not allow recorded with each result.
 
-Forced: the harness's initial centroids (`init_centroids`), exactly `niter` iterations, every
-point used (faiss samples 256 points per centroid by default; here the cap is n), no
+Forced: the harness's initial centroids (`init_centroids`), exactly `niter` iterations (faiss
+1.8 and later stop once the objective stops falling, `early_stop_threshold` 0 by default: a
+negative threshold never stops), every point used (faiss samples 256 points per centroid by default; here the cap is n), no
 warning about few points per centroid. Not forcible: faiss computes in float32 only; it has
 no per-label stop (its `early_stop_threshold` watches the objective), so under the
 tolerance rule the runner hands it the oracle's iteration count; and it refills an empty
@@ -18,6 +19,7 @@ from kmbench.protocol import Implementation, Problem, Result
 from kmbench.timing import host_region
 
 HOW_TO_GET = "pip install faiss-cpu (or the project's [peers] extra)"
+NEVER_STOP = -1.0  # faiss stops when the objective falls by less than threshold x itself
 
 
 class FaissKMeans(Implementation):
@@ -44,6 +46,8 @@ class FaissKMeans(Implementation):
         model = faiss.Kmeans(problem.d, problem.k, niter=problem.iterations, verbose=False,
                              max_points_per_centroid=max(1, -(-problem.n // problem.k)),
                              min_points_per_centroid=1)
+        if hasattr(model.cp, "early_stop_threshold"):  # older faiss has none and runs niter
+            model.cp.early_stop_threshold = NEVER_STOP
         start = np.ascontiguousarray(problem.initial_centroids, dtype=np.float32)
         phases: dict[str, float] = {}
         with host_region(phases, "iterate"):

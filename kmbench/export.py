@@ -66,10 +66,12 @@ def iterations_text(row) -> str:
     executed, reference = row["iters_executed"], row.get("reference_iterations")
     if _missing(executed):
         return "-"
-    if row.get("stop_followed") == "reference count":
-        return f"{int(executed)} (reference's count)"
+    given = row.get("stop_followed") == "reference count"
     expected = row["iterations"] if _missing(reference) else reference
-    return f"{int(executed)}" if executed == expected else f"{int(executed)} of {int(expected)}"
+    if executed == expected:
+        return f"{int(executed)} (reference's count)" if given else f"{int(executed)}"
+    given_text = "reference's count; " if given else ""
+    return f"{int(executed)} of {int(expected)} ({given_text}stopped early)"
 
 
 def _repeats(row) -> str:

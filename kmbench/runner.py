@@ -269,13 +269,18 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
     if warning:
         record["warnings"].append(warning)
     record["reference_iterations"] = oracle.iterations
-    if record["stop"]["followed"] == "reference count":
-        record["warnings"].append(
-            f"cannot stop by the tolerance rule itself: ran the reference's {oracle.iterations} iterations")
-    elif iterations != oracle.iterations:
-        why = " (stops at convergence)" if problem.tol is None else ""
-        record["warnings"].append(f"ran {iterations} iterations, the reference {oracle.iterations}{why}")
+    record["warnings"] += iteration_warnings(iterations, oracle.iterations, record["stop"]["followed"])
     return record
+
+
+def iteration_warnings(executed: int, reference: int, followed: str) -> list[str]:
+    """What a row's iteration count means for its times, in the words the tables use
+    (export.iterations_text): given the reference's count, and/or stopped early."""
+    given = followed == "reference count"
+    if executed == reference:
+        return ["cannot stop by the tolerance rule itself: given the reference's count"] if given else []
+    head = "given the reference's count, " if given else ""
+    return [f"{head}stopped early: ran {executed} of {reference} iterations; compare it per iteration"]
 
 
 def gemm_floor(problem: Problem, env: dict) -> dict | None:

@@ -48,6 +48,31 @@ def test_faiss_agrees_with_the_oracle_using_every_point():
     assert record["notes"] == []
 
 
+def test_faiss_runs_every_iteration_asked_where_its_objective_stalls():
+    """faiss 1.15 stopped this one after 66 of 100 (its objective-based early stop, on by
+    default); the row would then be timed against rows that ran all 100."""
+    pytest.importorskip("faiss")
+    data = np.random.default_rng(0).standard_normal((5_000, 2)).astype(np.float32)
+    record = _cell(FaissKMeans(), data, 20, iterations=100)
+    assert record["iterations_executed"] == 100
+    assert not any("stopped early" in warning for warning in record["warnings"])
+
+
+def test_a_row_that_stops_early_says_so_alike_in_table_and_warning():
+    from kmbench import export
+
+    assert runner.iteration_warnings(21, 30, "own") == [
+        "stopped early: ran 21 of 30 iterations; compare it per iteration"]
+    assert runner.iteration_warnings(30, 30, "own") == []
+    assert "given the reference's count, stopped early" in runner.iteration_warnings(21, 30, "reference count")[0]
+    row = {"iters_executed": 21, "reference_iterations": 30, "iterations": 30, "stop_followed": "own"}
+    assert export.iterations_text(row) == "21 of 30 (stopped early)"
+    assert export.iterations_text({**row, "stop_followed": "reference count"}) == \
+        "21 of 30 (reference's count; stopped early)"
+    assert export.iterations_text({**row, "iters_executed": 30, "stop_followed": "reference count"}) == \
+        "30 (reference's count)"
+
+
 def test_faiss_records_the_empty_cluster_it_cannot_keep():
     pytest.importorskip("faiss")
     data = _blobs(n=5_000, d=2, centers=3)
