@@ -23,18 +23,23 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from kmbench import reference
 
 INITS = {"k-means++": "kmeans++", "random": "random"}
+# impl="auto": the first of these that can run here, fastest first (kmbench-gpu needs a GPU;
+# numpy runs anywhere the estimator itself can).
+AUTO = ("kmbench-gpu", "numpy")
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
     """Lloyd's k-means run by a kmbench implementation (`kmbench list` names them).
 
-    Parameters: n_clusters; impl (an implementation's name); init ("k-means++", "random" or
+    Parameters: n_clusters; impl (an implementation's name, or "auto": the fastest that can
+    run here, see AUTO); init ("k-means++", "random" or
     an (n_clusters, n_features) array); max_iter; tol (fraction of points allowed to change
     cluster in the last iteration; None runs exactly max_iter iterations); random_state.
-    Fitted: cluster_centers_, labels_, inertia_, n_iter_, n_features_in_.
+    Fitted: cluster_centers_, labels_, inertia_, n_iter_, n_features_in_, impl_ (the
+    implementation that ran).
     """
 
-    def __init__(self, n_clusters=8, impl="kmbench-gpu", init="k-means++", max_iter=300, tol=1e-4,
+    def __init__(self, n_clusters=8, impl="auto", init="k-means++", max_iter=300, tol=1e-4,
                  random_state=None):
         self.n_clusters = n_clusters
         self.impl = impl
@@ -63,6 +68,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
         if not isinstance(self.impl, str) or "," in self.impl or not self.impl.strip():
             raise ValueError(f"impl must name one implementation; got {self.impl!r}.")
+        if self.impl == "auto":
+            for name in AUTO:
+                (candidate,) = registry.select(name)
+                if runner.usable(candidate)[0]:
+                    return candidate
         try:
             (chosen,) = registry.select(self.impl)  # Lloyd implementations only
         except UsageError as exc:
@@ -102,6 +112,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             implementation.release()
         self.cluster_centers_ = np.asarray(result.centroids, dtype=X.dtype)
         self.n_iter_ = int(result.iterations)
+        self.impl_ = implementation.name
         labels, distances = reference.nearest(X, self.cluster_centers_)
         self.labels_ = labels.astype(np.int32)
         self.inertia_ = float(distances.sum())

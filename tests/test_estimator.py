@@ -12,7 +12,7 @@ from kmbench import reference
 from tests.conftest import blob_data
 
 
-@parametrize_with_checks([kmbench.KMeans(impl="numpy")])
+@parametrize_with_checks([kmbench.KMeans(impl="numpy"), kmbench.KMeans()])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -56,6 +56,14 @@ def test_pipeline_and_grid_search():
     search = GridSearchCV(pipeline, {"kmeans__n_clusters": [2, 4, 6]}, cv=3).fit(X)
     assert search.best_params_["kmeans__n_clusters"] == 6  # score is -inertia: more clusters, higher
     assert search.predict(X).shape == (900,)
+
+
+def test_the_default_backend_is_the_fastest_that_runs_here():
+    """Before, the default was kmbench-gpu, and KMeans() failed on every machine without a GPU."""
+    from impls.cuda import cuda_status
+
+    model = kmbench.KMeans(n_clusters=4, random_state=0).fit(_data())
+    assert model.impl_ == ("kmbench-gpu" if cuda_status()[0] else "numpy")
 
 
 def test_unknown_or_unavailable_backend_is_a_clear_error():
