@@ -20,6 +20,11 @@ from kmbench.errors import UsageError
 from kmbench.plot import per_iteration_chart, require_matplotlib, sweep_charts
 from kmbench.timing import format_seconds
 
+# Typer 0.29's rich help labels every option with its type, flags too ("--force <bool>"),
+# which reads as if they took a value: a flag shows no type, as in click's plain help.
+_option_type = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _option_type(self, ctx)
+
 app = typer.Typer(
     help="Benchmark k-means implementations fairly: the same data, initial centroids and "
     "iteration count for everyone, the same timed region, and every result checked against a "
@@ -57,20 +62,33 @@ def friendly(command):
     return wrapper
 
 
-def _sizes(text: str) -> list[int]:
+def _count(option: str, text: str) -> int:
+    """A whole number of points as people write it: 100000, 100_000 or 1e5."""
     try:
-        sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+        value = float(text.replace("_", ""))
     except ValueError:
-        raise UsageError(f"--n takes whole numbers separated by commas (e.g. 100,100000); got {text!r}.") from None
-    if not sizes or min(sizes) < 1:
+        value = float("nan")
+    if not value.is_integer() or value < 1:
+        raise UsageError(f"{option} takes whole numbers >= 1 (e.g. 100000 or 1e5); got {text!r}.")
+    return int(value)
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = [_count("--n", part.strip()) for part in text.split(",") if part.strip()]
+    if not sizes:
         raise UsageError(f"--n must name at least one size >= 1; got {text!r}.")
     return sizes
+
+
+def _init(text: str) -> str:
+    """scikit-learn's spelling, k-means++, is accepted beside kmbench's kmeans++."""
+    return "kmeans++" if text == "k-means++" else text
 
 
 @gen_app.command("blobs")
 @friendly
 def gen_blobs(
-    n: int = typer.Option(100_000, "--n", min=1, help="Number of points."),
+    n: str = typer.Option("100000", "--n", help="Number of points (100000, 100_000 or 1e5)."),
     d: int = typer.Option(2, "--d", min=1, help="Dimensions."),
     centers: int = typer.Option(5, "--centers", min=1, help="Number of Gaussian blobs."),
     std: float = typer.Option(1.0, "--std", help="Standard deviation of each blob."),
@@ -79,7 +97,7 @@ def gen_blobs(
     data_dir: Optional[Path] = DataDir,
 ):
     """Gaussian blobs with scikit-learn make_blobs semantics (document 000's data)."""
-    dataset = datasets.blobs(n, d, centers, std, seed, dtype, data_dir)
+    dataset = datasets.blobs(_count("--n", n), d, centers, std, seed, dtype, data_dir)
     console.print(f"{dataset.name}: {dataset.n:,} x {dataset.d} {dataset.data.dtype} -> {dataset.path}")
 
 
@@ -222,21 +240,21 @@ def _seeding_times(records):
 @app.command("run")
 @friendly
 def run(
-    n: str = typer.Option("100000", "--n", help="Point counts of the blobs dataset, comma separated (e.g. 100,100000)."),
+    n: Optional[str] = typer.Option(None, "--n", help=escape("Point counts of the blobs dataset, comma separated (e.g. 100,1e5) [default: 100000].")),
     k: int = typer.Option(5, "--k", help="Clusters."),
     iters: int = typer.Option(300, "--iters", help="Lloyd iterations every implementation runs, with --stop iterations (no early stop)."),
     stop: str = typer.Option("iterations", "--stop", help="Stop rule: iterations (exactly --iters) or tolerance (stop after an iteration in which at most --tol of the points changed cluster, at most --max-iters)."),
-    tol: float = typer.Option(0.0, "--tol", help="With --stop tolerance: the fraction of points that may still change cluster (0: none)."),
+    tol: Optional[float] = typer.Option(None, "--tol", help=escape("With --stop tolerance: the fraction of points that may still change cluster (0: none) [default: 0].")),
     max_iters: Optional[int] = typer.Option(None, "--max-iters", help=escape("With --stop tolerance: the most iterations [default: --iters].")),
     repeats: int = typer.Option(5, "--repeats", help="Counted runs per cell (the mean is document 000's statistic)."),
     warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first (compilation, caches)."),
     impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations, comma separated [default: all]. See `kmbench list`.")),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="A generated dataset's name or a .npy / text file, instead of blobs of --n points."),
     label_column: bool = typer.Option(False, "--label-column", help="The last column of --dataset is a label: drop it."),
-    d: int = typer.Option(2, "--d", min=1, help="Dimensions of the generated blobs."),
-    centers: int = typer.Option(5, "--centers", min=1, help="Blobs in the generated data."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32 or float64 for generated data."),
-    init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++."),
+    d: Optional[int] = typer.Option(None, "--d", min=1, help=escape("Dimensions of the generated blobs [default: 2].")),
+    centers: Optional[int] = typer.Option(None, "--centers", min=1, help=escape("Blobs in the generated data [default: 5].")),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help=escape("float32 or float64 for generated data [default: float32].")),
+    init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++ (also spelled k-means++)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="The dask rows run on this Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a cluster of their own."),
@@ -244,15 +262,32 @@ def run(
     store: Optional[Path] = Store,
 ):
     """Run implementations on the same problem, validate each result, store one record per cell."""
+    _refuse_ignored(stop, tol, max_iters, dataset, label_column,
+                    {"--n": n, "--d": d, "--centers": centers, "--dtype": dtype})
     if scheduler:
         os.environ["KMBENCH_DASK_SCHEDULER"] = scheduler  # read by impls/dask_impl.py
-    settings = runner.Settings(k=k, iterations=max_iters if stop == "tolerance" and max_iters is not None else iters,
-                               stop=stop, tol=tol, init=init, seed=seed, warmup=warmup,
+    settings = runner.Settings(k=k, iterations=max_iters if max_iters is not None else iters,
+                               stop=stop, tol=tol or 0.0, init=_init(init), seed=seed, warmup=warmup,
                                repeats=repeats, max_time=max_time)
     impls = registry.select(impl)
-    sizes, make = _planned(n, dataset, d, centers, dtype, data_dir, label_column)
+    sizes, make = _planned(n or "100000", dataset, d or 2, centers or 5, dtype or "float32", data_dir, label_column)
     plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)
     _run(impls, _made(make), settings, store, data_dir)
+
+
+def _refuse_ignored(stop, tol, max_iters, dataset, label_column, generation: dict) -> None:
+    """An option that would change nothing is a mistake to say, not to ignore."""
+    if stop != "tolerance" and (tol is not None or max_iters is not None):
+        given = " and ".join(name for name, value in (("--tol", tol), ("--max-iters", max_iters)) if value is not None)
+        raise UsageError(f"{given} apply only with --stop tolerance; with --stop {stop} every implementation "
+                         "runs exactly --iters iterations.")
+    if dataset:
+        given = [name for name, value in generation.items() if value is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} describe generated blobs, not --dataset {dataset}; "
+                             "drop them or drop --dataset.")
+    elif label_column:
+        raise UsageError("--label-column applies to a --dataset file; the generated blobs have no label column.")
 
 
 def _write(text: str, out: Optional[Path]):
@@ -392,7 +427,7 @@ def sweep(
     k: str = typer.Option("3,30,100", "--k", help="Clusters, comma separated."),
     iters: str = typer.Option("30", "--iters", help="Iterations (the most, with --stop tolerance), comma separated: varying h."),
     stop: str = typer.Option("iterations", "--stop", help="iterations or tolerance (see kmbench run --help)."),
-    tol: float = typer.Option(0.0, "--tol", help="With --stop tolerance: the fraction of points that may still change."),
+    tol: Optional[float] = typer.Option(None, "--tol", help=escape("With --stop tolerance: the fraction of points that may still change [default: 0].")),
     repeats: int = typer.Option(3, "--repeats", help="Counted runs per cell."),
     warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
@@ -409,7 +444,8 @@ def sweep(
         if not sep or not key.strip():
             raise UsageError(f"--vary takes NAME=VALUES, e.g. n=1e4,1e5; got {item!r}.")
         spec[key.strip()] = _numbers(f"--vary {key.strip()}", values)
-    settings = runner.Settings(stop=stop, tol=tol, repeats=repeats, warmup=warmup, max_time=max_time)
+    _refuse_ignored(stop, tol, None, None, False, {})
+    settings = runner.Settings(stop=stop, tol=tol or 0.0, repeats=repeats, warmup=warmup, max_time=max_time)
     steps = plan.expand([spec], settings, _numbers("--k", k), _numbers("--iters", iters), impl)
     plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")

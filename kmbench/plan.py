@@ -36,6 +36,11 @@ class Step:
 
 def _filled(spec: dict) -> dict:
     generator = spec.get("generator")
+    known = {"blobs": BLOBS_DEFAULTS, "radial": RADIAL_DEFAULTS}.get(generator)
+    unknown = sorted(set(spec) - {"generator", "n"} - set(known or ()))
+    if known is not None and unknown:
+        raise UsageError(f"a {generator} dataset has no parameter {', '.join(unknown)}; its parameters: "
+                         f"n, {', '.join(known)}.")
     if generator == "blobs":
         full = {**BLOBS_DEFAULTS, **spec}
         if "n" not in full:

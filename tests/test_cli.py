@@ -107,3 +107,51 @@ def test_report_draws_a_plot(tmp_path):
     out = invoke("report", "--out", tmp_path / "r.md", "--plot", png)
     assert out.exit_code == 0, out.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--tol", "0.01"], "--tol apply only with --stop tolerance"),
+    (["--max-iters", "50"], "--max-iters apply only with --stop tolerance"),
+    (["--tol", "0.01", "--max-iters", "50"], "--tol and --max-iters apply only"),
+    (["--label-column"], "--label-column applies to a --dataset file"),
+])
+def test_options_that_would_change_nothing_are_refused(args, needle):
+    out = invoke("run", "--n", 200, "--k", 2, "--iters", 3, "--repeats", 1, "--impl", "numpy", *args)
+    assert out.exit_code == 2, out.output
+    assert needle in " ".join(out.output.split())
+    assert results.load() == []
+
+
+@pytest.mark.parametrize("option, value", [("--n", "500"), ("--d", 3), ("--centers", 4), ("--dtype", "float64")])
+def test_generation_options_with_a_dataset_are_refused(tmp_path, option, value):
+    path = tmp_path / "points.npy"
+    np.save(path, np.random.default_rng(0).standard_normal((100, 2)).astype(np.float32))
+    out = invoke("run", "--dataset", path, "--k", 2, "--iters", 3, "--repeats", 1, "--impl", "numpy", option, value)
+    assert out.exit_code == 2, out.output
+    assert f"{option} describe generated blobs" in " ".join(out.output.split())
+
+
+def test_sweep_refuses_a_parameter_its_generator_lacks(tmp_path):
+    out = invoke("sweep", "--data", "radial", "--vary", "d=2,4", "--k", 2, "--iters", 2, "--impl", "numpy",
+                 "--out", tmp_path / "s.md")
+    assert out.exit_code == 2, out.output
+    assert "a radial dataset has no parameter d" in " ".join(out.output.split())
+
+
+def test_counts_in_scientific_notation_and_sklearns_init_spelling_are_accepted():
+    out = invoke("run", "--n", "2e2,3_00", "--k", 2, "--iters", 3, "--repeats", 1, "--impl", "numpy",
+                 "--init", "k-means++")
+    assert out.exit_code == 0, out.output
+    loaded = results.load()
+    assert sorted(r["dataset"]["n"] for r in loaded) == [200, 300]
+    assert {r["params"]["init"] for r in loaded} == {"kmeans++"}
+    made = invoke("gen-data", "blobs", "--n", "1e3")
+    assert made.exit_code == 0 and "1,000 x 2" in made.output
+    assert invoke("run", "--n", "150.5", "--k", 2, "--impl", "numpy").exit_code == 2  # not a whole number
+
+
+def test_flags_show_as_flags_in_help():
+    for command in (["run", "--help"], ["reproduce", "--help"], ["sweep", "--help"]):
+        text = invoke(*command).output
+        assert "<bool>" not in text, command
+    assert "--label-column" in invoke("run", "--help").output
