@@ -67,9 +67,10 @@ class SklearnexKMeans(Implementation):
         model = KMeans(n_clusters=problem.k, init=np.asarray(problem.initial_centroids, dtype=data.dtype),
                        n_init=1, max_iter=problem.iterations, tol=0.0, algorithm="lloyd")
         messages, logger = _Messages(), logging.getLogger("sklearnex")
-        level = logger.level
+        level, propagate = logger.level, logger.propagate
         logger.addHandler(messages)
         logger.setLevel(logging.INFO)
+        logger.propagate = False  # its INFO lines are read here, not printed to the user
         phases: dict[str, float] = {}
         try:
             with warnings.catch_warnings():
@@ -79,6 +80,7 @@ class SklearnexKMeans(Implementation):
         finally:
             logger.removeHandler(messages)
             logger.setLevel(level)
+            logger.propagate = propagate
         self._path = path_taken(messages.lines)
         notes = [] if self._path == "oneDAL" else [f"sklearnex ran: {self._path}"]
         return Result(centroids=np.asarray(model.cluster_centers_, dtype=np.float64),

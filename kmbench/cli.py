@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -12,10 +13,9 @@ import pandas as pd
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kmbench import datasets, export, files, plan, registry, report, results, runner, suite, task_export, tasks
+from kmbench import datasets, export, files, plan, progress, registry, report, results, runner, suite, task_export, tasks
 from kmbench.errors import UsageError
 from kmbench.plot import per_iteration_chart, require_matplotlib, sweep_charts
 from kmbench.timing import format_seconds
@@ -35,8 +35,11 @@ app = typer.Typer(
 gen_app = typer.Typer(help="Generate a dataset into the cache (reused when the parameters repeat).",
                       no_args_is_help=True)
 app.add_typer(gen_app, name="gen-data")
-console = Console()
-errors = Console(stderr=True)
+# Off a terminal (a log, a pipe) rich would cut tables at 80 columns: there, lines are as wide
+# as they need to be.
+LOGGED_WIDTH = 10_000
+console = Console(width=None if Console().is_terminal else LOGGED_WIDTH)
+errors = Console(stderr=True, width=None if Console(stderr=True).is_terminal else LOGGED_WIDTH)
 
 STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "error": "red", "skipped": "yellow"}
 # Help and messages go through rich markup, which would take "[default: ...]" or
@@ -134,26 +137,6 @@ def list_impls():
     console.print(table)
 
 
-class _ProgressReporter:
-    """Shows one bar over the cells of a run, with the cell in progress named."""
-
-    def __init__(self, progress: Progress, total: int):
-        self.progress = progress
-        self.task = progress.add_task("starting", total=total)
-
-    def start(self, impl, dataset):
-        self.progress.update(self.task, description=f"{impl.name} on {dataset.name}")
-
-    def note(self, text):
-        self.progress.update(self.task, description=text)
-
-    def done(self, record):
-        self.progress.advance(self.task)
-
-    def skip(self, count):
-        self.progress.advance(self.task, count)
-
-
 def _summary(records: list[dict]) -> Table:
     cells = report.cells_frame(records)
     table = Table(title="kmbench run: Lloyd loop, mean of counted repeats; speedup vs scikit-learn")
@@ -174,9 +157,14 @@ def _summary(records: list[dict]) -> Table:
 
 
 def _warnings(records: list[dict]) -> None:
-    """Below the table, where a long sentence has room: why a cell is not ok, and warnings."""
+    """Below the table, where a long sentence has room: why a cell is not ok, and warnings.
+    Implementations that cannot run here are one line (`kmbench list` gives each one's why)."""
+    skipped = sorted({record["impl"] for record in records if record["status"] == "skipped"})
+    if skipped:
+        errors.print(f"[yellow]skipped[/] {len(skipped)} implementations that cannot run here "
+                     f"(`kmbench list` says why): {', '.join(skipped)}", highlight=False)
     for record in records:
-        if record["status"] != "ok":
+        if record["status"] not in ("ok", "skipped"):
             style = STATUS_STYLE.get(record["status"], "")
             errors.print(f"[{style}]{record['status']}[/] {record['impl']} n={record['dataset']['n']:,}: "
                          f"{escape(record.get('detail') or '')}", highlight=False)
@@ -205,17 +193,9 @@ def _made(make) -> list:
     return made
 
 
-def _progress() -> Progress:
-    """One bar over a run's cells, the cell (or oracle stage) in progress named beside it."""
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
-                    console=console, transient=True)
-
-
 def _run(impls, data, settings, store, data_dir=None):
-    with _progress() as progress:
-        records = runner.run(impls, data, settings, store,
-                             _ProgressReporter(progress, len(impls) * len(data)), data_dir)
+    with progress.reporting(console, len(impls) * len(data)) as reporter:
+        records = runner.run(impls, data, settings, store, reporter, data_dir)
     console.print(_summary(records))
     _seeding_times(records)
     _warnings(records)
@@ -326,8 +306,7 @@ def report_cmd(
 def _execute(steps, store, data_dir, force):
     """Run a checked plan with one bar over every cell (skipped cells advance it too)."""
     total = sum(len(step.impls) for step in steps)
-    with _progress() as progress:
-        reporter = _ProgressReporter(progress, total)
+    with progress.reporting(console, total) as reporter:
         records, skipped = plan.execute(steps, store, reporter, data_dir, force)
     if records:
         console.print(_summary(records))
@@ -467,4 +446,7 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 def main():
     warnings.showwarning = _show_warning
+    # Libraries' INFO lines (sklearnex's "running accelerated version", Dask's start-up) are
+    # not the user's business; their warnings still show.
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     app()

@@ -1,0 +1,103 @@
+"""What a run shows while it works. On a terminal: one bar over the cells, the cell in progress
+named beside it. Off one (a log file, CI): a line when a cell starts and ends, and one at
+least every HEARTBEAT_S seconds while a cell runs, so a nine-minute cell is never silent.
+Both take the same calls from the runner: start, note, done, skip."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from kmbench.timing import format_seconds
+
+HEARTBEAT_S = 30.0
+
+
+class BarReporter:
+    """A rich progress bar (transient: the summary table replaces it)."""
+
+    def __init__(self, progress: Progress, total: int):
+        self.progress = progress
+        self.task = progress.add_task("starting", total=total)
+
+    def start(self, impl, dataset):
+        self.progress.update(self.task, description=f"{impl.name} on {dataset.name}")
+
+    def note(self, text):
+        self.progress.update(self.task, description=text)
+
+    def done(self, record):
+        self.progress.advance(self.task)
+
+    def skip(self, count):
+        self.progress.advance(self.task, count)
+
+
+class LineReporter:
+    """Plain lines for logs: start and end of each cell, and a heartbeat while one runs."""
+
+    def __init__(self, console: Console, total: int, heartbeat_s: float = HEARTBEAT_S):
+        self.console, self.total, self.heartbeat_s = console, total, heartbeat_s
+        self.finished = 0
+        self.cell = ""
+        self.latest_note = ""
+        self.started = self.last_line = time.monotonic()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="kmbench-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _say(self, text: str) -> None:
+        with self._lock:
+            self.last_line = time.monotonic()
+            self.console.print(f"{time.strftime('%H:%M:%S')} {escape(text)}", highlight=False, soft_wrap=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(min(1.0, self.heartbeat_s)):
+            if self.cell and time.monotonic() - self.last_line >= self.heartbeat_s:
+                elapsed = time.monotonic() - self.started
+                note = f"; {self.latest_note}" if self.latest_note else ""
+                self._say(f"[{self.finished}/{self.total}] still running {self.cell} ({elapsed:.0f} s){note}")
+
+    def start(self, impl, dataset):
+        self.cell, self.latest_note, self.started = f"{impl.name} on {dataset.name}", "", time.monotonic()
+        self._say(f"[{self.finished}/{self.total}] {self.cell}: started")
+
+    def note(self, text):
+        self.latest_note = text  # oracle progress comes per iteration: the heartbeat shows the latest
+
+    def done(self, record):
+        self.finished += 1
+        per_iteration = record.get("per_iteration_s")
+        timing = f", {format_seconds(per_iteration)} per iteration" if per_iteration else ""
+        self._say(f"[{self.finished}/{self.total}] {self.cell}: {record.get('status')}{timing}")
+        self.cell = ""
+
+    def skip(self, count):
+        self.finished += count
+        self._say(f"[{self.finished}/{self.total}] {count} cells measured before, not run again")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@contextmanager
+def reporting(console: Console, total: int):
+    """The reporter that suits where the output goes."""
+    if console.is_terminal:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(),
+                      console=console, transient=True) as progress:
+            yield BarReporter(progress, total)
+        return
+    reporter = LineReporter(console, total)
+    try:
+        yield reporter
+    finally:
+        reporter.close()

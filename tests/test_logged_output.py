@@ -1,0 +1,75 @@
+"""What a run prints when its output goes to a log, not a terminal (CliRunner is not one):
+tables at full width, implementations that cannot run here in one line, no library INFO
+lines, and a line per cell with a heartbeat while a long cell runs."""
+
+import io
+import logging
+import time
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from kmbench import progress
+from kmbench.cli import app
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_tables_are_not_cut_and_skips_are_one_line():
+    out = invoke("run", "--n", 300, "--k", 2, "--iters", 3, "--repeats", 1,
+                 "--impl", "numpy,cuda-v1,cuda-v2,cuda-v3,kmbench-gpu")
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    header = next(line for line in lines if "impl" in line and "status" in line)
+    assert "per iter" in header and "speedup" in header  # one row of the table, not wrapped
+    skips = [line for line in lines if "skipped" in line]
+    gpu_free = "cuda-v1" in " ".join(skips)
+    if gpu_free:  # on a machine without a GPU the four GPU rows are skipped: one line for all
+        assert len([line for line in skips if "implementations that cannot run here" in line]) == 1
+        assert not any(line.startswith("skipped cuda-v1") for line in lines)
+    assert any("numpy on blobs" in line and ": started" in line for line in lines)
+    assert any("numpy on blobs" in line and ": ok" in line for line in lines)
+
+
+def test_a_long_cell_is_never_silent_for_longer_than_the_heartbeat():
+    sink = io.StringIO()
+    reporter = progress.LineReporter(Console(file=sink, width=200), total=1, heartbeat_s=0.2)
+
+    class Impl:
+        name = "slow"
+
+    class Data:
+        name = "data"
+
+    try:
+        reporter.start(Impl(), Data())
+        reporter.note("float64 reference: iteration 3/9 on data")
+        time.sleep(0.9)
+        reporter.done({"status": "ok", "per_iteration_s": 0.5})
+    finally:
+        reporter.close()
+    text = sink.getvalue()
+    assert "slow on data: started" in text and "slow on data: ok" in text
+    assert "still running slow on data" in text and "iteration 3/9" in text
+
+
+def test_sklearnex_info_lines_do_not_reach_the_users_log(caplog):
+    pytest.importorskip("sklearnex")
+    import numpy as np
+
+    from kmbench import runner, validate
+    from kmbench.datasets import Dataset
+    from impls.sklearnex_impl import SklearnexKMeans
+
+    data = np.random.default_rng(0).standard_normal((2_000, 2)).astype(np.float32)
+    dataset = Dataset("t", data, None, {"generator": "test"})
+    settings = runner.Settings(k=3, iterations=5, warmup=0, repeats=1)
+    problem = runner.make_problem(dataset, settings)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 5)
+    with caplog.at_level(logging.INFO):
+        record = runner.run_cell(SklearnexKMeans(), problem, oracle, dataset, settings, "t")
+    assert record["build"]["ran"] == "oneDAL"  # its log was still read
+    assert not [entry for entry in caplog.records if entry.name.startswith("sklearnex")]
