@@ -22,6 +22,7 @@ from kmbench.timing import host_region
 
 class SklearnKMeans(Implementation):
     name = "sklearn"
+    relocates_empty_clusters = True
     label = "scikit-learn"
     description = "sklearn.cluster.KMeans(algorithm='lloyd', init=given, n_init=1, tol=0)"
     source = "000, section Python (the scikit-learn baseline)"

@@ -21,7 +21,7 @@ import numpy as np
 
 from kmbench import datasets, files, validate
 
-ORACLE_VERSION = 5
+ORACLE_VERSION = 6
 FOLDER = "oracles"
 
 

@@ -103,6 +103,7 @@ class Implementation:
     dtype: str | None = None  # "float64" when it always computes in double precision
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.batched: "batched")
+    relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
 
     def follows_tolerance(self, tol: float) -> bool:
         """Can `run` stop by the tolerance rule itself (see `stop_done`)? If not, the runner

@@ -118,6 +118,7 @@ class LloydRun:
     labels: object  # the last assignment
     iterations: int  # iterations executed
     previous: object  # centroids before the last iteration (its assignment started from them)
+    emptied: int = 0  # clusters left empty by some assignment of the run (they keep their centroid)
 
 
 def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None, progress=None,
@@ -131,11 +132,13 @@ def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None, progress=
     data = xp.asarray(data)
     centroids = xp.asarray(initial_centroids, dtype=xp.float64)
     previous, labels, done = centroids, None, 0
+    ever_empty = xp.zeros(centroids.shape[0], dtype=bool)
     for done in range(1, iterations + 1):
         previous = centroids
         new_labels, _ = nearest(data, centroids, xp, dtype)
         changed = data.shape[0] if labels is None else int((new_labels != labels).sum())
         labels = new_labels
+        ever_empty |= xp.bincount(labels, minlength=centroids.shape[0]) == 0
         centroids = update(data, labels, centroids, xp, dtype)
         if dtype is not None:
             centroids = centroids.astype(dtype).astype(xp.float64)
@@ -143,7 +146,7 @@ def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None, progress=
             progress(done, iterations)
         if stop_done(changed, data.shape[0], tol):
             break
-    return LloydRun(centroids, labels, done, previous)
+    return LloydRun(centroids, labels, done, previous, int(ever_empty.sum()))
 
 
 def inertia(data, centroids, xp=np) -> float:

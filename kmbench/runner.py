@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from kmbench import ceilings, environment, oracles, results, seeding, validate
+from kmbench import ceilings, environment, explain, oracles, results, seeding, validate
 from kmbench.datasets import Dataset, verified
 from kmbench.errors import UsageError
 from kmbench.memory import MemoryWatch
@@ -238,6 +238,9 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
     last = cell.counted[-1]
     iterate = summarize(cell.iterate)
     iterations = last.iterations
+    if verdict.status == validate.MISMATCH:
+        reasons = explain.causes(oracle, dtype, last.notes, impl.relocates_empty_clusters, last.iterations)
+        verdict = replace(verdict, detail=explain.detail(verdict.detail, reasons))
     record.update(
         status=verdict.status,
         detail=verdict.detail,
@@ -260,7 +263,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         bytes_per_iteration=impl.bytes_per_iteration(problem),
         fp32_per_distance=impl.fp32_per_distance(problem),
         distance_evals_per_s=problem.k * problem.n * iterations / iterate.mean if iterate.mean else None,
-        notes=last.notes,
+        notes=last.notes + explain.empty_cluster_note(oracle, impl.relocates_empty_clusters),
         memory=watch.peaks(),
     )
     if record["bytes_per_iteration"]:

@@ -25,6 +25,23 @@ class SkipsLastPoint(Implementation):
         return Result(centroids, problem.iterations, {"iterate": 0.001})
 
 
+class ExpandedFloat32(Implementation):
+    """Lloyd as a careless float32 program writes it: |x|^2 - 2 x.c + |c|^2 on the raw data."""
+
+    name = "expanded-float32"
+
+    def run(self, problem):
+        x = np.asarray(problem.data, dtype=np.float32)
+        centroids = problem.initial_centroids.astype(np.float32)
+        for _ in range(problem.iterations):
+            scores = (x * x).sum(1)[:, None] - 2 * x @ centroids.T + (centroids * centroids).sum(1)[None]
+            labels = scores.argmin(1)
+            for j in range(problem.k):
+                if (labels == j).any():
+                    centroids[j] = x[labels == j].astype(np.float64).mean(0)
+        return Result(centroids.astype(np.float64), problem.iterations, {"iterate": 0.001})
+
+
 class OneIterationShort(NumpyFast):
     name = "one-short"
 
@@ -92,7 +109,7 @@ def test_tolerance_widens_only_for_problems_that_amplify_float32_rounding():
     rng = np.random.default_rng(8)
     calm = blob_data(rng, n=3000, k=3)
     calm_oracle = validate.Oracle.compute(calm, calm[:3], 30)
-    assert calm_oracle.tolerances("float32")[0] == validate.TOLERANCES["float32"][0]
+    assert calm_oracle.tolerances("float32") == validate.TOLERANCES["float32"]
     # 100 centroids on a uniform square converge slowly: an honest float32 run drifts.
     rng = np.random.default_rng(2)
     crowded = (rng.uniform(-1, 1, (20000, 2)) + 5).astype(np.float32)
@@ -101,7 +118,9 @@ def test_tolerance_widens_only_for_problems_that_amplify_float32_rounding():
     assert validate.SENSITIVITY_FACTOR * oracle.sensitivity > validate.TOLERANCES["float32"][0]
     tol_c, tol_i = oracle.tolerances("float32")
     assert tol_c == max(validate.TOLERANCES["float32"][0], validate.SENSITIVITY_FACTOR * oracle.sensitivity)
-    assert tol_i == validate.TOLERANCES["float32"][1]  # the inertia check never loosens
+    # The inertia check loosens only by what the careful float32 run itself ends apart.
+    assert tol_i == max(validate.TOLERANCES["float32"][1], validate.SENSITIVITY_FACTOR * oracle.representation,
+                        validate.SENSITIVITY_FACTOR * oracle.inertia_sensitivity)
     assert oracle.tolerances("float64") == validate.TOLERANCES["float64"]
 
 
@@ -215,3 +234,62 @@ def test_float32_sensitivity_models_a_careful_sum_not_a_drifting_one():
     oracle = validate.Oracle.compute(data, np.array([[0.999, 0.999]], dtype=np.float32), 1)
     assert oracle.sensitivity < 1e-6
     assert oracle.tolerances("float32")[0] == validate.TOLERANCES["float32"][0]
+
+
+# ---------------------------------------------------------------- every mismatch says why
+
+
+def _cell_on(impl, data, k, iterations, start=None):
+    from dataclasses import replace
+
+    from kmbench import runner
+    from kmbench.datasets import Dataset
+
+    dataset = Dataset("t", data, None, {"generator": "test"})
+    settings = runner.Settings(k=k, iterations=iterations, warmup=0, repeats=1)
+    problem = runner.make_problem(dataset, settings)
+    if start is not None:
+        problem = replace(problem, initial_centroids=start)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations)
+    return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "t")
+
+
+def test_a_row_that_moves_empty_clusters_says_so_and_its_mismatch_names_it():
+    from impls.sklearn_impl import SklearnKMeans
+
+    data = blob_data(np.random.default_rng(3), n=3000, k=3)
+    start = np.vstack([data[:2], [[1e3, 1e3]]]).astype(np.float32)  # the third is empty from the start
+    oracle, record = _cell_on(SklearnKMeans(), data, 3, 10, start)
+    assert oracle.emptied == 1
+    assert any("moves an empty cluster" in note for note in record["notes"])
+    assert record["status"] == "mismatch"
+    assert "Likely cause: the reference left 1 cluster(s) empty" in record["detail"]
+
+
+def test_an_uncentred_float32_row_far_from_the_origin_is_told_why():
+    data = _far_unit_spread(offset=1e4, dtype=np.float32)
+    _, record = _cell_on(ExpandedFloat32(), data, 4, 10)
+    assert record["status"] == "mismatch"
+    assert "spreads from the origin" in record["detail"]
+
+
+def test_a_mismatch_without_a_known_cause_says_so():
+    data = _far_unit_spread(offset=0.0, dtype=np.float32)
+    oracle, record = _cell_on(SkipsLastPoint(), np.vstack([data, [[80.0, 80.0]]]).astype(np.float32), 4, 10)
+    assert record["status"] == "mismatch"
+    assert "Likely cause: no known cause" in record["detail"]
+
+
+def test_tie_flips_that_carry_over_are_allowed_in_the_inertia_too():
+    """Dense data far from the origin, k = 1000: float32 near-ties flip in every iteration and
+    carry over. faiss (float32) ended 1.2e-3 from the reference's inertia, and the careful
+    float32 run of the reference 2.4e-4; before, only the centroid tolerance widened with the
+    problem and faiss was a `mismatch` on the inertia."""
+    pytest.importorskip("faiss")
+    from impls.faiss_impl import FaissKMeans
+
+    data = (np.random.default_rng(1).standard_normal((10_000, 2)) + 100.0).astype(np.float32)
+    oracle, record = _cell_on(FaissKMeans(), data, 1000, 30)
+    assert oracle.inertia_sensitivity > validate.TOLERANCES["float32"][1] / validate.SENSITIVITY_FACTOR
+    assert record["status"] == "ok", record["detail"]
+    assert record["validation"]["inertia_difference"] > validate.TOLERANCES["float32"][1]  # it needed the allowance
