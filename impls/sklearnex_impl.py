@@ -68,7 +68,9 @@ class SklearnexKMeans(Implementation):
         model = KMeans(n_clusters=problem.k, init=np.asarray(problem.initial_centroids, dtype=data.dtype),
                        n_init=1, max_iter=problem.iterations, tol=0.0, algorithm="lloyd")
         messages, logger = _Messages(), logging.getLogger("sklearnex")
-        level, propagate = logger.level, logger.propagate
+        level, propagate, own = logger.level, logger.propagate, list(logger.handlers)
+        for handler in own:  # sklearnex prints through a stderr handler of its own
+            logger.removeHandler(handler)
         logger.addHandler(messages)
         logger.setLevel(logging.INFO)
         logger.propagate = False  # its INFO lines are read here, not printed to the user
@@ -80,6 +82,8 @@ class SklearnexKMeans(Implementation):
                     model.fit(data)
         finally:
             logger.removeHandler(messages)
+            for handler in own:
+                logger.addHandler(handler)
             logger.setLevel(level)
             logger.propagate = propagate
         self._path = path_taken(messages.lines)

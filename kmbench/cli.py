@@ -237,6 +237,7 @@ def run(
     init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++ (also spelled k-means++)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help=escape("CPU threads of kmbench-cpu [default: every core]; each record says how many ran.")),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="The dask rows run on this Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a cluster of their own."),
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
@@ -246,6 +247,8 @@ def run(
                     {"--n": n, "--d": d, "--centers": centers, "--dtype": dtype})
     if scheduler:
         os.environ["KMBENCH_DASK_SCHEDULER"] = scheduler  # read by impls/dask_impl.py
+    if threads:
+        os.environ["KMBENCH_THREADS"] = str(threads)  # read by impls/cpu_fast
     settings = runner.Settings(k=k, iterations=max_iters if max_iters is not None else iters,
                                stop=stop, tol=tol or 0.0, init=_init(init), seed=seed, warmup=warmup,
                                repeats=repeats, max_time=max_time)

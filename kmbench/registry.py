@@ -17,6 +17,7 @@ BUILTINS = [
     "impls.numpy_fast:NumpyFast",
     "impls.cpp:CppPlain",
     "impls.cpp:CppEigen",
+    "impls.cpu_fast:KmbenchCpu",
     "impls.cuda:CudaV1",
     "impls.cuda:CudaV2",
     "impls.cuda:CudaV3",

@@ -56,7 +56,7 @@ def test_a_long_cell_is_never_silent_for_longer_than_the_heartbeat():
     assert "still running slow on data" in text and "iteration 3/9" in text
 
 
-def test_sklearnex_info_lines_do_not_reach_the_users_log(caplog):
+def test_sklearnex_info_lines_do_not_reach_the_users_log(caplog, capfd):
     pytest.importorskip("sklearnex")
     import numpy as np
 
@@ -73,3 +73,4 @@ def test_sklearnex_info_lines_do_not_reach_the_users_log(caplog):
         record = runner.run_cell(SklearnexKMeans(), problem, oracle, dataset, settings, "t")
     assert record["build"]["ran"] == "oneDAL"  # its log was still read
     assert not [entry for entry in caplog.records if entry.name.startswith("sklearnex")]
+    assert "running accelerated version" not in capfd.readouterr().err  # nor through its own handler

@@ -74,12 +74,14 @@ class NativeLloyd(Implementation):
     def _sources(self) -> list[Path]:
         return [self.source_dir / self.source_file, self.source_dir / "harness.hpp"]
 
-    def prepare(self, problem: Problem) -> None:
+    def compile_flags(self) -> list[str]:
         includes, why = self.include_flags()
         if why:
             raise ImplementationError(why)
-        flags = [*build.BASE_FLAGS, *build.extra_flags(), *includes]
-        self._binary = build.build(self.name, self._sources(), flags)
+        return [*build.BASE_FLAGS, *build.extra_flags(), *includes]
+
+    def prepare(self, problem: Problem) -> None:
+        self._binary = build.build(self.name, self._sources(), self.compile_flags())
         self._workdir = tempfile.TemporaryDirectory(prefix="kmbench-cpp-")
         work = Path(self._workdir.name)
         self._init_path = work / "init.npy"

@@ -1,0 +1,82 @@
+"""kmbench-cpu: our exact Lloyd on every core, C++17 with OpenMP and SIMD (kmbench_cpu.cpp),
+built on demand and run as a subprocess like the `cpp` rows (impls/cpp's protocol and build
+cache). The data are centred once before any timed run and kept in float32; the sums are
+float64, so the row is judged as a float32 program.
+
+Threads: KMBENCH_THREADS (`kmbench run --threads`), default every core os.sched_getaffinity
+allows; each record's build information says how many ran. The binary is built for this
+machine's CPU (-march=native): the CPU's model is part of the build cache's key, so a cache
+shared between machines never runs one CPU's binary on another."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from impls.cpp import HERE as CPP_HERE
+from impls.cpp import NativeLloyd, build
+from kmbench.errors import ImplementationError
+from kmbench.protocol import Problem
+
+HERE = Path(__file__).resolve().parent
+
+
+def thread_count() -> int:
+    """KMBENCH_THREADS, else every core this process may run on."""
+    wanted = os.environ.get("KMBENCH_THREADS")
+    if wanted:
+        try:
+            count = int(wanted)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ImplementationError(f"KMBENCH_THREADS must be a whole number >= 1; got {wanted!r}")
+        return count
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux), for the build key of a -march=native binary."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return os.uname().machine
+
+
+class KmbenchCpu(NativeLloyd):
+    name = "kmbench-cpu"
+    label = "kmbench CPU"
+    description = ("our exact Lloyd on every core: OpenMP over points, SIMD over centroids (low d) or four "
+                   "points per centroid load (high d), centred float32 data, float64 sums; subprocess")
+    source = "kmbench's own (the kmbench-cpu issue)"
+    source_file = "kmbench_cpu.cpp"
+
+    def __init__(self, source_dir: Path | None = None, **kwargs):
+        super().__init__(source_dir or HERE, **kwargs)
+        self.single, self.dtype = False, "float32"  # distances in float32 whatever the data's dtype
+        self._threads = None
+
+    def _sources(self) -> list[Path]:
+        return [self.source_dir / self.source_file, CPP_HERE / "harness.hpp"]
+
+    def prepare(self, problem: Problem) -> None:
+        self._threads = thread_count()
+        super().prepare(problem)
+
+    def compile_flags(self) -> list[str]:
+        model = hashlib.sha256(cpu_model().encode()).hexdigest()[:12]
+        return [*build.BASE_FLAGS, "-fopenmp", "-march=native", f"-DKMBENCH_CPU_MODEL={model}"]
+
+    def command(self, problem: Problem) -> list[str]:
+        return [*super().command(problem), "--threads", str(self._threads)]
+
+    def build_info(self) -> dict:
+        return {**super().build_info(), "precision": "fp32 distances on centred data, float64 sums",
+                "threads": self._threads, "cpu": cpu_model()}

@@ -1,0 +1,230 @@
+// kmbench-cpu: our exact Lloyd on every core of the CPU (OpenMP), in the subprocess protocol of
+// impls/cpp/harness.hpp. Design (NOTES.md has the byte and instruction counts):
+// - The data are shifted by their float64 mean once, before any timed run, and kept in float32:
+//   a float32 distance then keeps its digits however far the data sit from the origin (the
+//   same centring kmbench-gpu and scikit-learn do). Sums are float64, per thread, merged once
+//   per iteration; the means are added back to the centroids at the end.
+// - Low d (d <= LOW_DIM): blocks of 64 points, dimension-major, against every centroid in
+//   turn, direct (x - c)^2 in float32, the loop over the block's points vectorised (a running
+//   best and label per point; strict <, so ties go to the lower index, as in the oracle).
+// - High d: the score |c|^2 / 2 - x . c on the centred data (what the GPU rows compute), four
+//   points against one centroid at a time so each centroid value loaded serves four dot
+//   products; the n x k scores are never stored.
+// - Empty clusters keep their centroid; both stop rules (harness.hpp's StopRule).
+#include "../cpp/harness.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace {
+
+constexpr std::size_t LOW_DIM = 16;
+constexpr std::size_t POINTS_PER_TILE = 4;
+constexpr std::size_t BLOCK = 64;  // points per block of the low-d path
+// Each thread keeps SUM_COPIES copies of its float64 sums and counts, point r of a block adding
+// to copy r % SUM_COPIES: with few clusters consecutive points share one, and each add in
+// memory would wait for the one before (the loop's latency, not its work, would set its time).
+constexpr std::size_t SUM_COPIES = 4;
+
+struct Problem {
+  std::size_t n, d, k;
+  std::vector<float> x;        // n x d, centred, float32
+  std::vector<double> mean;    // d
+};
+
+// Per thread: float64 sums and counts of the points it assigned.
+struct Partial {
+  std::vector<double> sums;
+  std::vector<long long> counts;
+  std::size_t changed = 0;
+};
+
+// The nearest centroids of BLOCK points, low d: the block's coordinates dimension-major (xt,
+// d x BLOCK), every centroid against all BLOCK points at once, so the loop over points
+// vectorises; direct (x - c)^2 in float32, strict < so the lower index keeps a tie.
+template <std::size_t D>
+void nearest_low(const float* xt, std::size_t rows, const float* c, std::size_t k, int* labels) {
+  alignas(64) float best[BLOCK];
+  alignas(64) int which[BLOCK];
+  for (std::size_t t = 0; t < BLOCK; ++t) best[t] = std::numeric_limits<float>::infinity(), which[t] = 0;
+  for (std::size_t j = 0; j < k; ++j) {
+    float cj[D];
+    for (std::size_t a = 0; a < D; ++a) cj[a] = c[j * D + a];
+    const int label = int(j);
+#pragma omp simd aligned(best, which : 64)
+    for (std::size_t t = 0; t < BLOCK; ++t) {
+      float dd = 0.0f;
+      for (std::size_t a = 0; a < D; ++a) {  // D is known: unrolled
+        const float diff = xt[a * BLOCK + t] - cj[a];
+        dd += diff * diff;
+      }
+      const bool lower = dd < best[t];  // strict: the lower index keeps a tie
+      best[t] = lower ? dd : best[t];
+      which[t] = lower ? label : which[t];
+    }
+  }
+  for (std::size_t t = 0; t < rows; ++t) labels[t] = which[t];
+}
+
+// d from 1 to LOW_DIM, each compiled with its own unrolled inner loop.
+template <std::size_t D = 1>
+void nearest_low_any(std::size_t d, const float* xt, std::size_t rows, const float* c, std::size_t k, int* labels) {
+  if constexpr (D > LOW_DIM) {
+    throw std::logic_error("nearest_low_any: d above LOW_DIM");
+  } else {
+    if (d == D) return nearest_low<D>(xt, rows, c, k, labels);
+    return nearest_low_any<D + 1>(d, xt, rows, c, k, labels);
+  }
+}
+
+// The nearest centroids of POINTS_PER_TILE points, high d: score = half[j] - x . c_j.
+inline void nearest_high(const float* x, std::size_t rows, const float* c, const float* half, std::size_t d,
+                         std::size_t k, int* labels) {
+  float best[POINTS_PER_TILE];
+  int which[POINTS_PER_TILE];
+  for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) best[r] = std::numeric_limits<float>::infinity(), which[r] = 0;
+  const float* x0 = x;
+  const float* x1 = rows > 1 ? x + d : x;
+  const float* x2 = rows > 2 ? x + 2 * d : x;
+  const float* x3 = rows > 3 ? x + 3 * d : x;
+  for (std::size_t j = 0; j < k; ++j) {
+    const float* cj = c + j * d;
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (std::size_t a = 0; a < d; ++a) {
+      const float v = cj[a];
+      s0 += x0[a] * v;
+      s1 += x1[a] * v;
+      s2 += x2[a] * v;
+      s3 += x3[a] * v;
+    }
+    const float scores[POINTS_PER_TILE] = {half[j] - s0, half[j] - s1, half[j] - s2, half[j] - s3};
+    for (std::size_t r = 0; r < POINTS_PER_TILE; ++r)
+      if (scores[r] < best[r]) best[r] = scores[r], which[r] = int(j);  // strict: lower index keeps ties
+  }
+  for (std::size_t r = 0; r < rows; ++r) labels[r] = which[r];
+}
+
+// Lloyd from `centroids` (centred, float64, k x d) on p.x; returns the iterations executed.
+long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads) {
+  const std::size_t n = p.n, d = p.d, k = p.k;
+  const bool low = d <= LOW_DIM;
+  std::vector<float> c32(k * d), half(k);
+  std::vector<int> labels(n, -1);
+  std::vector<Partial> partials(threads);
+  long done = 0;
+  for (done = 1; done <= stop.max_iter; ++done) {
+    for (std::size_t j = 0; j < k; ++j) {
+      double squares = 0;
+      for (std::size_t a = 0; a < d; ++a) {
+        c32[j * d + a] = float(centroids[j * d + a]);
+        squares += double(c32[j * d + a]) * c32[j * d + a];
+      }
+      half[j] = float(0.5 * squares);
+    }
+#pragma omp parallel num_threads(threads)
+    {
+      Partial& mine = partials[omp_get_thread_num()];
+      mine.sums.assign(SUM_COPIES * k * d, 0.0);
+      mine.counts.assign(SUM_COPIES * k, 0);
+      mine.changed = 0;
+      std::vector<float> xt(low ? d * BLOCK : 0, 0.0f);
+      int block_labels[BLOCK];
+#pragma omp for schedule(static)
+      for (std::size_t first = 0; first < n; first += BLOCK) {
+        const std::size_t rows = std::min(BLOCK, n - first);
+        if (low) {
+          for (std::size_t t = 0; t < rows; ++t)
+            for (std::size_t a = 0; a < d; ++a) xt[a * BLOCK + t] = p.x[(first + t) * d + a];
+          nearest_low_any(d, xt.data(), rows, c32.data(), k, block_labels);
+        } else {
+          for (std::size_t t = 0; t < rows; t += POINTS_PER_TILE)
+            nearest_high(&p.x[(first + t) * d], std::min(POINTS_PER_TILE, rows - t), c32.data(), half.data(), d, k,
+                         block_labels + t);
+        }
+        for (std::size_t r = 0; r < rows; ++r) {
+          mine.changed += labels[first + r] != block_labels[r];
+          labels[first + r] = block_labels[r];
+        }
+        for (std::size_t r = 0; r < rows; ++r) {
+          const std::size_t label = std::size_t(block_labels[r]);
+          const std::size_t copy = r & (SUM_COPIES - 1);
+          mine.counts[copy * k + label] += 1;
+          double* sum = &mine.sums[(copy * k + label) * d];
+          const float* xi = &p.x[(first + r) * d];
+          for (std::size_t a = 0; a < d; ++a) sum[a] += xi[a];
+        }
+      }
+    }
+    std::size_t changed = 0;
+    std::vector<double> sums(k * d, 0.0);
+    std::vector<long long> counts(k, 0);
+    for (const Partial& part : partials) {
+      changed += part.changed;
+      for (std::size_t copy = 0; copy < SUM_COPIES; ++copy) {
+        for (std::size_t j = 0; j < k; ++j) counts[j] += part.counts[copy * k + j];
+        for (std::size_t e = 0; e < k * d; ++e) sums[e] += part.sums[copy * k * d + e];
+      }
+    }
+    for (std::size_t j = 0; j < k; ++j)
+      if (counts[j] > 0)
+        for (std::size_t a = 0; a < d; ++a) centroids[j * d + a] = sums[j * d + a] / double(counts[j]);
+    if (stop.done(changed, n)) break;
+  }
+  return std::min(done, stop.max_iter);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    int threads = omp_get_max_threads();
+    std::vector<char*> rest{argv[0]};
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
+      else rest.push_back(argv[i]);
+    }
+    const kmbench::Options o = kmbench::parse(int(rest.size()), rest.data());
+    const kmbench::Matrix data = kmbench::read_npy(o.data);
+    const kmbench::Matrix init = kmbench::read_npy(o.init);
+    if (init.cols != data.cols) throw std::runtime_error("initial centroids and data differ in dimension");
+    if (init.rows > data.rows) throw std::runtime_error("more centroids than points");
+    Problem p{data.rows, data.cols, init.rows, std::vector<float>(data.rows * data.cols), std::vector<double>(data.cols, 0.0)};
+    for (std::size_t i = 0; i < p.n; ++i)
+      for (std::size_t a = 0; a < p.d; ++a) p.mean[a] += data.values[i * p.d + a];
+    for (double& m : p.mean) m /= double(p.n);
+    for (std::size_t i = 0; i < p.n; ++i)
+      for (std::size_t a = 0; a < p.d; ++a) p.x[i * p.d + a] = float(data.values[i * p.d + a] - p.mean[a]);
+    const kmbench::StopRule stop{o.iterations, o.tol};
+    std::vector<double> centroids, times, warmup;
+    long executed = 0;
+    double spent = 0;
+    for (long r = 0; r < o.warmup + o.repeats; ++r) {
+      centroids = init.values;
+      for (std::size_t j = 0; j < p.k; ++j)
+        for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] -= p.mean[a];
+      const auto t0 = std::chrono::steady_clock::now();
+      executed = lloyd(p, centroids, stop, threads);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r < o.warmup) {
+        warmup.push_back(seconds);
+      } else {
+        times.push_back(seconds);
+        spent += seconds;
+        if (o.max_time > 0 && spent > o.max_time) break;
+      }
+    }
+    for (std::size_t j = 0; j < p.k; ++j)
+      for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
+    kmbench::print_json(centroids, p.d, executed, times, warmup);
+    return 0;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+  return 1;
+}

@@ -1,0 +1,95 @@
+"""kmbench-cpu (impls/cpu_fast): built on demand with OpenMP like the `cpp` rows, agreeing with
+the oracle for d from 1 to 100 (both of its paths), k from 1 to 300, far from the origin,
+with an empty cluster, under both stop rules and any thread count. Needs a C++ compiler with
+OpenMP (the CI machine's g++)."""
+
+import numpy as np
+import pytest
+
+from impls.cpp import build
+from impls.cpu_fast import KmbenchCpu, thread_count
+from kmbench import runner, validate
+from kmbench.datasets import Dataset
+from kmbench.errors import ImplementationError
+
+needs_compiler = pytest.mark.skipif(build.find_compiler()[0] is None, reason="no C++ compiler on PATH")
+
+
+def _blobs(n, d, centers, seed=0, offset=0.0):
+    rng = np.random.default_rng(seed)
+    middle = rng.uniform(-10, 10, (centers, d))
+    return (middle[rng.integers(0, centers, n)] + rng.standard_normal((n, d)) + offset).astype(np.float32)
+
+
+def _cell(data, k, iterations=12, tol=None, start=None):
+    dataset = Dataset("cpu", data, None, {"generator": "test"})
+    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=2,
+                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
+    problem = runner.make_problem(dataset, settings)
+    if start is not None:
+        from dataclasses import replace
+
+        problem = replace(problem, initial_centroids=start)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
+    return oracle, runner.run_cell(KmbenchCpu(), problem, oracle, dataset, settings, "cpu")
+
+
+@needs_compiler
+@pytest.mark.parametrize("d, k", [(1, 3), (2, 5), (2, 300), (5, 40), (16, 17), (17, 8), (64, 100), (100, 1)])
+def test_agrees_with_the_oracle_on_both_paths(d, k):
+    _, record = _cell(_blobs(5_003, d, max(k, 1)), k)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["iterations_executed"] == 12
+    assert record["build"]["threads"] == thread_count()
+
+
+@needs_compiler
+@pytest.mark.parametrize("d", [2, 64])
+def test_far_from_the_origin(d):
+    _, record = _cell(_blobs(4_000, d, 6, offset=1e5), 6)
+    assert record["status"] == "ok", record.get("detail")
+
+
+@needs_compiler
+def test_an_empty_cluster_keeps_its_centroid():
+    data = _blobs(3_000, 2, 3)
+    start = np.vstack([data[:2], [[1e4, 1e4]]]).astype(np.float64)
+    _, record = _cell(data, 3, start=start)
+    assert record["status"] == "ok", record.get("detail")
+
+
+@needs_compiler
+def test_the_tolerance_rule_stops_with_the_oracle():
+    oracle, record = _cell(_blobs(6_000, 3, 8), 8, iterations=200, tol=0.0)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["iterations_executed"] == oracle.iterations < 200
+
+
+@needs_compiler
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_any_thread_count_gives_the_same_answer_and_is_recorded(threads, monkeypatch):
+    monkeypatch.setenv("KMBENCH_THREADS", threads)
+    _, record = _cell(_blobs(5_000, 2, 7, seed=4), 7)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["threads"] == int(threads)
+
+
+def test_a_bad_thread_count_is_one_sentence(monkeypatch):
+    monkeypatch.setenv("KMBENCH_THREADS", "none")
+    with pytest.raises(ImplementationError, match="KMBENCH_THREADS must be a whole number"):
+        thread_count()
+
+
+@needs_compiler
+def test_run_lists_it_and_threads_reach_it(monkeypatch):
+    from typer.testing import CliRunner
+
+    from kmbench import results
+    from kmbench.cli import app
+
+    monkeypatch.delenv("KMBENCH_THREADS", raising=False)  # the CLI sets it: restored after the test
+    out = CliRunner().invoke(app, ["run", "--n", "2000", "--k", "3", "--iters", "4", "--repeats", "1",
+                                   "--impl", "kmbench-cpu", "--threads", "2"])
+    assert out.exit_code == 0, out.output
+    (record,) = results.load()
+    assert record["status"] == "ok" and record["build"]["threads"] == 2
