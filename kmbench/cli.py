@@ -22,8 +22,10 @@ from kmbench.timing import format_seconds
 
 # Typer 0.29's rich help labels every option with its type, flags too ("--force <bool>"),
 # which reads as if they took a value: a flag shows no type, as in click's plain help.
-_option_type = typer.core.TyperOption.display_type_rich
-typer.core.TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _option_type(self, ctx)
+# Older Typer shows no type there (and has no such method): nothing to change.
+_option_type = getattr(typer.core.TyperOption, "display_type_rich", None)
+if _option_type is not None:
+    typer.core.TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _option_type(self, ctx)
 
 app = typer.Typer(
     help="Benchmark k-means implementations fairly: the same data, initial centroids and "
