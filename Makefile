@@ -67,7 +67,7 @@ scale-dask-cuda:  ## dask-cuda strong scaling on radial 1e8 points, k = 3 and 10
 	  KMBENCH_DASK_GPUS=$$gpus $(GPU_PATH) $(PYTHON) -m kmbench run --dataset $$name --k $$k --iters 3 \
 	    --repeats 2 --warmup 1 --impl dask-cuda --store $(GPU_RESULTS)/scaling/records.jsonl || exit 1; \
 	done; done
-	$(GPU_PATH) $(PYTHON) -m kmbench.scaling $(GPU_RESULTS)/scaling/records.jsonl > $(GPU_RESULTS)/scaling/scaling.md
+	$(GPU_PATH) $(PYTHON) -m kmbench.report.scaling $(GPU_RESULTS)/scaling/records.jsonl > $(GPU_RESULTS)/scaling/scaling.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

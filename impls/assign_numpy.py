@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kmbench.assign import AssignProblem, AssignResult
+from kmbench.tasks.assign import AssignProblem, AssignResult
 from kmbench.protocol import Implementation
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 ROWS_PER_BLOCK = 1 << 16
 

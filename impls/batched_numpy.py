@@ -2,14 +2,14 @@
 point, cluster) of a chunk of rows come from one broadcast, the sums from one-hot products.
 The chunk bounds the broadcast's memory (it grows with rows x seeds x points x k), and like
 the scikit-learn loop the row stops at a time budget and says so. Each seed stops by
-itself under document 003's rule (kmbench.batched); stopped seeds keep their centroids
+itself under document 003's rule (kmbench.tasks.batched); stopped seeds keep their centroids
 while the others go on."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from kmbench.batched import BatchedProblem, BatchedResult, BudgetedBatched, RowBudget
+from kmbench.tasks.batched import BatchedProblem, BatchedResult, BudgetedBatched, RowBudget
 
 
 def _yard_sticks(starts: np.ndarray) -> np.ndarray:

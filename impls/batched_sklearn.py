@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 
-from kmbench.batched import BatchedProblem, BatchedResult, BudgetedBatched, RowBudget
+from kmbench.tasks.batched import BatchedProblem, BatchedResult, BudgetedBatched, RowBudget
 
 class BatchedSklearn(BudgetedBatched):
     name = "batched-sklearn"

@@ -25,7 +25,7 @@ import numpy as np
 
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Problem, Result, stop_done
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"
 GPUS_ENV = "KMBENCH_DASK_GPUS"
@@ -38,8 +38,7 @@ MIN_CHUNK_ROWS = 1 << 18
 def chunk_step(chunk, centroids, old_labels, k: int):
     """One chunk's share of an iteration: (partials (k, d + 1) float64 with counts last,
     labels changed, new labels). Runs on a worker, on NumPy or CuPy arrays alike."""
-    from kmbench import reference
-
+    from kmbench.protocol import reference
     xp = _array_module(chunk)
     centroids = xp.asarray(centroids)
     labels, _ = reference.nearest(chunk, centroids, xp)

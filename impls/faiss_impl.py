@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from kmbench.protocol import Implementation, Problem, Result
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 HOW_TO_GET = "pip install faiss-cpu (or the project's [peers] extra)"
 NEVER_STOP = -1.0  # faiss stops when the objective falls by less than threshold x itself

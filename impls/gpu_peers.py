@@ -21,7 +21,7 @@ import numpy as np
 
 from impls.torch_impl import TorchLloyd
 from kmbench.protocol import Implementation, Problem, Result
-from kmbench.timing import CudaEventRegion, host_region
+from kmbench.protocol.timing import CudaEventRegion, host_region
 
 
 class FastPytorchKMeans(TorchLloyd):

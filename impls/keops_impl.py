@@ -27,7 +27,7 @@ import numpy as np
 from impls.torch_impl import TorchLloyd
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPILE_TIMEOUT_S = 900

@@ -20,7 +20,7 @@ import numpy as np
 from kmbench.errors import ImplementationError
 
 from kmbench.protocol import Implementation, Problem, Result, stop_done
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 
 MAX_BYTES = float(os.environ.get("KMBENCH_NUMPY_BLOG_MAX_GIB", 4)) * 2**30

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from kmbench.protocol import Implementation, Problem, Result, stop_done
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 _ROWS_PER_BLOCK = 1 << 16  # keeps the (rows x k) distance block in cache-sized pieces
 

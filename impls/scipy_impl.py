@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from kmbench.protocol import Implementation, Problem, Result
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 
 class ScipyKMeans2(Implementation):

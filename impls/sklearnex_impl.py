@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from kmbench.protocol import Implementation, Problem, Result
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 HOW_TO_GET = "pip install scikit-learn-intelex (x86-64 only; or the project's [peers] extra)"
 

@@ -8,7 +8,7 @@ import importlib
 import numpy as np
 
 from kmbench.protocol import Implementation, Problem, Result, stop_done
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 
 def torch_gpu_status(library: str | None = None, install_hint: str = "") -> tuple[bool, str]:

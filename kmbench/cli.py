@@ -15,10 +15,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kmbench import datasets, export, files, plan, progress, registry, report, results, runner, suite, task_export, tasks
+from kmbench import progress, registry
+
+from kmbench.data import datasets, files, results
+
+from kmbench.plans import plan, suite
+
+from kmbench.protocol import runner
+
+from kmbench.report import export, report
+
+from kmbench.tasks import task_export, tasks
 from kmbench.errors import UsageError
-from kmbench.plot import per_iteration_chart, require_matplotlib, sweep_charts
-from kmbench.timing import format_seconds
+from kmbench.report.plot import per_iteration_chart, require_matplotlib, sweep_charts
+from kmbench.protocol.timing import format_seconds
 
 # Typer 0.29's rich help labels every option with its type, flags too ("--force <bool>"),
 # which reads as if they took a value: a flag shows no type, as in click's plain help.
@@ -345,7 +355,7 @@ def reproduce(
 ):
     """Run a reference document's protocol from its suite file and write its published figures beside ours."""
     if list_suites or name is None:
-        table = Table(title="Suites (kmbench/suites/*.toml)")
+        table = Table(title="Suites (kmbench/plans/suites/*.toml)")
         for column in ("name", "title", "source", "cells"):
             table.add_column(column)
         for entry in suite.names():

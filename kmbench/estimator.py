@@ -20,8 +20,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluster
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from kmbench import reference
-
+from kmbench.protocol import reference
 INITS = {"k-means++": "kmeans++", "random": "random"}
 # impl="auto": the first of these that can run here, fastest first (kmbench-gpu needs a GPU;
 # numpy runs anywhere the estimator itself can).
@@ -63,7 +62,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             raise ValueError(f"init must be one of {', '.join(INITS)} or an array; got {self.init!r}.")
 
     def _implementation(self):
-        from kmbench import registry, runner
+        from kmbench import registry
+        from kmbench.protocol import runner
         from kmbench.errors import UsageError
 
         if not isinstance(self.impl, str) or "," in self.impl or not self.impl.strip():
@@ -83,8 +83,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return chosen
 
     def _start(self, X: np.ndarray) -> np.ndarray:
-        from kmbench import runner
-
+        from kmbench.protocol import runner
         if not isinstance(self.init, str):
             start = np.asarray(self.init, dtype=X.dtype)
             if start.shape != (self.n_clusters, X.shape[1]):

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from kmbench.timing import format_seconds
+from kmbench.protocol.timing import format_seconds
 
 HEARTBEAT_S = 30.0
 

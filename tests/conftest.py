@@ -50,8 +50,8 @@ def blob_data(rng, n=2000, d=2, k=5, dtype=np.float32):
 
 def gpu_cell(impl, data, k, iterations, tol=None, repeats=1):
     """One validated cell on in-memory data: the oracle and the record, as a run makes them."""
-    from kmbench import runner, validate
-    from kmbench.datasets import Dataset
+    from kmbench.protocol import runner, validate
+    from kmbench.data.datasets import Dataset
 
     dataset = Dataset("gpu", data, None, {"generator": "test"})
     settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=repeats,

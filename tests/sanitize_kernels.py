@@ -19,8 +19,8 @@ import numpy as np
 from impls.cuda import CudaV1, CudaV2, CudaV3
 from impls.cuda.doc002 import Cuda002
 from impls.fast import KmbenchGpu
-from kmbench import runner
-from kmbench.datasets import Dataset
+from kmbench.protocol import runner
+from kmbench.data.datasets import Dataset
 
 families = set(sys.argv[1:]) or {"cuda", "cuda-002", "kmbench-gpu"}
 data = np.random.default_rng(0).standard_normal((5003, 2)).astype(np.float32)

@@ -4,7 +4,7 @@ changed flag, and a wrong kernel flagged."""
 import numpy as np
 
 from impls.assign_numpy import AssignNumpy
-from kmbench.assign import AssignOracle, AssignProblem, AssignResult, judge
+from kmbench.tasks.assign import AssignOracle, AssignProblem, AssignResult, judge
 
 
 def _problem(n=1 << 14, d=1, k=16, seed=0):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from kmbench import results
+from kmbench.data import results
 from kmbench.cli import app
 
 cli = CliRunner()

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from impls.cpp import HERE, CppEigen, CppPlain, build
-from kmbench import runner, validate
-from kmbench.datasets import Dataset, blobs
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import Dataset, blobs
 from tests.conftest import blob_data
 
 needs_compiler = pytest.mark.skipif(build.find_compiler()[0] is None, reason="no C++ compiler on PATH")

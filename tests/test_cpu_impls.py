@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
-from kmbench import registry, runner, validate
-from kmbench.datasets import Dataset
+from kmbench import registry
+
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import Dataset
 from tests.conftest import blob_data
 
 CPU = ["numpy-blog", "numpy", "sklearn", "scipy"]

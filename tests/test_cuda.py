@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from impls.cuda import HERE, MAX_K, CudaV1, CudaV2, CudaV3, cuda_status
-from kmbench import runner, validate
-from kmbench.datasets import Dataset, blobs
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import Dataset, blobs
 from kmbench.errors import ImplementationError
 
 VERSIONS = [CudaV1, CudaV2, CudaV3]
@@ -103,8 +103,7 @@ def test_empty_cluster_keeps_its_centroid(version):
 
 @pytest.mark.gpu
 def test_environment_measures_both_ceilings():
-    from kmbench import environment
-
+    from kmbench.protocol import environment
     info = environment.gpu()
     assert info["name"] and info["copy_bandwidth_Bps"] > 1e11  # any data-centre GPU copies > 100 GB/s
     # An H100/H200 issues about 3e13 FP32 instructions per second; any recent GPU over 1e12.

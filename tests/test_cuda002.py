@@ -5,8 +5,8 @@ import pytest
 
 from impls.cuda import cuda_status
 from impls.cuda.doc002 import SHARED_MAX_K, Cuda002
-from kmbench import runner
-from kmbench.datasets import Dataset, radial
+from kmbench.protocol import runner
+from kmbench.data.datasets import Dataset, radial
 from kmbench.errors import ImplementationError
 from tests.conftest import gpu_cell
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from kmbench import datasets, results
+from kmbench.data import datasets, results
 from kmbench.cli import app
 from kmbench.errors import UsageError
 

@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("distributed")
 
 from impls.dask_impl import SCHEDULER_ENV, DaskCudaLloyd, DaskLloyd  # noqa: E402
-from kmbench import runner, validate  # noqa: E402
-from kmbench.datasets import Dataset  # noqa: E402
+from kmbench.protocol import runner, validate  # noqa: E402
+from kmbench.data.datasets import Dataset  # noqa: E402
 from tests.conftest import blob_data  # noqa: E402
 
 
@@ -63,8 +63,7 @@ def test_an_unreachable_scheduler_is_an_error_cell(monkeypatch):
 
 
 def test_the_scaling_table_compares_each_row_with_its_one_gpu_run():
-    from kmbench import scaling
-
+    from kmbench.report import scaling
     def record(workers, seconds, status="ok"):
         return {"impl": "dask-cuda", "dataset": {"name": "radial", "n": 10**8}, "params": {"k": 3},
                 "build": {"workers": workers}, "per_iteration_s": seconds, "status": status, "detail": "drift"}

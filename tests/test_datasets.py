@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from kmbench import datasets
+from kmbench.data import datasets
 from kmbench.errors import UsageError
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from kmbench import datasets, results
+from kmbench.data import datasets, results
 from kmbench.cli import app
 
 cli = CliRunner(env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})

@@ -8,7 +8,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import kmbench
-from kmbench import reference
+from kmbench.protocol import reference
 from tests.conftest import blob_data
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from impls.fast import HERE, MAX_K, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, strategy
 from impls.fast.tensor_path import tensor_status
-from kmbench import runner, validate
-from kmbench.datasets import Dataset, radial
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import Dataset, radial
 from kmbench.errors import ImplementationError
 from tests.conftest import gpu_cell
 

@@ -10,8 +10,8 @@ import pytest
 from impls import keops_impl
 from impls.gpu_peers import CumlKMeans, FastPytorchKMeans
 from impls.keops_impl import PykeopsKMeans
-from kmbench import runner, validate
-from kmbench.datasets import Dataset
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import Dataset
 from kmbench.errors import ImplementationError
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from impls.cpp import build
 from impls.cpu_fast import KmbenchCpu, thread_count
-from kmbench import runner, validate
-from kmbench.datasets import Dataset
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import Dataset
 from kmbench.errors import ImplementationError
 
 needs_compiler = pytest.mark.skipif(build.find_compiler()[0] is None, reason="no C++ compiler on PATH")
@@ -84,7 +84,7 @@ def test_a_bad_thread_count_is_one_sentence(monkeypatch):
 def test_run_lists_it_and_threads_reach_it(monkeypatch):
     from typer.testing import CliRunner
 
-    from kmbench import results
+    from kmbench.data import results
     from kmbench.cli import app
 
     monkeypatch.delenv("KMBENCH_THREADS", raising=False)  # the CLI sets it: restored after the test

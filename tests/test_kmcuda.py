@@ -9,8 +9,8 @@ import pytest
 
 from impls.kmcuda import ITERATION_LINE, Kmcuda, KmcudaYinyang
 from impls.kmcuda.build import library_path
-from kmbench import runner, validate
-from kmbench.datasets import Dataset
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import Dataset
 from kmbench.errors import ImplementationError
 
 

@@ -60,8 +60,8 @@ def test_sklearnex_info_lines_do_not_reach_the_users_log(caplog, capfd):
     pytest.importorskip("sklearnex")
     import numpy as np
 
-    from kmbench import runner, validate
-    from kmbench.datasets import Dataset
+    from kmbench.protocol import runner, validate
+    from kmbench.data.datasets import Dataset
     from impls.sklearnex_impl import SklearnexKMeans
 
     data = np.random.default_rng(0).standard_normal((2_000, 2)).astype(np.float32)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from kmbench.memory import MemoryWatch, host_bytes
+from kmbench.protocol.memory import MemoryWatch, host_bytes
 
 
 def test_host_peak_counts_memory_touched_inside_the_watch():

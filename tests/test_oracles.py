@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from kmbench import oracles, runner, validate
-from kmbench.datasets import Dataset, checksum
+from kmbench.protocol import oracles, runner, validate
+from kmbench.data.datasets import Dataset, checksum
 from impls.numpy_fast import NumpyFast
 from tests.conftest import blob_data
 

@@ -10,8 +10,8 @@ import pytest
 
 from impls.faiss_impl import FaissKMeans
 from impls.sklearnex_impl import SklearnexKMeans, path_taken
-from kmbench import runner, validate
-from kmbench.datasets import Dataset
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import Dataset
 
 
 def _cell(impl, data, k, iterations=30, start=None):
@@ -59,8 +59,7 @@ def test_faiss_runs_every_iteration_asked_where_its_objective_stalls():
 
 
 def test_a_row_that_stops_early_says_so_alike_in_table_and_warning():
-    from kmbench import export
-
+    from kmbench.report import export
     assert runner.iteration_warnings(21, 30, "own") == [
         "stopped early: ran 21 of 30 iterations; compare it per iteration"]
     assert runner.iteration_warnings(30, 30, "own") == []

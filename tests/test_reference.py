@@ -1,6 +1,6 @@
 import numpy as np
 
-from kmbench import reference
+from kmbench.protocol import reference
 from tests.conftest import blob_data
 
 
@@ -60,7 +60,7 @@ def test_high_d_distances_are_exact_enough_far_from_the_origin():
     """Above EXPANDED_FROM_DIM the oracle expands the distance on centred coordinates: against
     the direct sum of squared differences it stays within 1e-9 of the spread squared, even
     with the data a million spreads from the origin."""
-    from kmbench.reference import EXPANDED_FROM_DIM, squared_distances
+    from kmbench.protocol.reference import EXPANDED_FROM_DIM, squared_distances
 
     rng = np.random.default_rng(3)
     d = EXPANDED_FROM_DIM + 7

@@ -1,7 +1,11 @@
 import pytest
 import numpy as np
 
-from kmbench import datasets, export, report, runner
+from kmbench.data import datasets
+
+from kmbench.protocol import runner
+
+from kmbench.report import export, report
 from impls.numpy_fast import NumpyFast
 from tests.test_validate import SkipsLastPoint
 
@@ -102,15 +106,13 @@ def test_roofline_names_the_limit_the_cell_is_near():
 
 
 def test_markdown_shows_the_roofline_position():
-    from kmbench import export
-
+    from kmbench.report import export
     md = export.markdown(report.cells_frame([_gpu_record("v", 400e-6, k=1000)]))
     assert "of FP32 issue" in md and "37.9% of FP32 issue" in md
 
 
 def test_each_row_says_what_it_is_built_on_and_computes_in():
-    from kmbench import export
-
+    from kmbench.report import export
     peer = dict(_gpu_record("pykeops", 1e-3, k=10), build={"library": "pykeops 2.3", "precision": "fp32"})
     older = dict(_gpu_record("faiss-cpu", 2e-3, k=10), build={"library": "faiss 1.8", "computes_in": "float32"})
     silent = _gpu_record("numpy", 3e-3, k=10)  # declares neither: no line of its own
@@ -122,8 +124,7 @@ def test_each_row_says_what_it_is_built_on_and_computes_in():
 
 
 def test_high_d_rows_are_shown_as_multiples_of_the_measured_gemm():
-    from kmbench import export
-
+    from kmbench.report import export
     floor = {"fp32": 6e-3, "tf32": 2e-3}
     ours = dict(_gpu_record("kmbench-gpu", 4e-3, k=1024), gemm_floor_s=floor)
     peer = dict(_gpu_record("torch", 12e-3, k=1024), gemm_floor_s=floor)

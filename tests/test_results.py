@@ -3,9 +3,7 @@ import multiprocessing
 
 import pytest
 
-from kmbench import results
-
-
+from kmbench.data import results
 def _record(**extra):
     """The least a Lloyd record holds for the readers (results.REQUIRED), plus `extra`."""
     return {"impl": "numpy", "status": "ok", "dataset": {"name": "blobs", "n": 10, "d": 2},

@@ -1,8 +1,10 @@
 import numpy as np
 import pytest
 
-from kmbench import results, runner
-from kmbench.datasets import Dataset
+from kmbench.data import results
+
+from kmbench.protocol import runner
+from kmbench.data.datasets import Dataset
 from kmbench.errors import UsageError
 from kmbench.protocol import Implementation, Result
 from impls.numpy_fast import NumpyFast

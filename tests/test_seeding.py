@@ -1,12 +1,10 @@
-"""The harness's k-means++ seeding (kmbench.seeding): the same greedy algorithm on NumPy and
+"""The harness's k-means++ seeding (kmbench.protocol.seeding): the same greedy algorithm on NumPy and
 CuPy, from the same host draws."""
 
 import numpy as np
 import pytest
 
-from kmbench import runner, seeding
-
-
+from kmbench.protocol import runner, seeding
 def _separated(n_per=400, centers=12, d=3, offset=0.0, seed=0):
     rng = np.random.default_rng(seed)
     middle = rng.uniform(-100, 100, (centers, d))

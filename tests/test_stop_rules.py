@@ -5,8 +5,10 @@ iterations executed, and one that cannot is given the reference's count and mark
 import numpy as np
 import pytest
 
-from kmbench import reference, registry, runner, validate
-from kmbench.datasets import Dataset
+from kmbench import registry
+
+from kmbench.protocol import reference, runner, validate
+from kmbench.data.datasets import Dataset
 from kmbench.protocol import stop_done
 from tests.conftest import blob_data
 
@@ -80,8 +82,7 @@ def test_an_implementation_that_cannot_follow_is_given_the_reference_count_and_m
     assert record["iterations_executed"] == oracle.iterations
     assert record["status"] == "ok"
     assert any("cannot stop by the tolerance rule itself" in w for w in record["warnings"])
-    from kmbench import export, report
-
+    from kmbench.report import export, report
     md = export.markdown(report.cells_frame([record]))
     assert "(reference's count)" in md
     assert "until no label changes" in md
@@ -90,7 +91,7 @@ def test_an_implementation_that_cannot_follow_is_given_the_reference_count_and_m
 def test_cli_tolerance_run(tmp_path):
     from typer.testing import CliRunner
 
-    from kmbench import results
+    from kmbench.data import results
     from kmbench.cli import app
 
     out = CliRunner().invoke(app, ["run", "--n", "2000", "--k", "4", "--stop", "tolerance", "--tol", "0",

@@ -4,7 +4,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from kmbench import plan, published, results, runner, suite, tasks
+from kmbench.data import results
+
+from kmbench.plans import plan, suite
+
+from kmbench.protocol import runner
+
+from kmbench.report import published
+
+from kmbench.tasks import tasks
 from kmbench.cli import app
 from kmbench.errors import UsageError
 
@@ -106,8 +114,7 @@ def test_sweep_runs_the_grid_skips_on_rerun_and_plots(tmp_path):
 
 
 def test_sweep_does_not_skip_cells_measured_by_other_code(tmp_path, monkeypatch):
-    from kmbench import environment
-
+    from kmbench.protocol import environment
     assert _sweep(tmp_path).exit_code == 0
     environment.capture.cache_clear()
     monkeypatch.setattr(environment, "code_hash", lambda: "other-code")
@@ -131,8 +138,7 @@ def test_radial_size_by_n():
 
 
 def test_peak_rates_table_sets_published_beside_measured():
-    from kmbench import export, report
-
+    from kmbench.report import export, report
     record = {"impl": "cpp", "label": "Our C++", "status": "ok",
               "dataset": {"name": "radial-x", "generator": "radial", "parameters": {}, "n": 1_000_000, "d": 2,
                           "dtype": "float32"},
@@ -146,7 +152,7 @@ def test_peak_rates_table_sets_published_beside_measured():
 
 def test_numpy_blog_refuses_what_memory_cannot_hold():
     from impls.numpy_blog import NumpyBlog
-    from kmbench.datasets import Dataset
+    from kmbench.data.datasets import Dataset
     from kmbench.errors import ImplementationError
 
     data = np.zeros((1, 2), dtype=np.float32) + np.arange(2)
@@ -189,8 +195,7 @@ def _whole_run_record(impl, status, stop, iterations, per_iteration, reference=4
 
 
 def test_whole_run_table_extrapolates_budget_rows_and_says_so():
-    from kmbench import export, report
-
+    from kmbench.report import export, report
     records = [_whole_run_record("kmcuda", "ok", "tolerance", 40, 0.5),
                _whole_run_record("sklearn", "mismatch", "iterations", 2, 3.0)]
     md = "\n".join(export.whole_run_markdown(report.cells_frame(records), "yinyang"))

@@ -10,8 +10,7 @@ import pytest
 
 from impls.assign_ladder import LADDER, AssignFastest
 from impls.batched_gpu import BatchedCudaC, BatchedKmbench, BatchedNumba
-from kmbench import assign, batched, tasks
-
+from kmbench.tasks import assign, batched, tasks
 pytestmark = pytest.mark.gpu
 
 

@@ -13,7 +13,10 @@ from typer.testing import CliRunner
 
 from impls.assign_numpy import AssignNumpy
 from impls.batched_sklearn import BatchedSklearn
-from kmbench import assign, registry, results, suite, task_export, tasks
+from kmbench import registry
+from kmbench.data import results
+from kmbench.plans import suite
+from kmbench.tasks import assign, task_export, tasks
 from kmbench.cli import app
 from kmbench.errors import UsageError
 

@@ -102,8 +102,8 @@ def test_separated_clusters_started_at_their_centres_need_no_recheck():
     """The bound is not vacuous: with every margin wide, no point is re-checked."""
     from dataclasses import replace
 
-    from kmbench import runner, validate
-    from kmbench.datasets import Dataset
+    from kmbench.protocol import runner, validate
+    from kmbench.data.datasets import Dataset
 
     rng = np.random.default_rng(3)
     centres = rng.uniform(-10, 10, (64, 128)).astype(np.float32)
@@ -153,8 +153,8 @@ def test_the_recheck_list_is_sorted_by_tf32_winner_with_its_limits():
 
 @pytest.mark.gpu
 def test_high_d_cells_carry_the_measured_gemm_floor(tmp_path):
-    from kmbench import runner
-    from kmbench.datasets import Dataset
+    from kmbench.protocol import runner
+    from kmbench.data.datasets import Dataset
 
     data = Dataset("floor", _blobs(5_000, 64, 20), None, {"generator": "test"})
     settings = runner.Settings(k=20, iterations=3, warmup=0, repeats=1)

@@ -95,8 +95,8 @@ def test_data_far_from_the_origin(k):
 def test_an_empty_cluster_keeps_its_centroid():
     from dataclasses import replace
 
-    from kmbench import runner, validate
-    from kmbench.datasets import Dataset
+    from kmbench.protocol import runner, validate
+    from kmbench.data.datasets import Dataset
 
     data = _blobs(10_007, 2, centers=4, std=0.1)
     dataset = Dataset("gpu", data, None, {"generator": "test"})
@@ -112,7 +112,7 @@ def test_an_empty_cluster_keeps_its_centroid():
 
 @pytest.mark.gpu
 def test_one_hundred_million_points(tmp_path):
-    from kmbench.datasets import radial
+    from kmbench.data.datasets import radial
 
     data = np.asarray(radial(cluster_size=2_000_000, directory=tmp_path).data)
     _, record = gpu_cell(_triton(), data, 3, 3)

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from kmbench import validate
+from kmbench.protocol import validate
 from kmbench.protocol import Implementation, Result
-from kmbench.runner import Settings, run_cell, make_problem
-from kmbench.datasets import Dataset
+from kmbench.protocol.runner import Settings, run_cell, make_problem
+from kmbench.data.datasets import Dataset
 from impls.numpy_fast import NumpyFast
 from tests.conftest import blob_data
 
@@ -202,7 +202,6 @@ def test_every_repeat_carries_its_inertia_difference():
 def test_far_data_in_float32_flags_raw_sums_and_the_expanded_distance_only():
     """The table must say which implementations are wrong far from the origin, and why."""
     from kmbench import registry
-
     data = _far_unit_spread(n=20000, dtype=np.float32)
     dataset = Dataset("far", data, None, {"generator": "test"})
     settings = Settings(k=4, iterations=20, warmup=0, repeats=1)
@@ -242,8 +241,8 @@ def test_float32_sensitivity_models_a_careful_sum_not_a_drifting_one():
 def _cell_on(impl, data, k, iterations, start=None):
     from dataclasses import replace
 
-    from kmbench import runner
-    from kmbench.datasets import Dataset
+    from kmbench.protocol import runner
+    from kmbench.data.datasets import Dataset
 
     dataset = Dataset("t", data, None, {"generator": "test"})
     settings = runner.Settings(k=k, iterations=iterations, warmup=0, repeats=1)

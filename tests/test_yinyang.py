@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from impls.yinyang import YinyangGpu, group_count, slack_factor
-from kmbench import reference, runner
-from kmbench.datasets import Dataset
+from kmbench.protocol import reference, runner
+from kmbench.data.datasets import Dataset
 from kmbench.errors import ImplementationError
 from tests.conftest import gpu_cell
 

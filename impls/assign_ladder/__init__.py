@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from impls.cuda import GpuImplementation
-from kmbench.assign import AssignProblem, AssignResult
+from kmbench.tasks.assign import AssignProblem, AssignResult
 from kmbench.errors import ImplementationError
-from kmbench.timing import CudaEventRegion, host_region
+from kmbench.protocol.timing import CudaEventRegion, host_region
 
 HERE = Path(__file__).resolve().parent
 BLOCK = 256
@@ -124,7 +124,7 @@ class AssignCuda(GpuImplementation):
             self.__dict__.pop(name, None)
 
     def reference_floor(self, problem: AssignProblem) -> float:
-        """The floor under every step: see `floor_seconds` (kmbench.tasks shows it)."""
+        """The floor under every step: see `floor_seconds` (kmbench.tasks.tasks shows it)."""
         return floor_seconds(problem)
 
     def bytes_per_pass(self, problem: AssignProblem) -> int:

@@ -49,8 +49,8 @@ def main() -> None:
     import cupy
 
     from impls.assign_ladder import LADDER
-    from kmbench import suite, tasks
-
+    from kmbench.plans import suite
+    from kmbench.tasks import tasks
     ladder = suite.load("assign-ladder")
     for spec in ladder.workloads:
         problem = tasks.assign_problem(**spec)

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from impls.cuda import GpuImplementation, cuda_status
-from kmbench.batched import BatchedProblem, BatchedResult
+from kmbench.tasks.batched import BatchedProblem, BatchedResult
 from kmbench.errors import ImplementationError
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 HERE = Path(__file__).resolve().parent
 MAX_KD = 64
@@ -123,7 +123,7 @@ class BatchedRawKernel(BatchedGpu):
                       "shared_bytes": self.shared_bytes(problem), "cupy": cupy.__version__}
 
     def run(self, problem: BatchedProblem) -> BatchedResult:
-        from kmbench.timing import CudaEventRegion
+        from kmbench.protocol.timing import CudaEventRegion
 
         phases: dict[str, float] = {}
         blocks, threads = self.grid(problem)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kmbench import files
+from kmbench.data import files
 from kmbench.errors import ImplementationError
 
 BASE_FLAGS = ("-O3", "-std=c++17")  # document 000's flags (it used -std=c++11)

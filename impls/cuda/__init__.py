@@ -20,7 +20,7 @@ import numpy as np
 
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Problem, Result
-from kmbench.timing import CudaEventRegion, host_region
+from kmbench.protocol.timing import CudaEventRegion, host_region
 
 HERE = Path(__file__).resolve().parent
 MAX_K = 4096  # 2 * 4096 floats = 32 KiB of staged means, under the 48 KiB default

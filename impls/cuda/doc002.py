@@ -14,7 +14,7 @@ import numpy as np
 
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
-from kmbench.timing import CudaEventRegion, host_region
+from kmbench.protocol.timing import CudaEventRegion, host_region
 
 from . import HERE, GpuImplementation
 

@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from impls.cuda import GpuImplementation
-from kmbench.ceilings import matmul_precision as _matmul_precision
+from kmbench.protocol.ceilings import matmul_precision as _matmul_precision
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
-from kmbench.timing import CudaEventRegion, host_region
+from kmbench.protocol.timing import CudaEventRegion, host_region
 
 HERE = Path(__file__).resolve().parent
 BLOCK = 256  # as in lowd.cu

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 import impls.fast as fast
-from kmbench import runner, validate
-from kmbench.datasets import blobs, radial
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import blobs, radial
 
 
 def cell(impl, dataset, k, iterations, repeats=5) -> dict:

@@ -19,8 +19,8 @@ import numpy as np
 
 from impls.fast import KmbenchGpu
 from impls.fast.experiments import show
-from kmbench import runner, validate
-from kmbench.datasets import Dataset, blobs
+from kmbench.protocol import runner, validate
+from kmbench.data.datasets import Dataset, blobs
 
 
 def cells(impls, dataset, k: int, iterations: int, repeats: int = 3, tol=None):

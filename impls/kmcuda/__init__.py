@@ -32,10 +32,10 @@ import numpy as np
 
 from impls.cuda import GpuImplementation
 from impls.kmcuda.build import library_path
-from kmbench import reference
+from kmbench.protocol import reference
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result
-from kmbench.timing import CudaEventRegion, host_region
+from kmbench.protocol.timing import CudaEventRegion, host_region
 
 INIT_IMPORT, METRIC_L2 = 3, 0  # kmcudaInitMethodImport, kmcudaDistanceMetricL2
 RESULTS = ("success", "invalid arguments", "no such device", "memory allocation failure", "runtime error",

@@ -17,7 +17,7 @@ import numpy as np
 
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Problem, Result, stop_done
-from kmbench.timing import host_region
+from kmbench.protocol.timing import host_region
 
 LOW_D_MAX = 8  # above this, distances by tl.dot over chunks of BLOCK_D dimensions
 BROADCAST_ELEMENTS = 4096  # BLOCK_N x BLOCK_K x DIM_PAD float64 slot sums: 32 per thread of 4 warps

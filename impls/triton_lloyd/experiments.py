@@ -13,7 +13,7 @@ import sys
 import impls.triton_lloyd as fused
 from impls.fast import KmbenchGpu
 from impls.fast.experiments import cell, show
-from kmbench.datasets import blobs
+from kmbench.data.datasets import blobs
 
 SHAPES = [(10**7, 2, 5), (10**7, 2, 32), (10**7, 2, 100), (10**7, 2, 1000), (10**6, 64, 1000),
           (300_000, 408, 5000)]

@@ -31,7 +31,7 @@ import numpy as np
 from impls.fast import GEMM_ROWS, KmbenchGpu, _matmul_precision
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
-from kmbench.timing import CudaEventRegion, host_region
+from kmbench.protocol.timing import CudaEventRegion, host_region
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GROUP_RATIO = 0.1  # groups per centroid, as kmcuda's yinyang_t

@@ -5,10 +5,10 @@ any label changed.
 
 The oracle computes the labels in float64 from the data as stored. A returned label may
 differ from the oracle's only at a float32 tie (two centroids closer than float32 can tell
-apart, `kmbench.reference.two_nearest`), and then only to the other of its two nearest. The
+apart, `kmbench.protocol.reference.two_nearest`), and then only to the other of its two nearest. The
 changed flag must agree, unless every disagreement is such a tie.
 
-Measured and recorded by kmbench.tasks (`kmbench reproduce assign-ladder` / `batched`).
+Measured and recorded by kmbench.tasks.tasks (`kmbench reproduce assign-ladder` / `batched`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kmbench import reference
-
-
+from kmbench.protocol import reference
 @dataclass(frozen=True)
 class AssignProblem:
     data: np.ndarray  # (n, d)

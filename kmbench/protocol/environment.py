@@ -11,8 +11,7 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from kmbench import ceilings
-
+from kmbench.protocol import ceilings
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "KMBENCH_THREADS")
 LIBRARIES = ("numpy", "scipy", "scikit-learn", "pandas", "threadpoolctl", "cupy-cuda12x",
@@ -38,7 +37,7 @@ def _ram_bytes() -> int | None:
 
 def _git_commit() -> str | None:
     """The checkout's commit (with -dirty for uncommitted changes), or None outside git."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout: kmbench/protocol/ is two below
     try:
         head = subprocess.run(["git", "rev-parse", "--verify", "HEAD"], cwd=root, capture_output=True,
                               text=True, timeout=5)
@@ -111,7 +110,7 @@ def code_hash() -> str:
     uncommitted edits, and the device machine has no .git)."""
     import hashlib
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout: kmbench/protocol/ is two below
     digest = hashlib.sha256()
     for folder in ("kmbench", "impls"):
         for path in sorted((root / folder).rglob("*")):

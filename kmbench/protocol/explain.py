@@ -5,7 +5,7 @@ which on a row of ours means a bug to find."""
 
 from __future__ import annotations
 
-from kmbench.validate import SENSITIVITY_FACTOR, TOLERANCES, Oracle
+from kmbench.protocol.validate import SENSITIVITY_FACTOR, TOLERANCES, Oracle
 
 FAR_FROM_ORIGIN = 100.0  # spreads: beyond, float32 programs that do not centre lose digits
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kmbench import files
+from kmbench.data import files
 from kmbench.errors import UsageError
 
 DEFAULT_DIR = Path("datasets")

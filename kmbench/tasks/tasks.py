@@ -1,11 +1,11 @@
 """The tasks beside Lloyd, measured and recorded: "assign" (document 001: one assignment
 pass, the kernel ladder) and "batched" (document 003: many small problems). Lloyd cells go
-through kmbench.runner; these have their own problem, oracle and judge (kmbench.assign,
-kmbench.batched), so this module builds the problem from a suite's workload, runs each
+through kmbench.protocol.runner; these have their own problem, oracle and judge (kmbench.tasks.assign,
+kmbench.tasks.batched), so this module builds the problem from a suite's workload, runs each
 implementation (setup untimed, warm-up uncounted, every counted repeat judged), and writes
 one record per (workload, implementation) to the store, marked with its task.
 
-A task suite is a TOML file under kmbench/suites/ with `task = "assign" | "batched"`:
+A task suite is a TOML file under kmbench/plans/suites/ with `task = "assign" | "batched"`:
 
     title, source, published (key in published.json), impls, task
     [protocol]   repeats, warmup, budget_s (the slow CPU rows' time budget), checked_rows
@@ -22,9 +22,15 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from kmbench import assign, batched, environment, reference, registry, results, runner, validate
+from kmbench import registry
+
+from kmbench.data import results
+
+from kmbench.protocol import environment, reference, runner, validate
+
+from kmbench.tasks import assign, batched
 from kmbench.errors import UsageError
-from kmbench.timing import host_region, spread_warning, summarize
+from kmbench.protocol.timing import host_region, spread_warning, summarize
 
 TASKS = ("assign", "batched")
 PROTOCOL_KEYS = {"repeats", "warmup", "budget_s", "checked_rows"}

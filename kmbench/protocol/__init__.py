@@ -3,7 +3,7 @@ and the small interface every implementation fills (Implementation).
 
 The harness owns the initial centroids, the iteration count and the clock; an
 implementation only runs Lloyd iterations and reports the phases it timed with
-the timers from `kmbench.timing`.
+the timers from `kmbench.protocol.timing`.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class Implementation:
     source: str = ""  # which reference document and section it follows
     dtype: str | None = None  # "float64" when it always computes in double precision
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
-    tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.batched: "batched")
+    tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
 
     def follows_tolerance(self, tol: float) -> bool:

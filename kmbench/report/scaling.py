@@ -2,16 +2,14 @@
 of each (implementation, GPUs, k) on one dataset, the speedup over the same row on one GPU,
 and the parallel efficiency. A cell that is not `ok` is shown with its status, not a time.
 
-    python3 -m kmbench.scaling results/<machine>/scaling/records.jsonl > scaling.md
+    python3 -m kmbench.report.scaling results/<machine>/scaling/records.jsonl > scaling.md
 """
 
 from __future__ import annotations
 
 import sys
 
-from kmbench import results
-
-
+from kmbench.data import results
 def _gpus(record: dict) -> int:
     return int((record.get("build") or {}).get("workers") or 1)
 

@@ -1,7 +1,7 @@
-"""Suites: one declarative TOML file per reproduction under kmbench/suites/, naming its
+"""Suites: one declarative TOML file per reproduction under kmbench/plans/suites/, naming its
 datasets, parameters, implementations, the published figures it compares against and the
 plots it draws. Adding a reproduction is adding one file. (Suites of the other tasks, with
-`task = "assign"` or `"batched"`, are described in kmbench.tasks.)
+`task = "assign"` or `"batched"`, are described in kmbench.tasks.tasks.)
 
     title, source, published (key in published.json),
     comparison ("seconds" | "peak-rates" | "best-peer" | "whole-run"),
@@ -17,7 +17,11 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib.resources import files
 
-from kmbench import plan, runner, tasks
+from kmbench.plans import plan
+
+from kmbench.protocol import runner
+
+from kmbench.tasks import tasks
 from kmbench.errors import UsageError
 
 COMPARISONS = ("seconds", "peak-rates", "best-peer", "whole-run", "none")
@@ -56,7 +60,7 @@ class Suite:
 
 
 def _folder():
-    return files("kmbench").joinpath("suites")
+    return files("kmbench.plans").joinpath("suites")
 
 
 def names() -> list[str]:
@@ -77,7 +81,7 @@ def load(name: str) -> Suite:
 
 def parse(name: str, raw: dict):
     """Check a suite's fields, so a broken file is one sentence, not a traceback mid-run. A
-    suite with a `task` other than lloyd is a task suite (kmbench.tasks)."""
+    suite with a `task` other than lloyd is a task suite (kmbench.tasks.tasks)."""
     if raw.get("task", "lloyd") != "lloyd":
         return tasks.parse(name, raw)
     missing = [key for key in ("title", "source", "protocol", "datasets") if key not in raw]

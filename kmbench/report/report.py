@@ -1,11 +1,13 @@
 """Shape stored records into tables: one row per measured cell, and the published
-comparison of document 000. The exporters in `kmbench.export` render these frames."""
+comparison of document 000. The exporters in `kmbench.report.export` render these frames."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from kmbench import ceilings, published
+from kmbench.protocol import ceilings
+
+from kmbench.report import published
 from kmbench.protocol import describe_stop
 
 BASELINE = "sklearn"

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kmbench import datasets, environment, files, registry, results, runner
+from kmbench import registry
+
+from kmbench.data import datasets, files, results
+
+from kmbench.protocol import environment, runner
 from kmbench.errors import UsageError
 
 BLOBS_DEFAULTS = {"d": 2, "centers": 5, "std": 1.0, "seed": 0, "dtype": "float32"}

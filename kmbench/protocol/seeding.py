@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from kmbench.reference import device_module
+from kmbench.protocol.reference import device_module
 
 
 def kmeans_plusplus(data: np.ndarray, k: int, seed: int, xp=np) -> np.ndarray:

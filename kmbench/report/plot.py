@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kmbench import files
+from kmbench.data import files
 from kmbench.errors import UsageError
 
 

@@ -1,12 +1,12 @@
-"""Markdown for the task suites (kmbench.tasks): document 001's ladder with its published
+"""Markdown for the task suites (kmbench.tasks.tasks): document 001's ladder with its published
 microseconds beside ours, and document 003's batched table with the speedups it claims
 beside the ones measured. A row that does not match the oracle says so in its status and
 in its numbers."""
 
 from __future__ import annotations
 
-from kmbench import published
-from kmbench.timing import format_seconds
+from kmbench.report import published
+from kmbench.protocol.timing import format_seconds
 
 
 def _machine(records: list[dict]) -> str:

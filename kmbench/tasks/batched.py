@@ -13,7 +13,7 @@ smallest inertia wins.
   dtype's tolerance. Inertia, not centroids, is compared: two seeds that reach the same
   clustering may be listed in either order.
 
-Measured and recorded by kmbench.tasks (`kmbench reproduce assign-ladder` / `batched`).
+Measured and recorded by kmbench.tasks.tasks (`kmbench reproduce assign-ladder` / `batched`).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def initial_centroids(data: np.ndarray, k: int, seeds: int, seed: int) -> np.nda
 
 
 class BudgetedBatched(Implementation):
-    """A slow CPU row of the batched task: it takes a time budget (kmbench.tasks hands it the
+    """A slow CPU row of the batched task: it takes a time budget (kmbench.tasks.tasks hands it the
     suite's) and stops by RowBudget."""
 
     tasks = ("batched",)

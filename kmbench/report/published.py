@@ -9,7 +9,7 @@ from importlib.resources import files
 
 @lru_cache(maxsize=1)
 def tables() -> dict:
-    return json.loads(files("kmbench").joinpath("published.json").read_text())
+    return json.loads(files("kmbench.report").joinpath("published.json").read_text())
 
 
 def table(key: str) -> dict:

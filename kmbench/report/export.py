@@ -1,4 +1,4 @@
-"""Exporters, one per format, all rendering the same cells frame from `kmbench.report`."""
+"""Exporters, one per format, all rendering the same cells frame from `kmbench.report.report`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 
-from kmbench import published, report
-from kmbench.timing import format_seconds
+from kmbench.report import published, report
+from kmbench.protocol.timing import format_seconds
 
 
 def _missing(value) -> bool:

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kmbench import datasets, files, validate
+from kmbench.data import datasets, files
 
+from kmbench.protocol import validate
 ORACLE_VERSION = 6
 FOLDER = "oracles"
 

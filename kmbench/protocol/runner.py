@@ -11,12 +11,14 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from kmbench import ceilings, environment, explain, oracles, results, seeding, validate
-from kmbench.datasets import Dataset, verified
+from kmbench.data import results
+
+from kmbench.protocol import ceilings, environment, explain, oracles, seeding, validate
+from kmbench.data.datasets import Dataset, verified
 from kmbench.errors import UsageError
-from kmbench.memory import MemoryWatch
+from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol import STOP_RULES, Implementation, Problem, Result
-from kmbench.timing import spread_warning, summarize
+from kmbench.protocol.timing import spread_warning, summarize
 
 INITS = ("random", "kmeans++")
 
@@ -65,7 +67,7 @@ def check_sizes(settings: Settings, sizes: dict[str, int]) -> None:
 
 def initial_centroids(data: np.ndarray, k: int, method: str, seed: int) -> np.ndarray:
     """The harness's choice, shared by every implementation: k distinct data points drawn
-    with `seed`, or k-means++ seeding computed once here (see kmbench.seeding)."""
+    with `seed`, or k-means++ seeding computed once here (see kmbench.protocol.seeding)."""
     return choose_start(data, k, method, seed)[0]
 
 
