@@ -1,104 +1,27 @@
-"""The command line: parses, calls the harness, prints. No benchmarking logic lives here."""
+"""The commands: gen-data, list, run, report, reproduce and sweep. Each parses its options, calls
+the harness and prints; no benchmarking logic lives here."""
 
 from __future__ import annotations
 
-import functools
-import logging
 import os
-import warnings
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kmbench import progress, registry
-
+from kmbench import registry
+from kmbench.cli.app import DataDir, Store, app, console, errors, friendly, gen_app
+from kmbench.cli.options import whole_count, init_method, numbers, planned_datasets, refuse_ignored
+from kmbench.cli.output import execute_plan, made_datasets, run_and_show, write_text, write_plots
 from kmbench.data import datasets, files, results
-
-from kmbench.plans import plan, suite
-
-from kmbench.protocol import runner
-
-from kmbench.report import export, report
-
-from kmbench.tasks import task_export, tasks
 from kmbench.errors import UsageError
-from kmbench.report.plot import per_iteration_chart, require_matplotlib, sweep_charts
-from kmbench.protocol.timing import format_seconds
-
-# Typer 0.29's rich help labels every option with its type, flags too ("--force <bool>"),
-# which reads as if they took a value: a flag shows no type, as in click's plain help.
-# Older Typer shows no type there (and has no such method): nothing to change.
-_option_type = getattr(typer.core.TyperOption, "display_type_rich", None)
-if _option_type is not None:
-    typer.core.TyperOption.display_type_rich = lambda self, ctx: None if self.is_flag else _option_type(self, ctx)
-
-app = typer.Typer(
-    help="Benchmark k-means implementations fairly: the same data, initial centroids and "
-    "iteration count for everyone, the same timed region, and every result checked against a "
-    "float64 reference.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-gen_app = typer.Typer(help="Generate a dataset into the cache (reused when the parameters repeat).",
-                      no_args_is_help=True)
-app.add_typer(gen_app, name="gen-data")
-# Off a terminal (a log, a pipe) rich would cut tables at 80 columns: there, lines are as wide
-# as they need to be.
-LOGGED_WIDTH = 10_000
-console = Console(width=None if Console().is_terminal else LOGGED_WIDTH)
-errors = Console(stderr=True, width=None if Console(stderr=True).is_terminal else LOGGED_WIDTH)
-
-STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "error": "red", "skipped": "yellow"}
-# Help and messages go through rich markup, which would take "[default: ...]" or
-# "kmbench[plot]" for a style tag and drop it: every bracket is escaped.
-DataDir = typer.Option(None, "--data-dir", help=escape("Dataset cache folder, also where oracle results are cached [default: $KMBENCH_DATA or ./datasets]."))
-Store = typer.Option(None, "--store", help=escape("Record store [default: $KMBENCH_RESULTS or results/records.jsonl]."))
-
-
-_python_show_warning = warnings.showwarning
-
-
-def friendly(command):
-    """Turn a UsageError into one sentence on stderr and exit code 2."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except UsageError as exc:
-            errors.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
-def _count(option: str, text: str) -> int:
-    """A whole number of points as people write it: 100000, 100_000 or 1e5."""
-    try:
-        value = float(text.replace("_", ""))
-    except ValueError:
-        value = float("nan")
-    if not value.is_integer() or value < 1:
-        raise UsageError(f"{option} takes whole numbers >= 1 (e.g. 100000 or 1e5); got {text!r}.")
-    return int(value)
-
-
-def _sizes(text: str) -> list[int]:
-    sizes = [_count("--n", part.strip()) for part in text.split(",") if part.strip()]
-    if not sizes:
-        raise UsageError(f"--n must name at least one size >= 1; got {text!r}.")
-    return sizes
-
-
-def _init(text: str) -> str:
-    """scikit-learn's spelling, k-means++, is accepted beside kmbench's kmeans++."""
-    return "kmeans++" if text == "k-means++" else text
-
+from kmbench.plans import plan, suite
+from kmbench.protocol import runner
+from kmbench.report import export, report
+from kmbench.report.plot import per_iteration_chart, require_matplotlib
+from kmbench.tasks import task_export, tasks
 
 @gen_app.command("blobs")
 @friendly
@@ -112,7 +35,7 @@ def gen_blobs(
     data_dir: Optional[Path] = DataDir,
 ):
     """Gaussian blobs with scikit-learn make_blobs semantics (document 000's data)."""
-    dataset = datasets.blobs(_count("--n", n), d, centers, std, seed, dtype, data_dir)
+    dataset = datasets.blobs(whole_count("--n", n), d, centers, std, seed, dtype, data_dir)
     console.print(f"{dataset.name}: {dataset.n:,} x {dataset.d} {dataset.data.dtype} -> {dataset.path}")
 
 
@@ -149,86 +72,6 @@ def list_impls():
     console.print(table)
 
 
-def _summary(records: list[dict]) -> Table:
-    cells = report.cells_frame(records)
-    table = Table(title="kmbench run: Lloyd loop, mean of counted repeats; speedup vs scikit-learn")
-    for column, width in (("impl", 9), ("n", 6), ("status", 8), ("iters", 5), ("mean", 9),
-                          ("per iter", 9), ("speedup", 7)):
-        table.add_column(column, no_wrap=True, min_width=width,
-                         justify="left" if column in ("impl", "status") else "right")
-    for _, row in cells.iterrows():
-        style = STATUS_STYLE.get(row["status"], "")
-        speedup = row["speedup_vs_sklearn"]
-        table.add_row(
-            row["impl"], f"{row['n']:,}", f"[{style}]{row['status']}[/]", export.iterations_text(row),
-            format_seconds(row["mean_s"]) if pd.notna(row["mean_s"]) else "-",
-            format_seconds(row["per_iter_s"]) if pd.notna(row["per_iter_s"]) else "-",
-            f"{speedup:.2f}x" if pd.notna(speedup) else "-",
-        )
-    return table
-
-
-def _warnings(records: list[dict]) -> None:
-    """Below the table, where a long sentence has room: why a cell is not ok, and warnings.
-    Implementations that cannot run here are one line (`kmbench list` gives each one's why)."""
-    skipped = sorted({record["impl"] for record in records if record["status"] == "skipped"})
-    if skipped:
-        errors.print(f"[yellow]skipped[/] {len(skipped)} implementations that cannot run here "
-                     f"(`kmbench list` says why): {', '.join(skipped)}", highlight=False)
-    for record in records:
-        if record["status"] not in ("ok", "skipped"):
-            style = STATUS_STYLE.get(record["status"], "")
-            errors.print(f"[{style}]{record['status']}[/] {record['impl']} n={record['dataset']['n']:,}: "
-                         f"{escape(record.get('detail') or '')}", highlight=False)
-        for warning in record.get("warnings") or []:
-            errors.print(f"[yellow]warning[/] {record['impl']} n={record['dataset']['n']:,}: {escape(warning)}",
-                         highlight=False)
-
-
-def _planned(n_text, dataset, d, centers, dtype, data_dir, label_column):
-    """Checks the dataset options without writing anything. Returns each dataset's point
-    count by name, and a function that then makes (generates or loads) the datasets."""
-    if dataset:
-        found = datasets.resolve(dataset, data_dir, label_column)
-        return {found.name: found.n}, lambda: [found]
-    sizes = _sizes(n_text)
-    datasets.dtype_of(dtype)
-    names = {datasets.blobs_name(n, d, centers, 1.0, 0, dtype): n for n in sizes}
-    return names, lambda: [datasets.blobs(n, d, centers, 1.0, 0, dtype, data_dir) for n in sizes]
-
-
-def _made(make) -> list:
-    made = make()
-    for dataset in made:
-        for note in dataset.meta.get("notes") or []:
-            errors.print(f"[yellow]note[/] {escape(note)}", highlight=False)
-    return made
-
-
-def _run(impls, data, settings, store, data_dir=None):
-    with progress.reporting(console, len(impls) * len(data)) as reporter:
-        records = runner.run(impls, data, settings, store, reporter, data_dir)
-    console.print(_summary(records))
-    _seeding_times(records)
-    _warnings(records)
-    console.print(f"{len(records)} records appended to {results.store_path(store)}; "
-                  "`kmbench report` renders every stored record.")
-    return records
-
-
-def _seeding_times(records):
-    """k-means++ seeding is the harness's own work, outside every timed region: its time is
-    shown once per dataset, so nobody mistakes it for a row's."""
-    seen = {}
-    for record in records:
-        how = record.get("seeding") or {}
-        if how.get("method") == "kmeans++":
-            seen.setdefault(record["dataset"]["name"], how)
-    for name, how in seen.items():
-        console.print(f"k-means++ seeding of {escape(name)}: {how['seconds']:.3f} s on {how['device']} "
-                      "(the harness's, not in any row's time)")
-
-
 @app.command("run")
 @friendly
 def run(
@@ -255,42 +98,19 @@ def run(
     store: Optional[Path] = Store,
 ):
     """Run implementations on the same problem, validate each result, store one record per cell."""
-    _refuse_ignored(stop, tol, max_iters, dataset, label_column,
+    refuse_ignored(stop, tol, max_iters, dataset, label_column,
                     {"--n": n, "--d": d, "--centers": centers, "--dtype": dtype})
     if scheduler:
         os.environ["KMBENCH_DASK_SCHEDULER"] = scheduler  # read by impls/dask_impl.py
     if threads:
         os.environ["KMBENCH_THREADS"] = str(threads)  # read by impls/cpu_fast
     settings = runner.Settings(k=k, iterations=max_iters if max_iters is not None else iters,
-                               stop=stop, tol=tol or 0.0, init=_init(init), seed=seed, warmup=warmup,
+                               stop=stop, tol=tol or 0.0, init=init_method(init), seed=seed, warmup=warmup,
                                repeats=repeats, max_time=max_time)
     impls = registry.select(impl)
-    sizes, make = _planned(n or "100000", dataset, d or 2, centers or 5, dtype or "float32", data_dir, label_column)
+    sizes, make = planned_datasets(n or "100000", dataset, d or 2, centers or 5, dtype or "float32", data_dir, label_column)
     plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)
-    _run(impls, _made(make), settings, store, data_dir)
-
-
-def _refuse_ignored(stop, tol, max_iters, dataset, label_column, generation: dict) -> None:
-    """An option that would change nothing is a mistake to say, not to ignore."""
-    if stop != "tolerance" and (tol is not None or max_iters is not None):
-        given = " and ".join(name for name, value in (("--tol", tol), ("--max-iters", max_iters)) if value is not None)
-        raise UsageError(f"{given} apply only with --stop tolerance; with --stop {stop} every implementation "
-                         "runs exactly --iters iterations.")
-    if dataset:
-        given = [name for name, value in generation.items() if value is not None]
-        if given:
-            raise UsageError(f"{', '.join(given)} describe generated blobs, not --dataset {dataset}; "
-                             "drop them or drop --dataset.")
-    elif label_column:
-        raise UsageError("--label-column applies to a --dataset file; the generated blobs have no label column.")
-
-
-def _write(text: str, out: Optional[Path]):
-    if out is None:
-        typer.echo(text, nl=False)  # unwrapped: the output is markdown/CSV/JSON, not a display
-        return
-    files.write_text_atomically(out, text)
-    console.print(f"wrote {out}")
+    run_and_show(impls, made_datasets(make), settings, store, data_dir)
 
 
 @app.command("report")
@@ -313,32 +133,9 @@ def report_cmd(
     if out is not None:
         files.check_writable_file(out, "--out")
     cells = report.cells_frame(results.load(source))
-    _write(export.FORMATS[format](cells, str(source)), out)
+    write_text(export.FORMATS[format](cells, str(source)), out)
     if plot is not None:
         errors.print(f"wrote {per_iteration_chart(cells, plot)}")
-
-
-def _execute(steps, store, data_dir, force):
-    """Run a checked plan with one bar over every cell (skipped cells advance it too)."""
-    total = sum(len(step.impls) for step in steps)
-    with progress.reporting(console, total) as reporter:
-        records, skipped = plan.execute(steps, store, reporter, data_dir, force)
-    if records:
-        console.print(_summary(records))
-        _warnings(records)
-    console.print(f"{len(records)} records appended to {results.store_path(store)}"
-                  + (f"; {skipped} cells skipped, measured before with this code on this machine "
-                     "(--force runs them again)" if skipped else "") + ".")
-    return plan.latest_records(steps, store)
-
-
-def _write_plots(cells, kinds, stem: Path):
-    for kind in kinds:
-        if kind == "per-iteration":
-            errors.print(f"wrote {per_iteration_chart(cells, Path(f'{stem}-per-iteration.png'))}")
-        else:
-            for path in sweep_charts(cells, Path(str(stem))):
-                errors.print(f"wrote {path}")
 
 
 @app.command("reproduce")
@@ -376,16 +173,16 @@ def reproduce(
     files.check_writable_file(out, "--out")
     if chosen.plots:
         require_matplotlib()
-    records = plan.latest_records(steps, store) if no_run else _execute(steps, store, data_dir, force)
+    records = plan.latest_records(steps, store) if no_run else execute_plan(steps, store, data_dir, force)
     if not records:
         raise UsageError(f"No stored record of suite {name} in {results.store_path(store)}.")
     cells = report.cells_frame(records)
     # "seconds" and "best-peer" need no published key; the rate comparisons name theirs.
     comparisons = {"none": [], "seconds": ["seconds"], "best-peer": ["best-peer"]}.get(
         chosen.comparison, [(chosen.comparison, chosen.published)])
-    _write(export.markdown(cells, str(results.store_path(store)), comparisons,
+    write_text(export.markdown(cells, str(results.store_path(store)), comparisons,
                            title=f"kmbench reproduce {name}: {chosen.title}"), out)
-    _write_plots(cells, chosen.plots, out.with_suffix(""))
+    write_plots(cells, chosen.plots, out.with_suffix(""))
 
 
 def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force: bool, no_run: bool, store):
@@ -400,17 +197,7 @@ def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force:
         records = tasks.reproduce(chosen, impl, store, force, reporter=lambda text: console.print(f"[dim]{escape(text)}[/dim]"))
     if not records:
         raise UsageError(f"No stored record of suite {chosen.name} in {results.store_path(store)}.")
-    _write(task_export.markdown(chosen, records), out)
-
-
-def _numbers(option: str, text: str) -> list:
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"{option} takes numbers separated by commas (e.g. 1e4,1e5); got {text!r}.") from None
-    if not values:
-        raise UsageError(f"{option} names no value.")
-    return [int(v) if v == int(v) else v for v in values]
+    write_text(task_export.markdown(chosen, records), out)
 
 
 @app.command("sweep")
@@ -437,31 +224,14 @@ def sweep(
         key, sep, values = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--vary takes NAME=VALUES, e.g. n=1e4,1e5; got {item!r}.")
-        spec[key.strip()] = _numbers(f"--vary {key.strip()}", values)
-    _refuse_ignored(stop, tol, None, None, False, {})
+        spec[key.strip()] = numbers(f"--vary {key.strip()}", values)
+    refuse_ignored(stop, tol, None, None, False, {})
     settings = runner.Settings(stop=stop, tol=tol or 0.0, repeats=repeats, warmup=warmup, max_time=max_time)
-    steps = plan.expand([spec], settings, _numbers("--k", k), _numbers("--iters", iters), impl)
+    steps = plan.expand([spec], settings, numbers("--k", k), numbers("--iters", iters), impl)
     plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
     require_matplotlib()
-    records = _execute(steps, store, data_dir, force)
+    records = execute_plan(steps, store, data_dir, force)
     cells = report.cells_frame(records)
-    _write(export.markdown(cells, str(results.store_path(store)), comparisons=(), title="kmbench sweep"), out)
-    _write_plots(cells, ["sweep"], out.with_suffix(""))
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None):
-    """kmbench's own warnings (damaged caches, skipped store lines) as one line on stderr;
-    other libraries' warnings as Python shows them."""
-    if issubclass(category, (results.StoreWarning, datasets.CacheWarning)):
-        errors.print(f"[yellow]Warning:[/] {escape(str(message))}", highlight=False)
-    else:
-        _python_show_warning(message, category, filename, lineno, file, line)
-
-
-def main():
-    warnings.showwarning = _show_warning
-    # Libraries' INFO lines (sklearnex's "running accelerated version", Dask's start-up) are
-    # not the user's business; their warnings still show.
-    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
-    app()
+    write_text(export.markdown(cells, str(results.store_path(store)), comparisons=(), title="kmbench sweep"), out)
+    write_plots(cells, ["sweep"], out.with_suffix(""))
