@@ -1,4 +1,5 @@
-"""Datasets: the generators (blobs, radial tree), the on-disk cache and user files.
+"""Datasets: the generators (blobs, radial tree) and the on-disk cache; `resolve` finds a
+cached dataset by name or loads a user's file (user_files.py).
 
 Every generated dataset is stored as `<name>.npy` with a `<name>.json` sidecar
 (generator, parameters, seed, dtype, shape, true centers, checksum). The name is
@@ -15,64 +16,21 @@ so an oracle cached for the old data can never judge the new.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from kmbench.data import files
+from kmbench.data.dataset import _CHUNK_ROWS, CacheWarning, Dataset, checksum, data_dir, dtype_of
+from kmbench.data.user_files import load_file
 from kmbench.errors import UsageError
 
-DEFAULT_DIR = Path("datasets")
+# The data package's one door: what the rest of kmbench reads from here, wherever it is written.
+__all__ = ["CacheWarning", "Dataset", "blobs", "blobs_name", "checksum", "data_dir", "dtype_of", "load_file",
+           "radial", "radial_centers", "radial_name", "resolve", "verified"]
 GENERATED = ("blobs", "radial")
-DTYPES = {"float32": np.float32, "float64": np.float64}
-_CHUNK_ROWS = 1 << 22  # rows per generation / checksum chunk: bounded memory for 1e8 points
-
-
-class CacheWarning(UserWarning):
-    """A cached file found damaged, and what was done about it."""
-
-
-@dataclass
-class Dataset:
-    name: str
-    data: np.ndarray
-    path: Path | None
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def n(self) -> int:
-        return self.data.shape[0]
-
-    @property
-    def d(self) -> int:
-        return self.data.shape[1]
-
-
-def data_dir(directory: Path | str | None = None) -> Path:
-    """Where generated data lives: the argument, $KMBENCH_DATA, or ./datasets."""
-    return Path(directory or os.environ.get("KMBENCH_DATA") or DEFAULT_DIR)
-
-
-def checksum(array: np.ndarray) -> str:
-    digest = hashlib.sha256()
-    flat = np.ascontiguousarray(array).reshape(-1)
-    step = _CHUNK_ROWS * 4
-    for start in range(0, flat.size, step):
-        digest.update(flat[start : start + step].tobytes())
-    return "sha256:" + digest.hexdigest()
-
-
-def dtype_of(name: str):
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}; got {name!r}.") from None
-
 
 def _number(value: float) -> str:
     return f"{value:g}".replace("-", "m")
@@ -276,124 +234,6 @@ def radial(branches1: int = 10, dist1: float = 20.0, branches2: int = 5, dist2: 
               "cluster_size": cluster_size, "scale": scale, "seed": seed, "n": n, "d": 2}
     return _store(name, directory, "radial", params, (n, 2), dtype,
                   lambda out: _fill_radial(out, centers, cluster_size, scale, seed), centers)
-
-
-# ---------------------------------------------------------------- user files
-
-
-def check_points(data: np.ndarray, origin: str) -> np.ndarray:
-    """Validate an array of points once, at the edge; return it as float32/float64."""
-    if data.ndim != 2:
-        raise UsageError(
-            f"{origin} must hold a 2-D array of points (n rows x d columns); "
-            f"got {data.ndim} dimension(s), shape {data.shape}."
-        )
-    if data.shape[0] == 0 or data.shape[1] == 0:
-        raise UsageError(f"{origin} holds no points (shape {data.shape}).")
-    if not np.issubdtype(data.dtype, np.number) or np.issubdtype(data.dtype, np.complexfloating):
-        raise UsageError(f"{origin} must hold real numbers; got dtype {data.dtype}.")
-    if data.dtype not in (np.float32, np.float64):
-        data = data.astype(np.float64)
-    finite = np.isfinite(data).all(axis=1)
-    if not finite.all():
-        row = int(np.argmin(finite))
-        raise UsageError(f"{origin} contains NaN or infinite values (first at row {row}).")
-    return data
-
-
-def _is_number(token: str) -> bool:
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
-
-
-def _read_text(path: Path, label_column: bool, notes: list[str]) -> np.ndarray:
-    """Whitespace or comma separated numbers; a first line that is not all numbers is taken
-    as a header, skipped, and said so in `notes`."""
-    try:
-        with open(path) as handle:
-            first = next((line for line in handle if line.strip()), "")
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is neither a .npy file nor readable text.") from None
-    if not first:
-        raise UsageError(f"{path} is empty.")
-    delimiter = "," if "," in first else None
-    tokens = [token.strip() for token in first.strip().split(delimiter)]
-    header = not all(_is_number(token) for token in tokens if token)
-    if header:
-        notes.append(f"{path}: the first line ({first.strip()[:60]!r}) is not numbers; "
-                     "read it as a header and skipped it")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "input contained no data": said below, in one sentence
-            data = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64, skiprows=int(header))
-    except ValueError as exc:
-        raise UsageError(f"{path} has text that is not a number: {exc}.") from None
-    if data.size == 0:
-        raise UsageError(f"{path} holds a header line but no points.")
-    if label_column:
-        if data.shape[1] < 2:
-            raise UsageError(f"{path} has one column; --label-column needs at least two.")
-        data = data[:, :-1]
-    return data
-
-
-def _sidecar_meta(path: Path, data: np.ndarray, digest: str) -> dict | None:
-    """The JSON sidecar kmbench wrote beside a generated .npy, when it describes this very
-    array (same shape and checksum): then tables can name the generator and parameters."""
-    sidecar = path.with_suffix(".json")
-    if path.suffix != ".npy" or not sidecar.is_file():
-        return None
-    try:
-        meta = json.loads(sidecar.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict) or meta.get("checksum") != digest or \
-            list(meta.get("shape", [])) != list(data.shape):
-        return None
-    return meta
-
-
-def load_file(path: Path | str, label_column: bool = False, dtype: str | None = None) -> Dataset:
-    """Load a user's .npy or text file (whitespace or comma separated), validated once here.
-
-    The array is made C-contiguous float32/float64 once. The dataset keeps the file's path
-    (for programs that read the data themselves) only when the file holds exactly that array;
-    otherwise subprocesses get a copy of what was validated, never the raw file."""
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"Dataset file {path} does not exist or is not a file.")
-    notes: list[str] = []
-    try:
-        if path.suffix == ".npy":
-            try:
-                raw = np.load(path, allow_pickle=False)
-            except ValueError as exc:
-                raise UsageError(f"{path} is not a readable .npy file: {exc}.") from None
-            data = raw[:, :-1] if label_column and raw.ndim == 2 else raw
-        else:
-            raw = None
-            data = _read_text(path, label_column, notes)
-    except OSError as exc:
-        raise UsageError(f"Cannot read dataset file {path}: {exc.strerror or exc}.") from None
-    data = check_points(np.asarray(data), f"Dataset file {path}")
-    if dtype:
-        data = data.astype(dtype_of(dtype))
-    as_read = raw is not None and data is raw and raw.flags.c_contiguous
-    if raw is not None and not raw.flags.c_contiguous and raw.ndim == 2:
-        notes.append(f"{path} is stored in Fortran (column-major) order; "
-                     "read it into row-major order once")
-    data = np.ascontiguousarray(data)
-    digest = checksum(data)
-    meta = _sidecar_meta(path, data, digest) if as_read else None
-    if meta is None:
-        meta = {"generator": "file", "parameters": {"path": str(path)}, "dtype": str(data.dtype),
-                "shape": list(data.shape), "checksum": digest}
-    meta["notes"] = notes
-    meta["verified"] = True  # the checksum was just computed from the data as read
-    return Dataset(path.stem, data, path if as_read else None, meta)
 
 
 def resolve(spec: str, directory: Path | str | None = None, label_column: bool = False) -> Dataset:

@@ -1,0 +1,98 @@
+"""How a number or a row reads in a table: times, ratios, rates, bytes, iteration counts, a
+mismatch flagged beside its figure, and the markdown table itself."""
+
+from __future__ import annotations
+
+import math
+
+from kmbench.protocol.timing import format_seconds
+
+def missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def seconds_text(value) -> str:
+    return "-" if missing(value) else format_seconds(float(value))
+
+
+def duration_text(value) -> str:
+    """Seconds for short times; minutes and hours where a whole run is long (7m 16s)."""
+    if missing(value) or value < 60:
+        return seconds_text(value)
+    minutes, seconds = divmod(round(float(value)), 60)
+    return f"{minutes // 60}h {minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m {seconds:02d}s"
+
+
+def ratio_text(value) -> str:
+    return "-" if missing(value) else f"{value:.2f}x"
+
+
+def fraction_text(value) -> str:
+    return "-" if missing(value) else f"{value:.1%}"
+
+
+def rate_text(value) -> str:
+    if missing(value):
+        return "-"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:.2f}{unit}/s"
+    return f"{value:.0f}/s"
+
+
+def flagged_text(row, text: str) -> str:
+    """Every table shows a cell that is not `ok`: the figure is never shown bare."""
+    if row["status"] == "ok":
+        return text
+    if row["status"] in ("error", "skipped"):
+        return f"**{row['status']}**"
+    return f"{text} **{row['status'].upper()}**"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    escape = lambda cell: str(cell).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def iterations_text(row) -> str:
+    """Iterations executed; beside them what was asked where the two differ, and a mark where
+    the row could not stop by the tolerance rule itself and was given the reference's count."""
+    executed, reference = row["iters_executed"], row.get("reference_iterations")
+    if missing(executed):
+        return "-"
+    given = row.get("stop_followed") == "reference count"
+    expected = row["iterations"] if missing(reference) else reference
+    if executed == expected:
+        return f"{int(executed)} (reference's count)" if given else f"{int(executed)}"
+    given_text = "reference's count; " if given else ""
+    return f"{int(executed)} of {int(expected)} ({given_text}stopped early)"
+
+
+def repeats_text(row) -> str:
+    if missing(row["repeats"]):
+        return "-"
+    text = str(int(row["repeats"]))
+    return text + " (time budget)" if row["stopped_by_budget"] else text
+
+
+def billions_text(value) -> str:
+    return "-" if missing(value) else f"{value / 1e9:.3g}"
+
+
+def bytes_text(value) -> str:
+    if missing(value):
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def floor_multiple(row, precision: str) -> str:
+    """A row's time per iteration as a multiple of the cell's measured GEMM in `precision`."""
+    floor = row.get(f"gemm_{precision}_s")
+    if missing(floor) or missing(row.get("per_iter_s")) or not floor:
+        return "-"
+    return f"{row['per_iter_s'] / floor:.2f}x"
