@@ -11,6 +11,7 @@ import numpy as np
 
 from kmbench.tasks.batched import BatchedProblem, BatchedResult, BudgetedBatched, RowBudget
 
+
 class BatchedSklearn(BudgetedBatched):
     name = "batched-sklearn"
     label = "scikit-learn in a loop"

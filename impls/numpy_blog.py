@@ -18,7 +18,6 @@ import os
 import numpy as np
 
 from kmbench.errors import ImplementationError
-
 from kmbench.protocol import Implementation, Problem, Result, stop_done
 from kmbench.protocol.timing import host_region
 

@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from kmbench.protocol import reference
+
 INITS = {"k-means++": "kmeans++", "random": "random"}
 # impl="auto": the first of these that can run here, fastest first (kmbench-gpu needs a GPU;
 # numpy runs anywhere the estimator itself can).

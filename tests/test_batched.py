@@ -6,6 +6,8 @@ import pytest
 
 from impls.batched_numpy import BatchedNumpy
 from kmbench.tasks import batched
+
+
 def _problem(rows=40, points=100, d=1, k=3, seeds=8, iterations=100, epsilon=1e-3, seed=0):
     rng = np.random.default_rng(seed)
     centres = rng.uniform(-10, 10, (rows, k, d))

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from kmbench import registry
-
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset
 from tests.conftest import blob_data

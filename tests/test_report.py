@@ -2,9 +2,7 @@ import pytest
 import numpy as np
 
 from kmbench.data import datasets
-
 from kmbench.protocol import runner
-
 from kmbench.report import export, report
 from impls.numpy_fast import NumpyFast
 from tests.test_validate import SkipsLastPoint

@@ -4,6 +4,8 @@ import multiprocessing
 import pytest
 
 from kmbench.data import results
+
+
 def _record(**extra):
     """The least a Lloyd record holds for the readers (results.REQUIRED), plus `extra`."""
     return {"impl": "numpy", "status": "ok", "dataset": {"name": "blobs", "n": 10, "d": 2},

@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 
 from kmbench.data import results
-
 from kmbench.protocol import runner
 from kmbench.data.datasets import Dataset
 from kmbench.errors import UsageError

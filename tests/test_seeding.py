@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from kmbench.protocol import runner, seeding
+
+
 def _separated(n_per=400, centers=12, d=3, offset=0.0, seed=0):
     rng = np.random.default_rng(seed)
     middle = rng.uniform(-100, 100, (centers, d))

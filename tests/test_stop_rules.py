@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from kmbench import registry
-
 from kmbench.protocol import reference, runner, validate
 from kmbench.data.datasets import Dataset
 from kmbench.protocol import stop_done

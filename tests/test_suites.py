@@ -5,13 +5,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kmbench.data import results
-
 from kmbench.plans import plan, suite
-
 from kmbench.protocol import runner
-
 from kmbench.report import published
-
 from kmbench.tasks import tasks
 from kmbench.cli import app
 from kmbench.errors import UsageError

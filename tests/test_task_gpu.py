@@ -11,6 +11,7 @@ import pytest
 from impls.assign_ladder import LADDER, AssignFastest
 from impls.batched_gpu import BatchedCudaC, BatchedKmbench, BatchedNumba
 from kmbench.tasks import assign, batched, tasks
+
 pytestmark = pytest.mark.gpu
 
 

@@ -17,6 +17,8 @@ import numpy as np
 from impls.cuda import CudaV1, CudaV2, CudaV3
 from kmbench.data import datasets
 from kmbench.protocol import runner, validate
+
+
 def variants():
     for block in (256,):
         yield CudaV1(block_size=block)

@@ -23,6 +23,7 @@ from kmbench.report import export, report
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
 from kmbench.tasks import task_export, tasks
 
+
 @gen_app.command("blobs")
 @friendly
 def gen_blobs(

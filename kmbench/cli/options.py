@@ -6,6 +6,7 @@ from __future__ import annotations
 from kmbench.data import datasets
 from kmbench.errors import UsageError
 
+
 def whole_count(option: str, text: str) -> int:
     """A whole number of points as people write it: 100000, 100_000 or 1e5."""
     try:

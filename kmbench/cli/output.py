@@ -20,6 +20,7 @@ from kmbench.protocol.timing import format_seconds
 from kmbench.report import export, report
 from kmbench.report.plot import per_iteration_chart, sweep_charts
 
+
 def summary_table(records: list[dict]) -> Table:
     cells = report.cells_frame(records)
     table = Table(title="kmbench run: Lloyd loop, mean of counted repeats; speedup vs scikit-learn")

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kmbench.data import files
+
 SCHEMA_VERSION = 1
 DEFAULT_STORE = Path("results") / "records.jsonl"
 # What the readers of each task index without a default: a record lacking any is not whole.

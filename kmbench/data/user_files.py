@@ -12,6 +12,7 @@ import numpy as np
 from kmbench.data.dataset import Dataset, checksum, dtype_of
 from kmbench.errors import UsageError
 
+
 def check_points(data: np.ndarray, origin: str) -> np.ndarray:
     """Validate an array of points once, at the edge; return it as float32/float64."""
     if data.ndim != 2:

@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kmbench import registry
-
 from kmbench.data import datasets, files, results
-
 from kmbench.protocol import environment, runner
 from kmbench.errors import UsageError
 

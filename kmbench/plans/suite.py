@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 
 from kmbench.plans import plan
-
 from kmbench.protocol import runner
-
 from kmbench.tasks import tasks
 from kmbench.errors import UsageError
 

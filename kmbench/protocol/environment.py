@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from kmbench.protocol import ceilings
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "KMBENCH_THREADS")
 LIBRARIES = ("numpy", "scipy", "scikit-learn", "pandas", "threadpoolctl", "cupy-cuda12x",

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from kmbench.data import datasets, files
-
 from kmbench.protocol import validate
+
 ORACLE_VERSION = 6
 FOLDER = "oracles"
 

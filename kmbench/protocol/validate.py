@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kmbench.protocol import reference
+
 OK, MISMATCH, ERROR, SKIPPED = "ok", "mismatch", "error", "skipped"
 TOLERANCES = {  # dtype -> (centroid error, inertia difference)
     "float32": (1e-3, 1e-4),

@@ -7,6 +7,7 @@ import math
 
 from kmbench.protocol.timing import format_seconds
 
+
 def missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 
 from kmbench.protocol import ceilings
-
 from kmbench.report import published
 from kmbench.protocol import describe_stop
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 
 from kmbench.data import results
+
+
 def _gpus(record: dict) -> int:
     return int((record.get("build") or {}).get("workers") or 1)
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kmbench.protocol import reference
+
+
 @dataclass(frozen=True)
 class AssignProblem:
     data: np.ndarray  # (n, d)

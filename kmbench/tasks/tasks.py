@@ -23,11 +23,8 @@ from datetime import datetime, timezone
 import numpy as np
 
 from kmbench import registry
-
 from kmbench.data import results
-
 from kmbench.protocol import environment, reference, runner, validate
-
 from kmbench.tasks import assign, batched
 from kmbench.errors import UsageError
 from kmbench.protocol.timing import host_region, spread_warning, summarize
