@@ -7,9 +7,9 @@
 // - Low d (d <= LOW_DIM): blocks of 64 points, dimension-major, against every centroid in
 //   turn, direct (x - c)^2 in float32, the loop over the block's points vectorised (a running
 //   best and label per point; strict <, so ties go to the lower index, as in the oracle).
-// - High d: the score |c|^2 / 2 - x . c on the centred data (what the GPU rows compute), four
-//   points against one centroid at a time so each centroid value loaded serves four dot
-//   products; the n x k scores are never stored.
+// - High d: the score |c|^2 / 2 - x . c on the centred data (what the GPU rows compute), as a
+//   register block of 4 points x 16 centroids over all d (a GEMM's micro-kernel), the argmin
+//   fused after each block; the n x k scores are never stored.
 // - Empty clusters keep their centroid; both stop rules (harness.hpp's StopRule).
 #include "../cpp/harness.hpp"
 
@@ -23,6 +23,7 @@ namespace {
 
 constexpr std::size_t LOW_DIM = 16;
 constexpr std::size_t POINTS_PER_TILE = 4;
+constexpr std::size_t CENTROIDS_PER_TILE = 16;
 constexpr std::size_t BLOCK = 64;  // points per block of the low-d path
 // Each thread keeps SUM_COPIES copies of its float64 sums and counts, point r of a block adding
 // to copy r % SUM_COPIES: with few clusters consecutive points share one, and each add in
@@ -80,30 +81,33 @@ void nearest_low_any(std::size_t d, const float* xt, std::size_t rows, const flo
   }
 }
 
-// The nearest centroids of POINTS_PER_TILE points, high d: score = half[j] - x . c_j.
-inline void nearest_high(const float* x, std::size_t rows, const float* c, const float* half, std::size_t d,
-                         std::size_t k, int* labels) {
+// The nearest centroids of POINTS_PER_TILE points, high d: score = half[j] - x . c_j, computed
+// for 4 points x CENTROIDS_PER_TILE centroids at a time from the centroids stored
+// dimension-major (ct: d x kp, kp a multiple of CENTROIDS_PER_TILE, padding scored +inf by
+// half). Per dimension: two loads of 8 centroid values, 4 broadcasts, 8 FMAs on 8 lanes, so the
+// 64 partial dots stay in registers (a GEMM's register block, the argmin fused after it).
+inline void nearest_high(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
+                         std::size_t kp, int* labels) {
   float best[POINTS_PER_TILE];
   int which[POINTS_PER_TILE];
   for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) best[r] = std::numeric_limits<float>::infinity(), which[r] = 0;
-  const float* x0 = x;
-  const float* x1 = rows > 1 ? x + d : x;
-  const float* x2 = rows > 2 ? x + 2 * d : x;
-  const float* x3 = rows > 3 ? x + 3 * d : x;
-  for (std::size_t j = 0; j < k; ++j) {
-    const float* cj = c + j * d;
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
+  const float* xs[POINTS_PER_TILE];
+  for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) xs[r] = x + (r < rows ? r : 0) * d;
+  for (std::size_t j0 = 0; j0 < kp; j0 += CENTROIDS_PER_TILE) {
+    float acc[POINTS_PER_TILE][CENTROIDS_PER_TILE] = {};
     for (std::size_t a = 0; a < d; ++a) {
-      const float v = cj[a];
-      s0 += x0[a] * v;
-      s1 += x1[a] * v;
-      s2 += x2[a] * v;
-      s3 += x3[a] * v;
+      const float* cta = ct + a * kp + j0;
+      for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) {
+        const float xa = xs[r][a];
+#pragma omp simd
+        for (std::size_t jj = 0; jj < CENTROIDS_PER_TILE; ++jj) acc[r][jj] += xa * cta[jj];
+      }
     }
-    const float scores[POINTS_PER_TILE] = {half[j] - s0, half[j] - s1, half[j] - s2, half[j] - s3};
     for (std::size_t r = 0; r < POINTS_PER_TILE; ++r)
-      if (scores[r] < best[r]) best[r] = scores[r], which[r] = int(j);  // strict: lower index keeps ties
+      for (std::size_t jj = 0; jj < CENTROIDS_PER_TILE; ++jj) {
+        const float score = half[j0 + jj] - acc[r][jj];
+        if (score < best[r]) best[r] = score, which[r] = int(j0 + jj);  // strict: the lower index keeps a tie
+      }
   }
   for (std::size_t r = 0; r < rows; ++r) labels[r] = which[r];
 }
@@ -112,7 +116,8 @@ inline void nearest_high(const float* x, std::size_t rows, const float* c, const
 long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads) {
   const std::size_t n = p.n, d = p.d, k = p.k;
   const bool low = d <= LOW_DIM;
-  std::vector<float> c32(k * d), half(k);
+  const std::size_t kp = (k + CENTROIDS_PER_TILE - 1) / CENTROIDS_PER_TILE * CENTROIDS_PER_TILE;
+  std::vector<float> c32(k * d), half(kp, std::numeric_limits<float>::infinity()), ct(low ? 0 : d * kp, 0.0f);
   std::vector<int> labels(n, -1);
   std::vector<Partial> partials(threads);
   long done = 0;
@@ -125,6 +130,9 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
       }
       half[j] = float(0.5 * squares);
     }
+    if (!low)
+      for (std::size_t j = 0; j < k; ++j)
+        for (std::size_t a = 0; a < d; ++a) ct[a * kp + j] = c32[j * d + a];
 #pragma omp parallel num_threads(threads)
     {
       Partial& mine = partials[omp_get_thread_num()];
@@ -142,7 +150,7 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
           nearest_low_any(d, xt.data(), rows, c32.data(), k, block_labels);
         } else {
           for (std::size_t t = 0; t < rows; t += POINTS_PER_TILE)
-            nearest_high(&p.x[(first + t) * d], std::min(POINTS_PER_TILE, rows - t), c32.data(), half.data(), d, k,
+            nearest_high(&p.x[(first + t) * d], std::min(POINTS_PER_TILE, rows - t), ct.data(), half.data(), d, kp,
                          block_labels + t);
         }
         for (std::size_t r = 0; r < rows; ++r) {
