@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-import numpy as np
 
 from impls.cuda import CudaV1, CudaV2, CudaV3
 from kmbench.data import datasets

@@ -151,7 +151,7 @@ class KmbenchGpu(GpuImplementation):
         import cupy
 
         self.check(problem)
-        n, d = problem.n, problem.d
+        d = problem.d
         self._strategy = self.strategy_for(problem)
         phases: dict[str, float] = {}
         with host_region(phases, "compile"):
