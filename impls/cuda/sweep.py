@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-
 from impls.cuda import CudaV1, CudaV2, CudaV3
 from kmbench.data import datasets
 from kmbench.protocol import runner, validate
