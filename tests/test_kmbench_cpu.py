@@ -8,9 +8,8 @@ import pytest
 
 from impls.cpp import build
 from impls.cpu_fast import KmbenchCpu, thread_count
-from kmbench.protocol import runner, validate
-from kmbench.data.datasets import Dataset
 from kmbench.errors import ImplementationError
+from tests.conftest import gpu_cell
 
 needs_compiler = pytest.mark.skipif(build.find_compiler()[0] is None, reason="no C++ compiler on PATH")
 
@@ -22,16 +21,7 @@ def _blobs(n, d, centers, seed=0, offset=0.0):
 
 
 def _cell(data, k, iterations=12, tol=None, start=None):
-    dataset = Dataset("cpu", data, None, {"generator": "test"})
-    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=2,
-                               stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
-    problem = runner.make_problem(dataset, settings)
-    if start is not None:
-        from dataclasses import replace
-
-        problem = replace(problem, initial_centroids=start)
-    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
-    return oracle, runner.run_cell(KmbenchCpu(), problem, oracle, dataset, settings, "cpu")
+    return gpu_cell(KmbenchCpu(), data, k, iterations, tol=tol, repeats=2, start=start)
 
 
 @needs_compiler

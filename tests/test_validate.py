@@ -6,7 +6,7 @@ from kmbench.protocol import Implementation, Result
 from kmbench.protocol.runner import Settings, run_cell, make_problem
 from kmbench.data.datasets import Dataset
 from impls.numpy_fast import NumpyFast
-from tests.conftest import blob_data
+from tests.conftest import blob_data, gpu_cell
 
 
 class SkipsLastPoint(Implementation):
@@ -238,27 +238,12 @@ def test_float32_sensitivity_models_a_careful_sum_not_a_drifting_one():
 # ---------------------------------------------------------------- every mismatch says why
 
 
-def _cell_on(impl, data, k, iterations, start=None):
-    from dataclasses import replace
-
-    from kmbench.protocol import runner
-    from kmbench.data.datasets import Dataset
-
-    dataset = Dataset("t", data, None, {"generator": "test"})
-    settings = runner.Settings(k=k, iterations=iterations, warmup=0, repeats=1)
-    problem = runner.make_problem(dataset, settings)
-    if start is not None:
-        problem = replace(problem, initial_centroids=start)
-    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations)
-    return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "t")
-
-
 def test_a_row_that_moves_empty_clusters_says_so_and_its_mismatch_names_it():
     from impls.sklearn_impl import SklearnKMeans
 
     data = blob_data(np.random.default_rng(3), n=3000, k=3)
     start = np.vstack([data[:2], [[1e3, 1e3]]]).astype(np.float32)  # the third is empty from the start
-    oracle, record = _cell_on(SklearnKMeans(), data, 3, 10, start)
+    oracle, record = gpu_cell(SklearnKMeans(), data, 3, 10, start=start)
     assert oracle.emptied == 1
     assert any("moves an empty cluster" in note for note in record["notes"])
     assert record["status"] == "mismatch"
@@ -267,14 +252,14 @@ def test_a_row_that_moves_empty_clusters_says_so_and_its_mismatch_names_it():
 
 def test_an_uncentred_float32_row_far_from_the_origin_is_told_why():
     data = _far_unit_spread(offset=1e4, dtype=np.float32)
-    _, record = _cell_on(ExpandedFloat32(), data, 4, 10)
+    _, record = gpu_cell(ExpandedFloat32(), data, 4, 10)
     assert record["status"] == "mismatch"
     assert "spreads from the origin" in record["detail"]
 
 
 def test_a_mismatch_without_a_known_cause_says_so():
     data = _far_unit_spread(offset=0.0, dtype=np.float32)
-    oracle, record = _cell_on(SkipsLastPoint(), np.vstack([data, [[80.0, 80.0]]]).astype(np.float32), 4, 10)
+    oracle, record = gpu_cell(SkipsLastPoint(), np.vstack([data, [[80.0, 80.0]]]).astype(np.float32), 4, 10)
     assert record["status"] == "mismatch"
     assert "Likely cause: no known cause" in record["detail"]
 
@@ -288,7 +273,7 @@ def test_tie_flips_that_carry_over_are_allowed_in_the_inertia_too():
     from impls.faiss_impl import FaissKMeans
 
     data = (np.random.default_rng(1).standard_normal((10_000, 2)) + 100.0).astype(np.float32)
-    oracle, record = _cell_on(FaissKMeans(), data, 1000, 30)
+    oracle, record = gpu_cell(FaissKMeans(), data, 1000, 30)
     assert oracle.inertia_sensitivity > validate.TOLERANCES["float32"][1] / validate.SENSITIVITY_FACTOR
     assert record["status"] == "ok", record["detail"]
     assert record["validation"]["inertia_difference"] > validate.TOLERANCES["float32"][1]  # it needed the allowance

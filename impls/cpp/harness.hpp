@@ -140,6 +140,30 @@ inline void print_json(const std::vector<double>& centroids, std::size_t d, long
               rows.c_str(), iterations, list(times).c_str(), list(warmup).c_str());
 }
 
+// The warm-up and the counted repeats: each run starts with `reset()` (untimed), then `once()`
+// (timed with a steady clock, returning the iterations it executed); counting stops early once
+// --max-time is spent. Returns the last run's iterations.
+template <typename Reset, typename Once>
+long timed_runs(const Options& o, Reset&& reset, Once&& once, std::vector<double>& times,
+                std::vector<double>& warmup) {
+  long executed = 0;
+  double spent = 0;
+  for (long r = 0; r < o.warmup + o.repeats; ++r) {
+    reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    executed = once();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r < o.warmup) {
+      warmup.push_back(seconds);
+    } else {
+      times.push_back(seconds);
+      spent += seconds;
+      if (o.max_time > 0 && spent > o.max_time) break;
+    }
+  }
+  return executed;
+}
+
 // Runs `lloyd(points, n, d, centroids, k, stop)` (which updates centroids in place and
 // returns the iterations it executed) for the warm-up and the counted repeats, each from the
 // initial centroids, timing only that call. `lloyd` is generic over the scalar type (float with --float32, else double).
@@ -160,20 +184,9 @@ int main_with(int argc, char** argv, Lloyd&& lloyd) {
       const std::vector<T> points = as<T>(data);
       const std::vector<T> start = as<T>(init);
       std::vector<T> centroids;
-      double spent = 0;
-      for (long r = 0; r < o.warmup + o.repeats; ++r) {
-        centroids = start;
-        const auto t0 = std::chrono::steady_clock::now();
-        executed = lloyd(points, data.rows, data.cols, centroids, init.rows, stop);
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (r < o.warmup) {
-          warmup.push_back(seconds);
-        } else {
-          times.push_back(seconds);
-          spent += seconds;
-          if (o.max_time > 0 && spent > o.max_time) break;
-        }
-      }
+      executed = timed_runs(
+          o, [&] { centroids = start; },
+          [&] { return lloyd(points, data.rows, data.cols, centroids, init.rows, stop); }, times, warmup);
       result.assign(centroids.begin(), centroids.end());
     };
     if (o.single) run(float{}); else run(double{});

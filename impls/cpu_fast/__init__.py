@@ -17,6 +17,7 @@ from pathlib import Path
 from impls.cpp import HERE as CPP_HERE
 from impls.cpp import NativeLloyd, build
 from kmbench.errors import ImplementationError
+from kmbench.protocol.environment import cpu_model
 from kmbench.protocol import Problem
 
 HERE = Path(__file__).resolve().parent
@@ -37,17 +38,6 @@ def thread_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux), for the build key of a -march=native binary."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return os.uname().machine
 
 
 class KmbenchCpu(NativeLloyd):

@@ -19,7 +19,6 @@
 #endif
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 namespace {
@@ -250,23 +249,14 @@ int main(int argc, char** argv) {
       for (std::size_t a = 0; a < p.d; ++a) p.x[i * p.d + a] = float(data.values[i * p.d + a] - p.mean[a]);
     const kmbench::StopRule stop{o.iterations, o.tol};
     std::vector<double> centroids, times, warmup;
-    long executed = 0;
-    double spent = 0;
-    for (long r = 0; r < o.warmup + o.repeats; ++r) {
-      centroids = init.values;
-      for (std::size_t j = 0; j < p.k; ++j)
-        for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] -= p.mean[a];
-      const auto t0 = std::chrono::steady_clock::now();
-      executed = lloyd(p, centroids, stop, threads);
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (r < o.warmup) {
-        warmup.push_back(seconds);
-      } else {
-        times.push_back(seconds);
-        spent += seconds;
-        if (o.max_time > 0 && spent > o.max_time) break;
-      }
-    }
+    const long executed = kmbench::timed_runs(
+        o,
+        [&] {  // the harness's start, centred like the data
+          centroids = init.values;
+          for (std::size_t j = 0; j < p.k; ++j)
+            for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] -= p.mean[a];
+        },
+        [&] { return lloyd(p, centroids, stop, threads); }, times, warmup);
     for (std::size_t j = 0; j < p.k; ++j)
       for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
     kmbench::print_json(centroids, p.d, executed, times, warmup);

@@ -19,7 +19,8 @@ LIBRARIES = ("numpy", "scipy", "scikit-learn", "pandas", "threadpoolctl", "cupy-
              "cupy-cuda13x", "cmeel-eigen")
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else what the platform says."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -132,7 +133,7 @@ def identity(env: dict | None = None) -> tuple:
 def capture() -> dict:
     """The environment of this process, once per run."""
     return {
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "ram_bytes": _ram_bytes(),
         "os": platform.platform(),
