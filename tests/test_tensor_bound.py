@@ -103,6 +103,30 @@ def test_the_re_check_keeps_the_exact_winner_among_few_candidates(rng):
     assert kept_total > 0
 
 
+def test_the_floor_bounds_every_other_centroid_and_is_tight_where_certified(rng):
+    """yinyang-gpu starts every group's lower bound from the floor: no centroid but the exact
+    winner may score below it, near-ties included, and on certified points it is the
+    runner-up's score less E (no looser than that)."""
+    below_runner_up = 0
+    for trial in range(20):
+        d = int(rng.integers(33, 300))
+        x, c = _scene(rng, 200, d, 40, offset=float(rng.choice([0.0, 30.0])))
+        x[:100] = c[rng.integers(0, 40, 100)] + 0.05 * rng.standard_normal((100, d)).astype(np.float32)
+        x[100:110] = 0.5 * (c[3] + c[7])  # planted near-ties
+        _, best, second = bound.best_two(bound.tf32_scores(x, c))
+        error = _bound_for(x, c)
+        floor = bound.floor(best, second, error)
+        exact = bound.exact_scores(x, c)
+        winner = np.argmin(exact, axis=1)
+        others = exact.copy()
+        others[np.arange(len(x)), winner] = np.inf
+        assert (floor <= others.min(axis=1)).all(), f"trial {trial}: a centroid scores below the floor"
+        sure = bound.certified(best, second, error)
+        assert np.array_equal(floor[sure], second[sure] - error[sure])
+        below_runner_up += int((floor[~sure] < best[~sure]).sum())
+    assert below_runner_up > 0  # the near-ties took the looser branch
+
+
 def test_a_margin_just_above_the_bound_is_certified_and_just_below_is_not():
     best = np.array([1.0, 1.0])
     error = np.array([0.25, 0.25])

@@ -62,6 +62,15 @@ def certified(best: np.ndarray, second: np.ndarray, error) -> np.ndarray:
     return (np.asarray(second, np.float64) - np.asarray(best, np.float64)) > 2 * np.asarray(error)
 
 
+def floor(best, second, error) -> np.ndarray:
+    """A lower bound on the exact score of every centroid but the exact winner (what
+    certified_assign keeps for yinyang-gpu's bounds): where certified, s_j >= s^(2) - E for
+    every j != j1 = w; elsewhere the winner is not known yet, and s_j >= s^_j - E >= s^_j1 - E
+    for every j."""
+    best, second = np.asarray(best, np.float64), np.asarray(second, np.float64)
+    return np.where(certified(best, second, error), second, best) - np.asarray(error, np.float64)
+
+
 def candidates(scores, best, error) -> np.ndarray:
     """Which centroids can still be a point's exact winner: TF32 score <= best + 2 E(x)."""
     limit = np.asarray(best, np.float64) + 2 * np.asarray(error, np.float64)

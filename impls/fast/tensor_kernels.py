@@ -9,7 +9,9 @@ across threads comes once per block, not once per tile (see impls/triton_lloyd/N
 why). Above, each tile is a K loop over chunks of BLOCK_D dimensions, long enough that a
 reduction per tile is cheap, and per-row state leaves the registers for wider tiles. A point
 whose best two scores are further apart than twice the bound E of bound.py takes the TF32
-winner; the others are appended to a list, each with its limit: best TF32 score + 2 E.
+winner; the others are appended to a list, each with its limit: best TF32 score + 2 E. With
+KEEP_FLOOR it also writes, per point, a lower bound on the exact score of every centroid other
+than the exact winner (yinyang-gpu starts its bounds from it).
 
 exact_assign: the listed points only, ordered by TF32 winner (update.cu), in FP32: IEEE
 products (FMA units), or for experiments error-compensated TF32 ("tf32x3", not FP32-grade:
@@ -103,8 +105,9 @@ def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
 
 @triton.jit
 def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_ptr, flagged_ptr, limit_ptr,
-                     flagged_count_ptr, n, k, eps, eta,
-                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+                     flagged_count_ptr, floor_ptr, n, k, eps, eta,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     KEEP_FLOOR: tl.constexpr):
     block = tl.program_id(0)
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < n
@@ -123,6 +126,11 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
     x_norm = tl.load(x_norm_ptr + rows64, mask=row_ok, other=0.0)
     error = eps * x_norm * c_max + eta * h_max
     flag = row_ok & ~((second - best) > 2.0 * error)
+    if KEEP_FLOOR:
+        # A lower bound on the exact score of every centroid but the exact winner (yinyang's
+        # bounds): a certified point's runner-up less E; a listed one's best less E (its exact
+        # winner is not known here, so the bound covers every centroid).
+        tl.store(floor_ptr + rows64, tl.where(flag, best, second) - error, mask=row_ok)
     flagged = flag.to(tl.int32)
     total = tl.sum(flagged, axis=0)
     if total > 0:

@@ -86,7 +86,9 @@ def device_bytes(n: int, d: int, k: int) -> int:
 class TensorPath:
     """The buffers and launches of one problem; `x` is the centred float32 data on the GPU."""
 
-    def __init__(self, x, k: int, changed):
+    def __init__(self, x, k: int, changed, keep_floor: bool = False):
+        """keep_floor: also keep, per point, a lower bound on the exact score of every centroid
+        but its winner (`floor`; yinyang-gpu's bounds start from it)."""
         import cupy
         import torch
 
@@ -121,6 +123,8 @@ class TensorPath:
         self.centroids_tf32 = cupy.empty((k, d), dtype=cupy.float32)
         self.half_norms = cupy.empty(k, dtype=cupy.float32)
         self.bound_max = cupy.zeros(2, dtype=cupy.float32)
+        self.floor = cupy.empty(n if keep_floor else 1, dtype=cupy.float32)
+        self.keep_floor = keep_floor
         self.eps = float(bound.dot_eps(d))
         self.eta = float(bound.SAFETY * bound.HALF_NORM_UNIT)
         module = cupy.RawModule(code=(HERE / "update.cu").read_text(), options=("-std=c++17",))
@@ -129,7 +133,7 @@ class TensorPath:
                                      "flagged_scan", "flagged_scatter")}
         self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
-                        "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count")}
+                        "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
         tiling, exact_tiling = default_tilings(d)
         self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
@@ -145,19 +149,30 @@ class TensorPath:
 
     def start(self, start64: np.ndarray) -> None:
         """The run's first centroids (centred, float64) and what the first assignment reads."""
-        single = start64.astype(np.float32)
-        half = (0.5 * (single.astype(np.float64) ** 2).sum(axis=1)).astype(np.float32)
+        import cupy
+
         self.centroids64.set(start64)
-        self.centroids.set(single)
-        self.centroids_tf32.set(bound.to_tf32(single))
-        self.half_norms.set(half)
-        self.bound_max.set(np.array([bound.norm_up(single).max(), half.max()], dtype=np.float32))
+        self.load_centroids(cupy.asarray(start64.astype(np.float32)))
         self.previous.fill(-1)
         self.flagged_count.fill(0)
         self.flagged_total.fill(0)
         self.flagged_counts.fill(0)
         self.counts.fill(0)
         self.sums.fill(0)
+
+    def load_centroids(self, single) -> None:
+        """What the assignment reads of the float32 centroids `single` (on the GPU): their TF32
+        copy, half norms, and the largest norm and half norm for the bound (rounded up)."""
+        import cupy
+
+        wide = single.astype(cupy.float64)
+        squares = (wide * wide).sum(axis=1)
+        half = (0.5 * squares).astype(cupy.float32)
+        self.centroids[...] = single
+        self.centroids_tf32[...] = bound.to_tf32(single, cupy)
+        self.half_norms[...] = half
+        self.bound_max[0] = bound.round_up(cupy.sqrt(squares), cupy).max()
+        self.bound_max[1] = half.max()
 
     def rechecked(self) -> int:
         """Points re-checked in FP32 over the run so far (every iteration's count added)."""
@@ -170,6 +185,13 @@ class TensorPath:
         self.certify()
         self.recheck_flagged()
 
+    def assign_alone(self) -> None:
+        """assign() outside an iteration (yinyang-gpu): the re-checked points are counted and the
+        list cleared here, as update's scan does inside one."""
+        self.assign()
+        self.flagged_total += self.flagged_count
+        self.flagged_count.fill(0)
+
     def certify(self) -> None:
         """Every point's TF32 winner; the points whose margin is inside the bound listed."""
         t = self._torch
@@ -177,8 +199,8 @@ class TensorPath:
             block_m, block_n, block_d, warps, stages = self.tiling
             self._certified[((self.n + block_m - 1) // block_m,)](
                 t["x_tf32"], t["x_norm"], t["centroids_tf32"], t["half_norms"], t["bound_max"], t["labels"],
-                t["flagged"], t["limits"], t["flagged_count"], self.n, self.k, self.eps, self.eta,
-                DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
+                t["flagged"], t["limits"], t["flagged_count"], t["floor"], self.n, self.k, self.eps, self.eta,
+                DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
                 num_warps=warps, num_stages=stages)
 
     def recheck_flagged(self) -> None:

@@ -12,8 +12,13 @@ are Lloyd's, every iteration: every bound carries a margin for float32 rounding 
   Centroids are renumbered so that each group is a contiguous range; the answer is
   renumbered back.
 - The first iteration, and any iteration in which more than `gemm_fraction` of the points
-  pass the global filter, assigns by cuBLAS SGEMM (FP32) and recomputes every bound of those
-  points; otherwise a warp per active point computes exact distances to the groups it must.
+  pass the global filter, assigns every point densely; otherwise a warp per active point
+  computes exact distances to the groups it must. Dense assignment is kmbench-gpu's exact
+  tensor-core pass where it runs (d > 32, Triton present; `dense="tensor"`): labels certified
+  by its bound or re-checked in FP32, the upper bound from the exact distance to the winner,
+  and one lower bound for every group from the runner-up's score less the bound. Elsewhere
+  (`dense="gemm"`) cuBLAS SGEMM (FP32) scores the active rows and every group's bound is
+  computed from them.
 - Sums are float64 and move with the points that change cluster (the data shifted by their
   mean, as in kmbench-gpu), so an iteration reads only the points that need a distance.
 
@@ -28,7 +33,8 @@ import os
 
 import numpy as np
 
-from impls.fast import GEMM_ROWS, KmbenchGpu, _matmul_precision
+from impls.fast import GEMM_ROWS, TILED_MAX_DIM, KmbenchGpu, _matmul_precision
+from impls.fast.tensor_path import MAX_POINTS, TensorPath, device_bytes, tensor_status
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
 from kmbench.protocol.timing import CudaEventRegion, host_region
@@ -39,6 +45,7 @@ GROUPING_ITERATIONS = 5
 WARPS_PER_BLOCK = 8
 GEMM_FRACTION = 0.3  # above this share of active points, GEMM rows beat the group filter
 MODES = ("auto", "gemm", "filter")
+DENSE = ("auto", "tensor", "gemm")
 
 
 def group_count(k: int) -> int:
@@ -78,23 +85,42 @@ class YinyangGpu(KmbenchGpu):
                    "drift-shifted bounds, FP32 distances with rounding margins, float64 sums")
     source = "kmbench's own, after document 004 (kmcuda's Yinyang) and Ding et al. 2015"
 
-    def __init__(self, mode: str | None = None, gemm_fraction: float | None = None):
+    def __init__(self, mode: str | None = None, gemm_fraction: float | None = None, dense: str | None = None):
         super().__init__(force_strategy="gemm")
         self.mode = mode or os.environ.get("KMBENCH_YINYANG_MODE", "auto")
         if self.mode not in MODES:
             raise ImplementationError(f"yinyang mode must be one of {', '.join(MODES)}; got {self.mode!r}")
+        self.dense = dense or os.environ.get("KMBENCH_YINYANG_DENSE", "auto")
+        if self.dense not in DENSE:
+            raise ImplementationError(f"yinyang dense assignment must be one of {', '.join(DENSE)}; "
+                                      f"got {self.dense!r}")
         self.gemm_fraction = float(gemm_fraction if gemm_fraction is not None
                                    else os.environ.get("KMBENCH_YINYANG_GEMM_FRACTION", GEMM_FRACTION))
 
     def strategy_for(self, problem: Problem) -> str:
         return "gemm"
 
+    def dense_for(self, problem: Problem) -> str:
+        """How dense iterations assign: the tensor path where it can run, else SGEMM rows."""
+        if self.dense != "auto":
+            return self.dense
+        if problem.d <= TILED_MAX_DIM or problem.n > MAX_POINTS:
+            return "gemm"
+        return "tensor" if tensor_status()[0] else "gemm"
+
     def check(self, problem: Problem) -> None:
         super().check(problem)
         import cupy
 
         free, _ = cupy.cuda.runtime.memGetInfo()
-        needed = problem.n * (problem.d * 4 + group_count(problem.k) * 4 + 24) + GEMM_ROWS * problem.k * 8
+        needed = problem.n * (problem.d * 4 + group_count(problem.k) * 4 + 24)
+        if self.dense_for(problem) == "tensor":
+            ready, why = tensor_status()
+            if not ready:
+                raise ImplementationError(f"{self.name}'s tensor-core assignment cannot run here: {why}")
+            needed += device_bytes(problem.n, problem.d, problem.k) - problem.n * problem.d * 4 + problem.n * 4
+        else:
+            needed += GEMM_ROWS * problem.k * 8
         if needed > free:
             raise ImplementationError(f"{self.name} needs {needed / 2**30:.1f} GiB of GPU memory for the data, "
                                       f"bounds and scores; {free / 2**30:.1f} GiB is free")
@@ -112,7 +138,7 @@ class YinyangGpu(KmbenchGpu):
             module = cupy.RawModule(code=source, options=("-std=c++17", f"-DDIM={d}",
                                                           f"-DSLACK={slack_factor(d):.9e}f"))
             self._kernels = {name: module.get_function(name)
-                             for name in ("filter", "examine", "rows_bounds", "move")}
+                             for name in ("filter", "examine", "rows_bounds", "tensor_bounds", "move")}
             for kernel in self._kernels.values():
                 kernel.compile()
         with host_region(phases, "upload"):
@@ -125,9 +151,19 @@ class YinyangGpu(KmbenchGpu):
             self._sums2d = cupy.zeros((k, d), dtype=cupy.float64)
             self._active = cupy.empty(n, dtype=cupy.int32)
             self._active_count = cupy.zeros(1, dtype=cupy.uint32)
+            self._dense = self.dense_for(problem)
+            self._tensor = None
+            if self._dense == "tensor":
+                self._tensor = TensorPath(self._x, k, self._changed, keep_floor=True)
             cupy.cuda.Device().synchronize()
+        if self._tensor is not None:  # NVRTC and Triton compile on first use: once, untimed
+            with host_region(phases, "compile"):
+                start = np.asarray(problem.initial_centroids, np.float64) - self._shift
+                self._tensor.load_centroids(cupy.asarray(start.astype(np.float32)))
+                self._tensor.assign_alone()
+                cupy.cuda.Device().synchronize()
         self._setup = phases
-        self._info = {"strategy": f"yinyang ({self.mode})", "groups": self._groups,
+        self._info = {"strategy": f"yinyang ({self.mode})", "groups": self._groups, "dense": self._dense,
                       "gemm_fraction": self.gemm_fraction, "slack": slack_factor(d), "cupy": cupy.__version__,
                       "precision": "fp32 bounds with a rounding margin, float64 sums"}
 
@@ -147,6 +183,21 @@ class YinyangGpu(KmbenchGpu):
     def _launch(self, name: str, rows: int, args) -> None:
         threads = 32 * WARPS_PER_BLOCK
         self._kernels[name](((rows + WARPS_PER_BLOCK - 1) // WARPS_PER_BLOCK,), (threads,), args)
+
+    def _dense_all(self, problem: Problem) -> None:
+        if self._tensor is not None:
+            self._by_tensor(problem)
+        else:
+            self._by_gemm(problem)
+
+    def _by_tensor(self, problem: Problem) -> None:
+        """Every point's label by kmbench-gpu's exact tensor-core pass, then its bounds."""
+        self._tensor.load_centroids(self._centroids)
+        self._tensor.assign_alone()
+        self._launch("tensor_bounds", problem.n,
+                     (self._x, self._centroids, self._tensor.labels, self._tensor.floor, np.int64(problem.n),
+                      np.int32(self._groups), self._point_norms, self._cmax, self._upper, self._lower,
+                      self._labels))
 
     def _by_gemm(self, problem: Problem, indices=None) -> None:
         """Assign the listed points (all when None) from GEMM scores, with every bound anew."""
@@ -237,10 +288,12 @@ class YinyangGpu(KmbenchGpu):
                     self._previous.fill(-1)
                     self._sums2d.fill(0)
                     self._counts.fill(0)
+                    if self._tensor is not None:
+                        self._tensor.flagged_total.fill(0)
                 for done in range(1, problem.iterations + 1):
                     self._changed.fill(0)
                     if done == 1:
-                        self._by_gemm(problem)
+                        self._dense_all(problem)
                         self._move(None, n)
                         by_gemm += 1
                         active_total += n
@@ -253,7 +306,11 @@ class YinyangGpu(KmbenchGpu):
                         active_total += count
                         indices = self._active[:count]
                         if count and (self.mode == "gemm" or (self.mode == "auto" and count > self.gemm_fraction * n)):
-                            self._by_gemm(problem, indices)
+                            if self._tensor is not None:
+                                self._dense_all(problem)  # every point: as cheap, and all bounds renewed
+                                indices, count = None, n
+                            else:
+                                self._by_gemm(problem, indices)
                             by_gemm += 1
                         elif count:
                             self._by_filters(problem, indices)
@@ -274,14 +331,20 @@ class YinyangGpu(KmbenchGpu):
             labels = cupy.asnumpy(order[self._labels])
         self._info.update(iterations_by_gemm=by_gemm, iterations_by_filter=by_filters,
                           active_fraction=active_total / (n * done))
-        notes = [f"assignment by GEMM rows in {by_gemm} iterations, by the group filter in {by_filters}; "
+        dense = "the tensor-core pass" if self._tensor is not None else "GEMM rows"
+        notes = [f"assignment by {dense} in {by_gemm} iterations, by the group filter in {by_filters}; "
                  f"points past the global filter: {active_total / (n * done):.1%} on average "
                  f"({self._groups} groups)"]
+        if self._tensor is not None:
+            rechecked = self._tensor.rechecked()
+            self._info.update(rechecked_points=rechecked)
+            notes.append(f"points re-checked in FP32 by the tensor-core pass: {rechecked} of "
+                         f"{n * by_gemm} dense assignments")
         return Result(centroids=centroids, iterations=done, phases=phases, labels=labels, notes=notes)
 
     def release(self) -> None:
         super().release()
-        for name in ("_point_norms", "_upper", "_lower", "_previous", "_counts", "_sums2d", "_active",
+        for name in ("_tensor", "_point_norms", "_upper", "_lower", "_previous", "_counts", "_sums2d", "_active",
                      "_active_count", "_norms", "_cmax", "_drift", "_group_drift", "_group_start", "_group_of",
                      "_group_member"):
             self.__dict__.pop(name, None)

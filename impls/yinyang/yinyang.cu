@@ -15,6 +15,8 @@
 //               exact distances to every centroid of each group that passes it
 //   rows_bounds (instead of examine, when most points are active) warp per row of a GEMM
 //               chunk of scores: the nearest centroid and every group's bound from scratch
+//   tensor_bounds (instead of rows_bounds, d > 32 where Triton runs) every point's bounds
+//               after kmbench-gpu's exact tensor-core assignment
 //   move        warp per active point whose label changed: its coordinates leave the old
 //               cluster's float64 sums and join the new one's
 
@@ -204,6 +206,41 @@ extern "C" __global__ void rows_bounds(const float* __restrict__ scores, const f
   if (lane == 0) {
     upper[point] = upper_of(value, slack);
     labels[point] = index;
+  }
+}
+
+// After kmbench-gpu's tensor-core assignment of every point (labels exact; `floor` a lower
+// bound on the exact score |c|^2 / 2 - x.c of every centroid but the winner): warp per point,
+// the upper bound from the exact distance to the winner, and every group's lower bound from
+// the floor, as squared = |x|^2 + 2 floor. One bound for all groups is looser than the GEMM
+// rows' per-group ones; the group filter tightens each group the first time it is examined.
+extern "C" __global__ void tensor_bounds(const float* __restrict__ x, const float* __restrict__ centroids,
+                                         const int* __restrict__ winners, const float* __restrict__ floor_score,
+                                         long long n, int groups, const float* __restrict__ point_norms,
+                                         const float* __restrict__ cmax, float* __restrict__ upper,
+                                         float* __restrict__ lower, int* __restrict__ labels) {
+  const long long point = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / LANES;
+  const int lane = threadIdx.x % LANES;
+  if (point >= n) return;
+  float mine[PER_LANE];
+  float own = 0.0f;
+#pragma unroll
+  for (int j = 0; j < PER_LANE; ++j) {
+    const int dim = lane + j * LANES;
+    mine[j] = dim < DIM ? x[point * DIM + dim] : 0.0f;
+    own = fmaf(mine[j], mine[j], own);
+  }
+  own = warp_sum(own);
+  const int winner = winners[point];
+  const float reach = point_norms[point] + *cmax;
+  const float slack = SLACK * reach * reach;
+  const float best_squared = squared_distance(mine, centroids + (long long)winner * DIM, lane);
+  const float others = lower_of(fmaf(2.0f, floor_score[point], own), slack);
+  float* row = lower + point * groups;
+  for (int g = lane; g < groups; g += LANES) row[g] = others;
+  if (lane == 0) {
+    upper[point] = upper_of(best_squared, slack);
+    labels[point] = winner;
   }
 }
 
