@@ -102,25 +102,27 @@ class OffByOne(AssignNumpy):
 
 def test_a_wrong_assign_kernel_is_a_mismatch_in_the_table():
     chosen = _tiny("assign", ["assign-numpy"])
-    problem = tasks.make_problem("assign", chosen.workloads[0])
-    oracle = tasks.make_oracle("assign", problem, 10)
-    record = tasks.measure(OffByOne(), problem, oracle, "assign", repeats=1, warmup=0)
+    task = tasks.task_of(chosen)
+    problem = task.problem(chosen.workloads[0])
+    oracle = task.oracle(chosen.workloads[0], problem)
+    record = task.measure(OffByOne(), problem, oracle, chosen.workloads[0], "run")
     assert record["status"] == "mismatch" and "not the nearest centroid" in record["detail"]
     record.update(workload="w", spec=chosen.workloads[0], label="off by one", step=None)
-    text = task_export.markdown(chosen, [record])
+    text = task.render([record])
     assert f"~~{record['seconds'] * 1e6:.1f}~~" in text and "**mismatch**" in text
 
 
 def test_a_budget_cut_row_is_judged_on_its_rows_and_extrapolated():
     chosen = _tiny("batched", ["batched-sklearn"], budget_s=0.0)
-    problem = tasks.make_problem("batched", chosen.workloads[0])
-    oracle = tasks.make_oracle("batched", problem, 40)
-    record = tasks.measure(tasks.configure(BatchedSklearn(), chosen), problem, oracle, "batched", repeats=3, warmup=1)
+    task = tasks.task_of(chosen)
+    problem = task.problem(chosen.workloads[0])
+    oracle = task.oracle(chosen.workloads[0], problem)
+    record = task.measure(BatchedSklearn(), problem, oracle, chosen.workloads[0], "run")
     assert record["status"] == "ok", record["detail"]
     assert record["rows_done"] == 1 and record["repeats_done"] == 1  # one budgeted run, no warm-up
     assert record["extrapolated_seconds"] == pytest.approx(record["seconds"] * 40)
     record.update(workload="w", spec=chosen.workloads[0], label="loop", impl="batched-sklearn")
-    assert "extrapolated from 1 rows" in task_export.markdown(chosen, [record])
+    assert "extrapolated from 1 rows" in task.render([record])
 
 
 def test_reproduce_batched_from_the_command_line(tmp_path):
@@ -135,7 +137,7 @@ def test_reproduce_batched_from_the_command_line(tmp_path):
 
 def test_rows_that_cannot_run_cost_no_data_and_no_oracle(tmp_path, monkeypatch):
     built = []
-    monkeypatch.setattr(tasks, "make_problem", lambda *args: built.append(args))
+    monkeypatch.setattr(tasks.AssignTask, "problem", lambda *args: built.append(args))
     chosen = _tiny("assign", ["assign-v1"])
     monkeypatch.setattr(registry.discover()["assign-v1"].__class__, "available", lambda self: (False, "no GPU here"))
     records = tasks.reproduce(chosen, None, tmp_path / "r.jsonl")

@@ -21,7 +21,7 @@ from kmbench.plans import plan, suite
 from kmbench.protocol import runner
 from kmbench.report import export, report
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
-from kmbench.tasks import task_export, tasks
+from kmbench.tasks import tasks
 
 
 @gen_app.command("blobs")
@@ -177,13 +177,12 @@ def reproduce(
     records = plan.latest_records(steps, store) if no_run else execute_plan(steps, store, data_dir, force)
     if not records:
         raise UsageError(f"No stored record of suite {name} in {results.store_path(store)}.")
-    cells = report.cells_frame(records)
     # "seconds" and "best-peer" need no published key; the rate comparisons name theirs.
     comparisons = {"none": [], "seconds": ["seconds"], "best-peer": ["best-peer"]}.get(
         chosen.comparison, [(chosen.comparison, chosen.published)])
-    write_text(export.markdown(cells, str(results.store_path(store)), comparisons,
-                           title=f"kmbench reproduce {name}: {chosen.title}"), out)
-    write_plots(cells, chosen.plots, out.with_suffix(""))
+    lloyd = runner.LloydTask(comparisons=comparisons, title=f"kmbench reproduce {name}: {chosen.title}")
+    write_text(lloyd.render(records, chosen, str(results.store_path(store))), out)
+    write_plots(report.cells_frame(records), chosen.plots, out.with_suffix(""))
 
 
 def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force: bool, no_run: bool, store):
@@ -198,7 +197,7 @@ def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force:
         records = tasks.reproduce(chosen, impl, store, force, reporter=lambda text: console.print(f"[dim]{escape(text)}[/dim]"))
     if not records:
         raise UsageError(f"No stored record of suite {chosen.name} in {results.store_path(store)}.")
-    write_text(task_export.markdown(chosen, records), out)
+    write_text(tasks.task_of(chosen).render(records), out)
 
 
 @app.command("sweep")

@@ -5,21 +5,20 @@ from __future__ import annotations
 
 import time
 import traceback
-import uuid
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 
-from kmbench.data import results
 from kmbench.data.datasets import Dataset, verified
-from kmbench.protocol import Implementation, Problem, Result, ceilings, environment, explain, oracles, validate
+from kmbench.protocol import Implementation, Problem, Result, ceilings, explain, oracles, validate
 from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
                                        make_problem)
+from kmbench.protocol.task import Task, run_cells, usable
 from kmbench.protocol.timing import spread_warning, summarize
 
 # Settings and problems are made in settings.py; callers read them from the runner that uses them.
-__all__ = ["INITS", "Settings", "check_settings", "check_sizes", "choose_start", "gemm_floor", "initial_centroids",
-           "iteration_warnings", "make_problem", "run", "run_cell", "usable"]
+__all__ = ["INITS", "LloydTask", "Settings", "check_settings", "check_sizes", "choose_start", "gemm_floor",
+           "initial_centroids", "iteration_warnings", "judgement", "make_problem", "run", "run_cell", "usable"]
 
 def _describe_dataset(dataset: Dataset) -> dict:
     meta = dataset.meta
@@ -91,9 +90,14 @@ def _measure(impl: Implementation, problem: Problem, settings: Settings, cell: _
 def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Implementation):
     """Every counted repeat is judged on both measures (the oracle remembers the inertia of
     centroids it has seen, so identical repeats cost one pass); the cell shows the worst."""
-    dtype = impl.dtype or str(problem.dtype)
-    verdicts = [validate.judge(run.centroids, oracle, problem.data, dtype) for run in cell.counted]
-    return validate.worst(verdicts), dtype
+    verdicts = [judgement(run, oracle, problem, impl) for run in cell.counted]
+    return validate.worst(verdicts), impl.dtype or str(problem.dtype)
+
+
+def judgement(result: Result, oracle: validate.Oracle, problem: Problem, impl: Implementation) -> validate.Verdict:
+    """One run's centroids against the float64 reference, at the tolerances of the precision
+    the implementation computes in."""
+    return validate.judge(result.centroids, oracle, problem.data, impl.dtype or str(problem.dtype))
 
 
 def _as_followed(impl: Implementation, problem: Problem, oracle) -> tuple[Problem, str]:
@@ -107,14 +111,6 @@ def _as_followed(impl: Implementation, problem: Problem, oracle) -> tuple[Proble
     return replace(problem, iterations=oracle.iterations, tol=None), "reference count"
 
 
-def usable(impl: Implementation) -> tuple[bool, str]:
-    """`available()`, with a check that itself fails counted as a reason, not a crash."""
-    try:
-        return impl.available()
-    except Exception as exc:
-        return False, f"availability check failed: {exc}"
-
-
 def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | None,
              dataset: Dataset, settings: Settings, run_id: str) -> dict:
     """Measure and validate one implementation on one problem; never raises."""
@@ -126,12 +122,12 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         "impl_source": impl.source,
         "dataset": _describe_dataset(dataset),
         "params": asdict(settings),
-        "seeding": problem.seeding,
+        "seeding": problem.seeding if problem is not None else {},
         "warnings": [],
     }
     ready, why = usable(impl)
-    if not ready:
-        record.update(status=validate.SKIPPED, detail=why)
+    if not ready or problem is None:
+        record.update(status=validate.SKIPPED, detail=why or "no problem was made")
         return record
     problem, followed = _as_followed(impl, problem, oracle)
     record["stop"] = {**problem.stop, "followed": followed}
@@ -222,27 +218,45 @@ def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings
     The oracle comes from the cache under `data_dir` where an earlier run left it."""
     check_settings(settings)
     datasets = [verified(dataset) for dataset in datasets]  # before any cell: a stale cache is refused
-    run_id = uuid.uuid4().hex[:12]
-    env = environment.capture()
-    records = []
-    for dataset in datasets:
-        problem = make_problem(dataset, settings)
-        oracle = None
+    return run_cells(LloydTask(settings, data_dir), datasets, impls, store, reporter=reporter)
+
+
+class LloydTask(Task):
+    """Lloyd's algorithm under the fair protocol: a workload is a dataset; the settings (k,
+    iterations, stop rule, start) are the same for every row."""
+
+    name = "lloyd"
+
+    def __init__(self, settings: Settings | None = None, data_dir=None, comparisons=("seconds",),
+                 title="kmbench report"):
+        """settings: what every cell runs (not needed to render records)."""
+        self.settings, self.data_dir = settings, data_dir
+        self.comparisons, self.title = comparisons, title
+
+    def describe(self, dataset: Dataset) -> dict:
+        return {"dataset": _describe_dataset(dataset), "params": asdict(self.settings)}
+
+    def problem(self, dataset: Dataset) -> Problem:
+        return make_problem(dataset, self.settings)
+
+    def oracle(self, dataset: Dataset, problem: Problem, progress=None) -> validate.Oracle:
+        note = (lambda text: progress(f"{text} on {dataset.name}")) if progress else None
+        if note:
+            note("float64 reference")
+        return oracles.get(dataset, problem, self.data_dir, progress=note)[0]
+
+    def judge(self, result: Result, oracle: validate.Oracle, problem: Problem, impl: Implementation):
+        verdict = judgement(result, oracle, problem, impl)
+        return verdict.status, verdict.detail
+
+    def measure(self, impl, problem, oracle, dataset, run_id: str) -> dict:
+        return run_cell(impl, problem, oracle, dataset, self.settings, run_id)
+
+    def floor(self, impls, problem: Problem, env: dict) -> dict:
         floor = gemm_floor(problem, env)
-        for impl in impls:
-            if reporter:
-                reporter.start(impl, dataset)
-            if oracle is None and usable(impl)[0]:
-                note = (lambda text, name=dataset.name: reporter.note(f"{text} on {name}")) if reporter else None
-                if note:
-                    note("float64 reference")
-                oracle, _ = oracles.get(dataset, problem, data_dir, progress=note)
-            record = run_cell(impl, problem, oracle, dataset, settings, run_id)
-            record["env"] = env
-            if floor:
-                record["gemm_floor_s"] = floor
-            results.append(record, store)
-            records.append(record)
-            if reporter:
-                reporter.done(record)
-    return records
+        return {"gemm_floor_s": floor} if floor else {}
+
+    def render(self, records: list[dict], suite=None, source: str = "") -> str:
+        from kmbench.report import export, report
+
+        return export.markdown(report.cells_frame(records), source, self.comparisons, title=self.title)

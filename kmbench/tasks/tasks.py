@@ -1,9 +1,9 @@
-"""The tasks beside Lloyd, measured and recorded: "assign" (document 001: one assignment
-pass, the kernel ladder) and "batched" (document 003: many small problems). Lloyd cells go
-through kmbench.protocol.runner; these have their own problem, oracle and judge (kmbench.tasks.assign,
-kmbench.tasks.batched), so this module builds the problem from a suite's workload, runs each
-implementation (setup untimed, warm-up uncounted, every counted repeat judged), and writes
-one record per (workload, implementation) to the store, marked with its task.
+"""The tasks beside Lloyd, as kmbench.protocol.task's interface fills them: "assign" (document
+001: one assignment pass, the kernel ladder) and "batched" (document 003: many small
+problems). Each has its problem, oracle and judge (kmbench.tasks.assign, kmbench.tasks.batched)
+and its tables (kmbench.tasks.task_export); the one runner, kmbench.protocol.task.run_cells,
+measures them as it measures Lloyd, one record per (workload, implementation), marked with
+its task.
 
 A task suite is a TOML file under kmbench/plans/suites/ with `task = "assign" | "batched"`:
 
@@ -15,19 +15,16 @@ A task suite is a TOML file under kmbench/plans/suites/ with `task = "assign" | 
 
 from __future__ import annotations
 
-import traceback
-import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import numpy as np
 
 from kmbench import registry
 from kmbench.data import results
-from kmbench.protocol import environment, reference, runner, validate
-from kmbench.tasks import assign, batched
 from kmbench.errors import UsageError
-from kmbench.protocol.timing import host_region, spread_warning, summarize
+from kmbench.protocol import environment, reference
+from kmbench.protocol.task import Task, measure_cell, run_cells, usable
+from kmbench.tasks import assign, batched, task_export
 
 TASKS = ("assign", "batched")
 PROTOCOL_KEYS = {"repeats", "warmup", "budget_s", "checked_rows"}
@@ -115,92 +112,103 @@ def batched_problem(rows: int, points: int, d: int, k: int, seeds: int, stop: st
     return batched.BatchedProblem(data, starts, iterations, epsilon if stop == "epsilon" else None)
 
 
-def make_problem(task: str, spec: dict):
-    return assign_problem(**spec) if task == "assign" else batched_problem(**spec)
+class SuiteTask(Task):
+    """A task suite's task: a workload is one of the suite's workload specs (a dict); the
+    suite's protocol (repeats, warm-up, the slow rows' budget, rows checked) applies to all."""
 
+    def __init__(self, suite: TaskSuite):
+        self.suite = suite
 
-def make_oracle(task: str, problem, checked_rows: int):
-    if task == "assign":
-        return assign.AssignOracle.compute(problem)
-    return batched.BatchedOracle.compute(problem, max_rows=checked_rows)
+    def describe(self, spec: dict) -> dict:
+        return {"task": self.name, "suite": self.suite.name, "workload": workload_name(self.name, spec),
+                "spec": dict(spec)}
 
-
-def judge(task: str, result, oracle) -> tuple[str, str]:
-    return assign.judge(result, oracle) if task == "assign" else batched.judge(result, oracle, "float32")
-
-
-# ------------------------------------------------------------------ measuring
-
-
-def configure(impl, suite: TaskSuite):
-    """Hand the suite's time budget to the rows that take one."""
-    if isinstance(impl, batched.BudgetedBatched):
-        impl.budget_s = suite.budget_s
-    return impl
-
-
-def measure(impl, problem, oracle, task: str, repeats: int, warmup: int) -> dict:
-    """Set up, warm up, run `repeats` counted runs (each judged); never raises."""
-    record: dict = {"warnings": []}
-    ready, why = runner.usable(impl)
-    if not ready:
-        return {**record, "status": validate.SKIPPED, "detail": why}
-    times, verdicts, last = [], [], None
-    try:
-        setup: dict[str, float] = {}
-        with host_region(setup, "setup"):
-            impl.prepare(problem)
+    def measure(self, impl, problem, oracle, spec: dict, run_id: str) -> dict:
         budgeted = isinstance(impl, batched.BudgetedBatched)  # one long run; its budget bounds it
-        for _ in range(0 if budgeted else warmup):
-            impl.run(problem)
-        for _ in range(1 if budgeted else repeats):
-            last = impl.run(problem)
-            times.append(impl.phases["iterate"])
-            verdicts.append(judge(task, last, oracle))
-    except Exception as exc:
-        message = str(exc).strip() or type(exc).__name__
-        return {**record, "status": validate.ERROR, "detail": message.splitlines()[0][:500],
-                "traceback": traceback.format_exc(limit=6)}
-    finally:
-        try:
-            impl.release()
-        except Exception:
-            pass
-    bad = [detail for status, detail in verdicts if status != "ok"]
-    stats = summarize(times)
-    record.update(status=validate.MISMATCH if bad else validate.OK, detail=bad[0] if bad else "",
-                  repeats_done=len(times), times={"run": stats.as_dict(), "values": times, "setup": setup,
-                                                  "setup_phases": impl.setup_phases()},
-                  seconds=stats.mean, build=impl.build_info())
-    if task == "assign":
-        record["bytes_per_pass"] = impl.bytes_per_pass(problem) if hasattr(impl, "bytes_per_pass") else None
-    else:
-        record["rows_done"] = last.rows_done
-        record["extrapolated_seconds"] = last.extrapolated_seconds
+        if budgeted:
+            impl.budget_s = self.suite.budget_s
+        return {"step": getattr(impl, "step", None), "description": impl.description,
+                **measure_cell(self, impl, problem, oracle, self.suite.repeats, self.suite.warmup, budgeted)}
+
+    def render(self, records: list[dict], suite=None, source: str = "") -> str:
+        return task_export.markdown(suite or self.suite, records)
+
+
+class AssignTask(SuiteTask):
+    """Document 001's task: one assignment pass (kmbench.tasks.assign)."""
+
+    name = "assign"
+
+    def problem(self, spec: dict) -> assign.AssignProblem:
+        return assign_problem(**spec)
+
+    def oracle(self, spec: dict, problem, progress=None) -> assign.AssignOracle:
+        return assign.AssignOracle.compute(problem)
+
+    def judge(self, result, oracle, problem, impl) -> tuple[str, str]:
+        return assign.judge(result, oracle)
+
+    def floor(self, impls, problem, env: dict) -> dict:
+        """The same bytes moved with no work, where a row's family offers it (`reference_floor`)."""
+        for impl in impls:
+            offer = getattr(impl, "reference_floor", None)
+            if offer is not None and usable(impl)[0]:
+                try:
+                    return {"floor_s": offer(problem)}
+                except Exception:
+                    return {"floor_s": None}
+        return {"floor_s": None}
+
+    def extra_fields(self, impl, problem, last, stats) -> dict:
+        return {"bytes_per_pass": impl.bytes_per_pass(problem) if hasattr(impl, "bytes_per_pass") else None}
+
+
+class BatchedTask(SuiteTask):
+    """Document 003's task: many small problems (kmbench.tasks.batched)."""
+
+    name = "batched"
+
+    def problem(self, spec: dict) -> batched.BatchedProblem:
+        return batched_problem(**spec)
+
+    def oracle(self, spec: dict, problem, progress=None) -> batched.BatchedOracle:
+        return batched.BatchedOracle.compute(problem, max_rows=self.suite.checked_rows)
+
+    def judge(self, result, oracle, problem, impl) -> tuple[str, str]:
+        return batched.judge(result, oracle, "float32")
+
+    def extra_fields(self, impl, problem, last, stats) -> dict:
         whole = last.extrapolated_seconds or stats.mean
-        record["rows_per_s"] = problem.rows / whole if whole else None
-        record["iterations_mean"] = float(np.mean(last.iterations[:last.rows_done or problem.rows]))
-    warning = spread_warning(stats)
-    if warning:
-        record["warnings"].append(warning)
-    return record
+        return {"rows_done": last.rows_done, "extrapolated_seconds": last.extrapolated_seconds,
+                "rows_per_s": problem.rows / whole if whole else None,
+                "iterations_mean": float(np.mean(last.iterations[:last.rows_done or problem.rows]))}
 
 
-def _floor(impls, problem) -> float | None:
-    """Seconds of the task's floor on this problem (the same bytes moved, no work), where an
-    implementation family offers one (`reference_floor`) and can run here."""
-    for impl in impls:
-        offer = getattr(impl, "reference_floor", None)
-        if offer is not None and runner.usable(impl)[0]:
-            try:
-                return offer(problem)
-            except Exception:
-                return None
-    return None
+TASK_CLASSES = {"assign": AssignTask, "batched": BatchedTask}
+
+
+def task_of(suite: TaskSuite) -> SuiteTask:
+    return TASK_CLASSES[suite.task](suite)
 
 
 def _key(record: dict) -> tuple:
     return record.get("suite"), record.get("workload"), record.get("impl")
+
+
+class _TextReporter:
+    """run_cells' reporter for the text lines a task suite prints."""
+
+    def __init__(self, say, task: str):
+        self.say, self.task = say, task
+
+    def start(self, impl, spec: dict) -> None:
+        self.say(f"{workload_name(self.task, spec)}: {impl.name}")
+
+    def note(self, text: str) -> None:
+        self.say(text)
+
+    def done(self, record: dict) -> None:
+        pass
 
 
 def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool = False, data_dir=None,
@@ -208,37 +216,15 @@ def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool 
     """Every (workload, implementation) cell of a task suite; a cell this code already
     measured on this machine is taken from the store unless `force`."""
     impls = registry.select(impl_names or ",".join(suite.impls), task=suite.task)
-    env = environment.capture()
-    here = environment.identity(env)
-    stored = {_key(r): r for r in results.load(store, task=suite.task)
-              if environment.identity(r.get("env") or {}) == here}
-    run_id = uuid.uuid4().hex[:12]
-    records = []
-    for spec in suite.workloads:
-        name = workload_name(suite.task, spec)
-        problem, oracle, floor = None, None, None
-        for impl in impls:
-            key = (suite.name, name, impl.name)
-            if key in stored and not force:
-                records.append(stored[key])
-                continue
-            if problem is None and runner.usable(impl)[0]:  # no data or oracle for rows that cannot run
-                if reporter:
-                    reporter(f"{name}: data and float64 oracle")
-                problem = make_problem(suite.task, spec)
-                oracle = make_oracle(suite.task, problem, suite.checked_rows)
-                floor = _floor(impls, problem)
-            if reporter:
-                reporter(f"{name}: {impl.name}")
-            record = {"task": suite.task, "suite": suite.name, "workload": name, "spec": dict(spec),
-                      "run_id": run_id, "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      "impl": impl.name, "label": impl.label or impl.name, "impl_source": impl.source,
-                      "description": impl.description, "step": getattr(impl, "step", None),
-                      **measure(configure(impl, suite), problem, oracle, suite.task, suite.repeats, suite.warmup),
-                      "floor_s": floor, "env": env}
-            results.append(record, store)
-            records.append(record)
-    return records
+    here = environment.identity(environment.capture())
+    earlier = {_key(r): r for r in results.load(store, task=suite.task)
+               if environment.identity(r.get("env") or {}) == here}
+
+    def stored(spec: dict, impl):
+        return None if force else earlier.get((suite.name, workload_name(suite.task, spec), impl.name))
+
+    return run_cells(task_of(suite), suite.workloads, impls, store, stored,
+                     _TextReporter(reporter, suite.task) if reporter else None)
 
 
 def latest(suite: TaskSuite, store=None) -> list[dict]:
