@@ -152,6 +152,48 @@ def test_the_recheck_list_is_sorted_by_tf32_winner_with_its_limits():
 
 
 @pytest.mark.gpu
+def test_renumbering_groups_near_centroids_and_undoes_itself():
+    """order_by_neighbourhood keeps every centroid once, puts centroids of one blob next to each
+    other (here 8 blobs of 32 starts, shuffled), and centroids_in_order gives the harness's
+    numbering back."""
+    import cupy
+
+    from impls.fast.tensor_path import TensorPath
+
+    rng = np.random.default_rng(8)
+    blob_of = rng.permutation(np.repeat(np.arange(8), 32))
+    centres = rng.uniform(-50, 50, (8, 64))
+    start = centres[blob_of] + 0.1 * rng.standard_normal((256, 64))
+    x = cupy.asarray(rng.standard_normal((1000, 64)).astype(np.float32))
+    path = TensorPath(x, 256, cupy.zeros(1, dtype=cupy.uint64))
+    path.start(start)
+    path.order_by_neighbourhood()
+    order = cupy.asnumpy(path.order_of)
+    assert sorted(order.tolist()) == list(range(256))
+    runs = 1 + int((np.diff(blob_of[order]) != 0).sum())
+    assert runs <= 16  # shuffled, 8 blobs make about 250 runs; grouped, at most two per blob
+    assert np.array_equal(cupy.asnumpy(path.centroids64), start[order])
+    assert np.array_equal(cupy.asnumpy(path.centroids_in_order()), start)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["1", "0"])
+def test_exact_ties_go_to_the_harness_lower_index_in_either_order(order, monkeypatch):
+    """Duplicated starting centroids make exact ties for every point near them; the oracle gives
+    those points the lower index, and so must the re-check, however the path numbers its
+    centroids."""
+    monkeypatch.setenv("KMBENCH_TENSOR_ORDER", order)
+    rng = np.random.default_rng(9)
+    data = _blobs(8_009, 48, 40, seed=9)
+    start = data[rng.choice(len(data), 120, replace=False)].astype(np.float64)
+    start[60:80] = start[0:20]  # exact duplicates, far apart in the harness's numbering
+    oracle, record = gpu_cell(_tensor(), data, 120, 4, start=start)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["centroid_order"] == ("by neighbourhood" if order == "1" else "as given")
+    assert record["build"]["rechecked_points"] > 0
+
+
+@pytest.mark.gpu
 def test_high_d_cells_carry_the_measured_gemm_floor(tmp_path):
     from kmbench.protocol import runner
     from kmbench.data.datasets import Dataset

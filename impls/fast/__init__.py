@@ -96,6 +96,8 @@ class KmbenchGpu(GpuImplementation):
     def __init__(self, force_strategy: str | None = None):
         self.force_strategy = force_strategy or os.environ.get("KMBENCH_FAST_STRATEGY") or None
         self.use_graph = os.environ.get("KMBENCH_CUDA_GRAPH", "1") != "0"
+        # The tensor path renumbers the centroids by neighbourhood (tensor_path.py); 0 keeps the given order.
+        self._tensor_order = os.environ.get("KMBENCH_TENSOR_ORDER", "1") != "0"
         self._info: dict = {}
 
     def follows_tolerance(self, tol: float) -> bool:
@@ -202,6 +204,7 @@ class KmbenchGpu(GpuImplementation):
         import triton
 
         return {"triton": triton.__version__, "tiling": list(self._tensor.tiling), "recheck": self._tensor.recheck,
+                "centroid_order": "by neighbourhood" if self._tensor_order else "as given",
                 "exact_tiling": list(self._tensor.exact_tiling), "bound_eps": self._tensor.eps}
 
     def _grid(self, problem: Problem) -> int:
@@ -357,6 +360,8 @@ class KmbenchGpu(GpuImplementation):
         with stream, _matmul_precision(self.tf32):
             region = CudaEventRegion()
             with region:
+                if self._strategy == "tensor" and self._tensor_order:
+                    self._tensor.order_by_neighbourhood()
                 if self._graph is not None and not track:
                     self._graph.launch(stream)
                 else:
@@ -371,7 +376,8 @@ class KmbenchGpu(GpuImplementation):
                                 break
             phases["iterate"] = region.seconds()
         with host_region(phases, "download"):
-            centroids = cupy.asnumpy(self._centroids64) + self._shift.astype(np.float64)
+            final = self._tensor.centroids_in_order() if self._strategy == "tensor" else self._centroids64
+            centroids = cupy.asnumpy(final) + self._shift.astype(np.float64)
         if self.tf32 and self._strategy == "gemm":  # outside the timed region
             with _matmul_precision(True):
                 fast = self._labels_of(problem)

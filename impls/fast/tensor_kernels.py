@@ -20,7 +20,8 @@ TF32 score is within the point's limit can be its exact winner (the winner w's e
 at most the TF32 best + E, so its TF32 score is at most the limit), so each tile is first
 scored in TF32 and the FP32 products run only for tiles that hold a candidate of some listed
 point. Its programs loop over the list, whose length they read from the device, so the
-launch can sit in a CUDA graph.
+launch can sit in a CUDA graph. Equal FP32 scores go to the lowest index in the harness's
+numbering (`order_ptr`), since the path may keep its centroids in another order.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
 
 
 @triton.jit
-def exact_assign(x_ptr, x_tf32_ptr, c_ptr, c_tf32_ptr, half_ptr, labels_ptr, flagged_ptr, limit_ptr,
+def exact_assign(x_ptr, x_tf32_ptr, c_ptr, c_tf32_ptr, half_ptr, order_ptr, labels_ptr, flagged_ptr, limit_ptr,
                  flagged_count_ptr, k,
                  DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                  PRECISION: tl.constexpr):
@@ -154,6 +155,7 @@ def exact_assign(x_ptr, x_tf32_ptr, c_ptr, c_tf32_ptr, half_ptr, labels_ptr, fla
         rows64 = rows.to(tl.int64)
         best = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
         label = tl.zeros((BLOCK_M,), dtype=tl.int32)
+        label_order = tl.full((BLOCK_M,), k, dtype=tl.int32)  # the winner's index in the harness's numbering
         x_whole = _rows(x_ptr, rows64, live, 0, DIM, BLOCK_D)
         x_tf32_whole = _rows(x_tf32_ptr, rows64, live, 0, DIM, BLOCK_D)
         for first in range(0, k, BLOCK_N):
@@ -167,8 +169,14 @@ def exact_assign(x_ptr, x_tf32_ptr, c_ptr, c_tf32_ptr, half_ptr, labels_ptr, fla
                                  DIM, BLOCK_M, BLOCK_N, BLOCK_D, PRECISION)
                 scores = tl.where(candidate, scores, float("inf"))
                 tile_best = tl.min(scores, axis=1)
-                tile_label = tl.min(tl.where(scores == tile_best[:, None], cols[None, :], k), axis=1)
-                lower = tile_best < best  # strict: of equal scores the earlier tile's lower index stays
+                # Of equal scores the lowest index in the harness's numbering wins, as in the oracle,
+                # whatever order the centroids are kept in.
+                order = tl.load(order_ptr + cols, mask=col_ok, other=k)
+                equal = scores == tile_best[:, None]
+                tile_order = tl.min(tl.where(equal, order[None, :], k), axis=1)
+                tile_label = tl.min(tl.where(equal & (order[None, :] == tile_order[:, None]), cols[None, :], k), axis=1)
+                lower = (tile_best < best) | ((tile_best == best) & (tile_order < label_order))
                 label = tl.where(lower, tile_label, label)
+                label_order = tl.where(lower, tile_order, label_order)
                 best = tl.where(lower, tile_best, best)
         tl.store(labels_ptr + rows64, label, mask=live)

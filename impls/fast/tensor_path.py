@@ -52,6 +52,7 @@ RECHECK = "ieee"
 CHUNK = 256  # as in update.cu
 SHARED_HISTOGRAM_K = 12288  # k int counters in 48 KB of shared memory
 MAX_POINTS = 2**31 - 1  # labels, counts and the order are int32
+GROUP = 32  # centroids per neighbourhood when they are renumbered (a quarter of a re-check tile)
 
 
 def tensor_status() -> tuple[bool, str]:
@@ -124,6 +125,7 @@ class TensorPath:
         self.half_norms = cupy.empty(k, dtype=cupy.float32)
         self.bound_max = cupy.zeros(2, dtype=cupy.float32)
         self.floor = cupy.empty(n if keep_floor else 1, dtype=cupy.float32)
+        self.order_of = cupy.arange(k, dtype=cupy.int32)  # the harness's index of each centroid slot
         self.keep_floor = keep_floor
         self.eps = float(bound.dot_eps(d))
         self.eta = float(bound.SAFETY * bound.HALF_NORM_UNIT)
@@ -133,7 +135,7 @@ class TensorPath:
                                      "flagged_scan", "flagged_scatter")}
         self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
-                        "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor")}
+                        "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
         tiling, exact_tiling = default_tilings(d)
         self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
@@ -153,6 +155,7 @@ class TensorPath:
 
         self.centroids64.set(start64)
         self.load_centroids(cupy.asarray(start64.astype(np.float32)))
+        self.order_of[...] = cupy.arange(self.k, dtype=cupy.int32)
         self.previous.fill(-1)
         self.flagged_count.fill(0)
         self.flagged_total.fill(0)
@@ -173,6 +176,38 @@ class TensorPath:
         self.half_norms[...] = half
         self.bound_max[0] = bound.round_up(cupy.sqrt(squares), cupy).max()
         self.bound_max[1] = half.max()
+
+    def order_by_neighbourhood(self) -> None:
+        """Renumber the centroids so that near ones sit in the same tiles: each goes with the
+        nearest of every GROUP-th centroid (float32 products; only the order depends on them),
+        and the groups are laid out one after another, each by distance to its pivot. A re-checked point's candidates are the
+        centroids near its winner, so they then fall in one or two tiles instead of anywhere in
+        k. Part of the run (inside its timed region); ties still go to the lower index of the
+        harness's numbering (order_of), and centroids_in_order() undoes it."""
+        import cupy
+
+        if self.k <= GROUP:
+            return
+        single = self.centroids
+        pivots = single[::GROUP]
+        scores = 0.5 * (pivots * pivots).sum(axis=1)[None, :] - single @ pivots.T
+        nearest = scores.argmin(axis=1)
+        # Within a group, by distance to its pivot: centroids of two blobs that share a pivot
+        # then sit apart instead of interleaved.
+        squared = cupy.maximum((single * single).sum(axis=1) + 2 * scores[cupy.arange(self.k), nearest], 0)
+        key = nearest.astype(cupy.float64) * (squared.max().astype(cupy.float64) * 2 + 1) + squared.astype(cupy.float64)
+        order = cupy.argsort(key).astype(cupy.int32)
+        self.order_of[...] = self.order_of[order]
+        for buffer in (self.centroids64, self.centroids, self.centroids_tf32, self.half_norms):
+            buffer[...] = buffer[order]
+
+    def centroids_in_order(self):
+        """The float64 centroids in the harness's numbering."""
+        import cupy
+
+        back = cupy.empty_like(self.centroids64)
+        back[self.order_of] = self.centroids64
+        return back
 
     def rechecked(self) -> int:
         """Points re-checked in FP32 over the run so far (every iteration's count added)."""
@@ -217,7 +252,7 @@ class TensorPath:
         with _triton_on_cupy_stream():
             block_m, block_n, block_d, warps, stages = self.exact_tiling
             self._exact[(self._exact_programs,)](
-                t["x"], t["x_tf32"], t["centroids"], t["centroids_tf32"], t["half_norms"], t["labels"],
+                t["x"], t["x_tf32"], t["centroids"], t["centroids_tf32"], t["half_norms"], t["order_of"], t["labels"],
                 t["flagged_sorted"], t["limits_sorted"], t["flagged_count"], self.k,
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=self.recheck,
                 num_warps=warps, num_stages=stages)
