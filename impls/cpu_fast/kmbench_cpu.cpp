@@ -11,11 +11,20 @@
 //   register block of 4 points x 16 centroids over all d (a GEMM's micro-kernel), the argmin
 //   fused after each block; the n x k scores are never stored.
 // - Empty clusters keep their centroid; both stop rules (harness.hpp's StopRule).
+// - AVX2 intrinsics where the compiler targets AVX2 (-march=native); the portable loops
+//   otherwise, or when built with -DKMBENCH_CPU_PORTABLE (to compare the two on one machine).
 #include "../cpp/harness.hpp"
 
 #include <omp.h>
-#ifdef __AVX2__
+#if defined(__AVX2__) && !defined(KMBENCH_CPU_PORTABLE)
+#define KMBENCH_AVX2 1
 #include <immintrin.h>
+#endif
+// With AVX-512 the portable low-d loop compiles to 512-bit code with mask registers, which beat
+// the AVX2 blends on a Sapphire Rapids Xeon (18-20 ms against 30-34 ms at 1e6 x 2, k = 1000;
+// NOTES.md); the high-d block stays AVX2 there (as fast as the portable one).
+#if defined(KMBENCH_AVX2) && !defined(__AVX512F__)
+#define KMBENCH_LOW_AVX2 1
 #endif
 
 #include <algorithm>
@@ -45,14 +54,40 @@ struct Partial {
   std::size_t changed = 0;
 };
 
+#ifdef KMBENCH_AVX2
+// A running best score and its label in 8 lanes.
+struct Best8 {
+  __m256 score = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  __m256i label = _mm256_setzero_si256();
+
+  void take(__m256 candidate, __m256i index) {
+    const __m256 lower = _mm256_cmp_ps(candidate, score, _CMP_LT_OQ);  // strict: the lower index keeps a tie
+    score = _mm256_blendv_ps(score, candidate, lower);
+    label = _mm256_blendv_epi8(label, index, _mm256_castps_si256(lower));
+  }
+};
+#endif
+
 // The nearest centroids of BLOCK points, low d: the block's coordinates dimension-major (xt,
 // d x BLOCK), every centroid against all BLOCK points at once, so the loop over points
 // vectorises; direct (x - c)^2 in float32, strict < so the lower index keeps a tie.
-#ifdef __AVX2__
+#ifdef KMBENCH_LOW_AVX2
 // The same on AVX2 and FMA, written out: 16 points (two vectors) against every centroid in
 // turn, their coordinates, running best and label held in registers for the whole pass, each
 // centroid coordinate broadcast once for the 16. `omp simd` above kept the state of all 64
-// points in memory and reloaded it per centroid (3-4x the instructions at k = 1000).
+// points in memory and reloaded it per centroid (3-4x the instructions at k = 1000). The
+// distance is the direct (x - c)^2: the expanded |c|^2 / 2 - x . c saved 2 of 9 operations
+// but flipped enough near-ties on crowded 2-D data for a run to end a mismatch (NOTES.md).
+template <std::size_t D>
+inline __m256 squared8(const __m256 (&x)[D], const float* c) {
+  __m256 sum = _mm256_setzero_ps();
+  for (std::size_t a = 0; a < D; ++a) {
+    const __m256 diff = _mm256_sub_ps(x[a], _mm256_broadcast_ss(c + a));
+    sum = _mm256_fmadd_ps(diff, diff, sum);
+  }
+  return sum;
+}
+
 template <std::size_t D>
 void nearest_low(const float* xt, std::size_t rows, const float* c, std::size_t k, int* labels) {
   for (std::size_t base = 0; base < rows; base += 16) {
@@ -61,27 +96,15 @@ void nearest_low(const float* xt, std::size_t rows, const float* c, std::size_t 
       xa[a] = _mm256_loadu_ps(xt + a * BLOCK + base);
       xb[a] = _mm256_loadu_ps(xt + a * BLOCK + base + 8);
     }
-    __m256 best_a = _mm256_set1_ps(std::numeric_limits<float>::infinity()), best_b = best_a;
-    __m256i which_a = _mm256_setzero_si256(), which_b = which_a;
+    Best8 best_a, best_b;
     for (std::size_t j = 0; j < k; ++j) {
-      __m256 da = _mm256_setzero_ps(), db = da;
-      for (std::size_t a = 0; a < D; ++a) {
-        const __m256 cj = _mm256_broadcast_ss(c + j * D + a);
-        const __m256 ta = _mm256_sub_ps(xa[a], cj), tb = _mm256_sub_ps(xb[a], cj);
-        da = _mm256_fmadd_ps(ta, ta, da);
-        db = _mm256_fmadd_ps(tb, tb, db);
-      }
-      const __m256 lower_a = _mm256_cmp_ps(da, best_a, _CMP_LT_OQ);  // strict: the lower index keeps a tie
-      const __m256 lower_b = _mm256_cmp_ps(db, best_b, _CMP_LT_OQ);
-      const __m256i label = _mm256_set1_epi32(int(j));
-      best_a = _mm256_blendv_ps(best_a, da, lower_a);
-      best_b = _mm256_blendv_ps(best_b, db, lower_b);
-      which_a = _mm256_blendv_epi8(which_a, label, _mm256_castps_si256(lower_a));
-      which_b = _mm256_blendv_epi8(which_b, label, _mm256_castps_si256(lower_b));
+      const __m256i index = _mm256_set1_epi32(int(j));
+      best_a.take(squared8<D>(xa, c + j * D), index);
+      best_b.take(squared8<D>(xb, c + j * D), index);
     }
     alignas(32) int which[16];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(which), which_a);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(which + 8), which_b);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(which), best_a.label);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(which + 8), best_b.label);
     for (std::size_t t = 0; t < 16 && base + t < rows; ++t) labels[base + t] = which[t];
   }
 }
@@ -127,6 +150,50 @@ void nearest_low_any(std::size_t d, const float* xt, std::size_t rows, const flo
 // dimension-major (ct: d x kp, kp a multiple of CENTROIDS_PER_TILE, padding scored +inf by
 // half). Per dimension: two loads of 8 centroid values, 4 broadcasts, 8 FMAs on 8 lanes, so the
 // 64 partial dots stay in registers (a GEMM's register block, the argmin fused after it).
+#ifdef KMBENCH_AVX2
+// Written out on AVX2: the 4 x 16 block is 8 accumulators of 8 lanes, one per point and half
+// tile; per dimension two loads of centroid values, four broadcasts and eight FMAs. Each point
+// keeps a running best per lane (its lane's centroids, tile after tile; strict <, so a lane
+// keeps its lower index) and the lanes are reduced once at the end, lowest index on a tie.
+inline void nearest_high(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
+                         std::size_t kp, int* labels) {
+  static_assert(POINTS_PER_TILE == 4 && CENTROIDS_PER_TILE == 16, "the block below is 4 x 16");
+  const float* xs[POINTS_PER_TILE];
+  for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) xs[r] = x + (r < rows ? r : 0) * d;
+  Best8 best[POINTS_PER_TILE][2];
+  for (std::size_t j0 = 0; j0 < kp; j0 += CENTROIDS_PER_TILE) {
+    __m256 acc[POINTS_PER_TILE][2];
+    for (auto& point : acc) point[0] = point[1] = _mm256_setzero_ps();
+    for (std::size_t a = 0; a < d; ++a) {
+      const __m256 c0 = _mm256_loadu_ps(ct + a * kp + j0), c1 = _mm256_loadu_ps(ct + a * kp + j0 + 8);
+      for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) {
+        const __m256 xa = _mm256_broadcast_ss(xs[r] + a);
+        acc[r][0] = _mm256_fmadd_ps(xa, c0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(xa, c1, acc[r][1]);
+      }
+    }
+    const __m256 h0 = _mm256_loadu_ps(half + j0), h1 = _mm256_loadu_ps(half + j0 + 8);
+    const __m256i i0 = _mm256_add_epi32(_mm256_set1_epi32(int(j0)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i i1 = _mm256_add_epi32(i0, _mm256_set1_epi32(8));
+    for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) {
+      best[r][0].take(_mm256_sub_ps(h0, acc[r][0]), i0);
+      best[r][1].take(_mm256_sub_ps(h1, acc[r][1]), i1);
+    }
+  }
+  for (std::size_t r = 0; r < rows; ++r) {
+    alignas(32) float score[16];
+    alignas(32) int which[16];
+    _mm256_store_ps(score, best[r][0].score);
+    _mm256_store_ps(score + 8, best[r][1].score);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(which), best[r][0].label);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(which + 8), best[r][1].label);
+    std::size_t pick = 0;
+    for (std::size_t lane = 1; lane < 16; ++lane)
+      if (score[lane] < score[pick] || (score[lane] == score[pick] && which[lane] < which[pick])) pick = lane;
+    labels[r] = which[pick];
+  }
+}
+#else
 inline void nearest_high(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
                          std::size_t kp, int* labels) {
   float best[POINTS_PER_TILE];
@@ -152,6 +219,7 @@ inline void nearest_high(const float* x, std::size_t rows, const float* ct, cons
   }
   for (std::size_t r = 0; r < rows; ++r) labels[r] = which[r];
 }
+#endif
 
 // Lloyd from `centroids` (centred, float64, k x d) on p.x; returns the iterations executed.
 long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads) {
