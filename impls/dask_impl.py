@@ -20,6 +20,8 @@ on the host clock: each iteration ends with the reduced partials back on the cli
 from __future__ import annotations
 
 import os
+from concurrent.futures import CancelledError
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -82,6 +84,20 @@ def _to_device(chunk):
     return cupy.asarray(chunk)
 
 
+@contextmanager
+def _worker_loss_is_one_sentence(chunks: int):
+    """A worker that dies mid-run takes its scattered chunks with it, and Dask cannot recompute
+    them: every task that needs them is cancelled. Say so in one sentence (the cell ends as an
+    error; release() closes the cluster) instead of a task key and "already forgotten"."""
+    from distributed import KilledWorker
+
+    try:
+        yield
+    except (CancelledError, KilledWorker) as exc:
+        raise ImplementationError(f"a Dask worker was lost mid-run and its share of the {chunks} data chunks "
+                                  f"with it, so the run cannot go on ({type(exc).__name__})") from None
+
+
 class DaskLloyd(Implementation):
     name = "dask"
     label = "Dask (NumPy chunks)"
@@ -142,7 +158,7 @@ class DaskLloyd(Implementation):
         labels = [None] * len(self._chunks)
         phases: dict[str, float] = {}
         done = 0
-        with host_region(phases, "iterate"):
+        with host_region(phases, "iterate"), _worker_loss_is_one_sentence(len(self._chunks)):
             for done in range(1, problem.iterations + 1):
                 # The centroids (k x d) travel inside each task: cheaper than a broadcast.
                 steps = [client.submit(chunk_step, chunk, centroids, old, k, pure=False)

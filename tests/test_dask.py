@@ -71,3 +71,45 @@ def test_the_scaling_table_compares_each_row_with_its_one_gpu_run():
     text = scaling.markdown([record(1, 0.4), record(2, 0.25), record(4, 0.1, "mismatch")])
     assert "| 2 | 250.00 ms | 1.60x | 80% | ok |" in text
     assert "| 4 | - | - | - | mismatch: drift |" in text
+
+
+class _LosesAWorker(DaskLloyd):
+    """The dask row, one of whose workers is closed after its first iteration."""
+
+    name = "dask-loses-a-worker"
+    seen: dict = {}
+
+    def run(self, problem):
+        self.seen["cluster"] = self._cluster
+        return super().run(problem)
+
+
+def test_a_worker_lost_mid_run_is_one_sentence_and_a_closed_cluster(tmp_path, monkeypatch):
+    """The worker takes its scattered chunks with it: the cell ends as an error that says so in
+    one sentence, the cluster is closed, and the store holds that whole record and nothing else."""
+    import impls.dask_impl as dask_impl
+    from kmbench.data import results
+
+    calls = []
+
+    def stop_after_losing_a_worker(changed, n, tol):
+        calls.append(changed)
+        if len(calls) == 1:  # after the first iteration: close a worker that holds chunks
+            cluster = _LosesAWorker.seen["cluster"]
+            cluster.sync(next(iter(cluster.workers.values())).close)
+        return False
+
+    monkeypatch.setattr(dask_impl, "stop_done", stop_after_losing_a_worker)
+    data = blob_data(np.random.default_rng(8), n=20_003, d=3, k=6)
+    impl = _LosesAWorker()
+    impl.min_chunk_rows = 1000
+    store = tmp_path / "records.jsonl"
+    records = runner.run([impl], [Dataset("dask", data, None, {"generator": "test"})],
+                         runner.Settings(k=6, iterations=10, warmup=0, repeats=1), store)
+    assert [r["status"] for r in records] == ["error"]
+    assert records[0]["detail"].startswith("a Dask worker was lost mid-run") and "\n" not in records[0]["detail"]
+    assert len(calls) >= 1
+    assert _LosesAWorker.seen["cluster"].status.name == "closed"
+    assert not hasattr(impl, "_cluster") and not hasattr(impl, "_client")
+    stored = results.load(store)
+    assert [(r["impl"], r["status"]) for r in stored] == [("dask-loses-a-worker", "error")]
