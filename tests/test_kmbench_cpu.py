@@ -112,3 +112,30 @@ def test_run_lists_it_and_threads_reach_it(monkeypatch):
     assert out.exit_code == 0, out.output
     (record,) = results.load()
     assert record["status"] == "ok" and record["build"]["threads"] == 2
+
+
+def test_the_cpu_ceilings_are_measured_and_positive():
+    from kmbench.protocol import ceilings, environment
+
+    measured = environment.capture()["cpu_ceilings"]
+    assert measured["copy_bandwidth_Bps"] > 1e8 and measured["fp32_issue_rate"] > 1e8
+    assert ceilings.cpu_fp32_rate(size=128, repeats=1) > 0
+
+
+@needs_compiler
+def test_its_cells_sit_on_the_cpus_roofline_not_the_gpus():
+    """kmbench-cpu declares its bytes and FMAs; the report holds them against the CPU's measured
+    ceilings even where the record's machine has a GPU."""
+    from kmbench.protocol import environment
+    from kmbench.report import report
+
+    _, record = _cell(_blobs(20_011, 2, 50), 50)
+    assert record["status"] == "ok" and record["roofline_on"] == "cpu"
+    assert record["fp32_per_distance"] == 2 and record["bytes_per_iteration"] == 20_011 * 2 * 4
+    cpu = environment.capture()["cpu_ceilings"]
+    expected = record["distance_evals_per_s"] * 2 / cpu["fp32_issue_rate"]
+    gpu = {"copy_bandwidth_Bps": 1.0, "fp32_issue_rate": 1.0}  # a GPU beside it, as run_cells records env
+    record["env"] = {**environment.capture(), "gpu": gpu}
+    found = report._roofline(record)
+    assert found["arithmetic_fraction"] == pytest.approx(expected)
+    assert 0 < found["memory_fraction"] < 10

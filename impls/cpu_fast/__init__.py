@@ -48,6 +48,8 @@ class KmbenchCpu(NativeLloyd):
     source = "kmbench's own (the kmbench-cpu issue)"
     source_file = "kmbench_cpu.cpp"
 
+    roofline_on = "cpu"  # its counts below are held against the CPU's measured ceilings
+
     def __init__(self, source_dir: Path | None = None, **kwargs):
         super().__init__(source_dir or HERE, **kwargs)
         self.single, self.dtype = False, "float32"  # distances in float32 whatever the data's dtype
@@ -68,6 +70,17 @@ class KmbenchCpu(NativeLloyd):
 
     def command(self, problem: Problem) -> list[str]:
         return [*super().command(problem), "--threads", str(self._threads)]
+
+    def bytes_per_iteration(self, problem: Problem) -> int:
+        """Each point read once, as the GPU rows count it (float32 after centring)."""
+        return problem.n * problem.d * 4
+
+    def fp32_per_distance(self, problem: Problem) -> float:
+        """The FMAs of one distance: d on both paths (the direct (x - c)^2 at low d, the dot
+        product at high d). The CPU's ceiling is BLAS SGEMM's FMA rate, so the fraction says how
+        busy the FMA units are; the subtractions and compares beside them run on other pipes
+        on the CPUs we measured, and are left out of both."""
+        return float(problem.d)
 
     def build_info(self) -> dict:
         return {**super().build_info(), "precision": "fp32 distances on centred data, float64 sums",

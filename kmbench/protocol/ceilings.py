@@ -1,9 +1,10 @@
-"""The two ceilings a GPU cell is measured against, each measured once per process on the GPU
+"""The two ceilings a cell is measured against, each measured once per process. On the GPU
 present: the device-to-device copy rate (bytes read plus written per second) and the FP32
 issue rate (FP32 instructions per second, counting one per thread per instruction, a fused
 multiply-add as one). A cell's position on the roofline is the larger of its two fractions:
 declared bytes over the copy rate, and distance evaluations times declared FP32 instructions
-per evaluation over the issue rate.
+per evaluation over the issue rate. On the CPU (for kmbench-cpu, the one CPU row that declares
+its counts): the host copy rate over every core, and BLAS SGEMM's rate in FMAs per second.
 
 High-d cells (d > HIGH_DIM) also get a measured floor: cuBLAS's FP32 and TF32 products of the
 cell's shape, (n x d) times (d x k), the work of one assignment by GEMM, timed once per shape
@@ -76,16 +77,63 @@ def fp32_issue_rate(cupy, rounds: int = 4096, launches: int = 5) -> float | None
         return None
 
 
+def cpu_copy_bandwidth(megabytes: int = 128, copies: int = 4) -> float | None:
+    """Host memory copy rate in bytes per second (read plus written), every core copying its
+    own slice at once (NumPy releases the GIL while it copies)."""
+    import os
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        cores = os.cpu_count() or 1
+        source = np.ones(megabytes << 18, dtype=np.float32)
+        target = np.empty_like(source)
+        slices = [slice(i * source.size // cores, (i + 1) * source.size // cores) for i in range(cores)]
+        with ThreadPoolExecutor(cores) as pool:
+            def copy_all():
+                list(pool.map(lambda part: np.copyto(target[part], source[part]), slices))
+
+            copy_all()  # warm-up: pages touched
+            start = time.perf_counter()
+            for _ in range(copies):
+                copy_all()
+            seconds = time.perf_counter() - start
+        return 2 * source.nbytes * copies / seconds
+    except Exception:
+        return None
+
+
+def cpu_fp32_rate(size: int = 1536, repeats: int = 3) -> float | None:
+    """FP32 FMAs per second over every core (kmbench-cpu declares its FMAs per distance): the
+    best of a few BLAS single-precision products of size^3 FMAs each."""
+    import time
+
+    try:
+        rng = np.random.default_rng(0)
+        a, b = rng.random((size, size), dtype=np.float32), rng.random((size, size), dtype=np.float32)
+        a @ b  # warm-up: the BLAS threads start
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - start)
+        return size ** 3 / best  # size^3 FMAs
+    except Exception:
+        return None
+
+
 def fractions(record: dict) -> dict:
     """The memory and arithmetic fractions of one record, where both figures exist, and which
-    limit the cell is nearer ("memory" or "FP32 issue")."""
-    gpu = (record.get("env") or {}).get("gpu") or {}
+    limit the cell is nearer ("memory" or "FP32 issue"), against the ceilings of the processor
+    the row ran on (`roofline_on`: the GPU's, or for kmbench-cpu the CPU's)."""
+    env = record.get("env") or {}
+    measured = (env.get("cpu_ceilings") if record.get("roofline_on") == "cpu" else env.get("gpu")) or {}
     found = {}
-    achieved, ceiling = record.get("achieved_bandwidth_Bps"), gpu.get("copy_bandwidth_Bps")
+    achieved, ceiling = record.get("achieved_bandwidth_Bps"), measured.get("copy_bandwidth_Bps")
     if achieved and ceiling:
         found["memory"] = achieved / ceiling
     rate, instructions = record.get("distance_evals_per_s"), record.get("fp32_per_distance")
-    issue = gpu.get("fp32_issue_rate")
+    issue = measured.get("fp32_issue_rate")
     if rate and instructions and issue:
         found["FP32 issue"] = rate * instructions / issue
     return found

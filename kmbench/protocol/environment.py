@@ -141,6 +141,8 @@ def capture() -> dict:
         "libraries": _libraries(),
         "threads": threads(),
         "gpu": gpu(),
+        "cpu_ceilings": {"copy_bandwidth_Bps": ceilings.cpu_copy_bandwidth(),
+                         "fp32_issue_rate": ceilings.cpu_fp32_rate()},
         "git_commit": _git_commit(),
         "code_hash": code_hash(),
         "command": shlex.join([Path(sys.argv[0]).name] + sys.argv[1:]),

@@ -179,6 +179,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         },
         per_iteration_s=iterate.mean / max(1, iterations),
         bytes_per_iteration=impl.bytes_per_iteration(problem),
+        roofline_on=impl.roofline_on,
         fp32_per_distance=impl.fp32_per_distance(problem),
         distance_evals_per_s=problem.k * problem.n * iterations / iterate.mean if iterate.mean else None,
         notes=last.notes + explain.empty_cluster_note(oracle, impl.relocates_empty_clusters),

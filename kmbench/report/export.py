@@ -64,10 +64,12 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
          for _, row in group.iterrows()],
     ))
     if group["roofline_fraction"].notna().any():
-        out += ["", "GPU rows on the roofline: the declared bytes per iteration (each point read "
-                "once) over the time, as a fraction of the GPU's measured copy bandwidth; the "
+        out += ["", "Rows on the roofline: the declared bytes per iteration (each point read "
+                "once) over the time, as a fraction of the measured copy bandwidth of the processor "
+                "the row ran on (the GPU's; for kmbench-cpu the CPU's, every core copying); the "
                 "distance evaluations times the declared FP32 instructions per evaluation, as a "
-                "fraction of its measured FP32 issue rate; the cell sits at the larger:", ""]
+                "fraction of its measured FP32 rate (the GPU's FMA chains; on the CPU, the FMAs per "
+                "distance against BLAS SGEMM's FMA rate); the cell sits at the larger:", ""]
         out.append(markdown_table(["Implementation", "n", "of copy bandwidth", "of FP32 issue rate", "roofline"],
                           [[row["label"], f"{row['n']:,}", fraction_text(row["memory_fraction"]),
                             fraction_text(row["arithmetic_fraction"]),
