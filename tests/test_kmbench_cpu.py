@@ -114,6 +114,38 @@ def test_run_lists_it_and_threads_reach_it(monkeypatch):
     assert record["status"] == "ok" and record["build"]["threads"] == 2
 
 
+@needs_compiler
+def test_a_scaling_run_repeats_only_the_threaded_row_and_the_report_shows_it(monkeypatch):
+    from typer.testing import CliRunner
+
+    from kmbench.cli import app
+    from kmbench.data import results
+
+    monkeypatch.setenv("KMBENCH_THREADS", "1")
+    monkeypatch.delenv("KMBENCH_THREADS")  # the CLI sets it: restored (unset) after the test
+    out = CliRunner().invoke(app, ["run", "--n", "3000", "--k", "4", "--iters", "4", "--repeats", "1",
+                                   "--impl", "kmbench-cpu,numpy", "--threads", "1,2"])
+    assert out.exit_code == 0, out.output
+    records = results.load()
+    assert sorted((r["impl"], r["build"].get("threads")) for r in records) == [
+        ("kmbench-cpu", 1), ("kmbench-cpu", 2), ("numpy", None)]
+    assert {r["label"] for r in records if r["impl"] == "kmbench-cpu"} == {"kmbench CPU (1 thread)",
+                                                                          "kmbench CPU (2 threads)"}
+    report = CliRunner().invoke(app, ["report"])
+    assert report.exit_code == 0, report.output
+    assert "Scaling over threads: kmbench-cpu, n = 3,000" in report.output
+    assert "| 1 |" in report.output and "| 2 |" in report.output
+
+
+def test_a_bad_thread_list_is_one_sentence():
+    from typer.testing import CliRunner
+
+    from kmbench.cli import app
+
+    out = CliRunner().invoke(app, ["run", "--n", "100", "--impl", "numpy", "--threads", "1,zero"])
+    assert out.exit_code == 2 and "--threads takes whole numbers" in out.output
+
+
 def test_the_cpu_ceilings_are_measured_and_positive():
     from kmbench.protocol import ceilings, environment
 

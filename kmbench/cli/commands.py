@@ -13,7 +13,7 @@ from rich.table import Table
 
 from kmbench import registry
 from kmbench.cli.app import DataDir, Store, app, console, errors, friendly, gen_app
-from kmbench.cli.options import whole_count, init_method, numbers, planned_datasets, refuse_ignored
+from kmbench.cli.options import init_method, numbers, planned_datasets, refuse_ignored, thread_counts, whole_count
 from kmbench.cli.output import execute_plan, made_datasets, run_and_show, write_text, write_plots
 from kmbench.data import datasets, files, results
 from kmbench.errors import UsageError
@@ -93,7 +93,7 @@ def run(
     init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++ (also spelled k-means++)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help=escape("CPU threads of kmbench-cpu [default: every core]; each record says how many ran.")),
+    threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of kmbench-cpu [default: every core]; several, comma separated (1,2,4), run its cells once per count and the report shows the scaling. Each record says how many ran.")),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="The dask rows run on this Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a cluster of their own."),
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
@@ -103,15 +103,21 @@ def run(
                     {"--n": n, "--d": d, "--centers": centers, "--dtype": dtype})
     if scheduler:
         os.environ["KMBENCH_DASK_SCHEDULER"] = scheduler  # read by impls/dask_impl.py
-    if threads:
-        os.environ["KMBENCH_THREADS"] = str(threads)  # read by impls/cpu_fast
+    counts = thread_counts(threads)
     settings = runner.Settings(k=k, iterations=max_iters if max_iters is not None else iters,
                                stop=stop, tol=tol or 0.0, init=init_method(init), seed=seed, warmup=warmup,
                                repeats=repeats, max_time=max_time)
     impls = registry.select(impl)
     sizes, make = planned_datasets(n or "100000", dataset, d or 2, centers or 5, dtype or "float32", data_dir, label_column)
     plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)
-    run_and_show(impls, made_datasets(make), settings, store, data_dir)
+    data = made_datasets(make)
+    for index, count in enumerate(counts or [None]):
+        if count is not None:
+            os.environ["KMBENCH_THREADS"] = str(count)  # read by impls/cpu_fast
+        # After the first count only the rows that take a thread count run again.
+        chosen = impls if index == 0 else [one for one in impls if one.takes_threads]
+        if chosen:
+            run_and_show(chosen, data, settings, store, data_dir)
 
 
 @app.command("report")

@@ -30,6 +30,16 @@ def init_method(text: str) -> str:
     return "kmeans++" if text == "k-means++" else text
 
 
+def thread_counts(text: str | None) -> list[int]:
+    """--threads: one count or several, comma separated, each a whole number >= 1."""
+    if text is None:
+        return []
+    counts = [whole_count("--threads", part.strip()) for part in text.split(",") if part.strip()]
+    if not counts:
+        raise UsageError("--threads names no count.")
+    return counts
+
+
 def numbers(option: str, text: str) -> list:
     try:
         values = [float(part) for part in text.split(",") if part.strip()]

@@ -104,6 +104,7 @@ class Implementation:
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
+    takes_threads: bool = False  # follows KMBENCH_THREADS (`run --threads`), so a scaling run repeats it
     roofline_on: str = "gpu"  # whose measured ceilings its declared counts are held against ("gpu" or "cpu")
 
     def follows_tolerance(self, tol: float) -> bool:

@@ -49,6 +49,30 @@ def _gemm_floor_markdown(group: pd.DataFrame) -> list[str]:
                      seconds_text(row["gemm_tf32_s"]), floor_multiple(row, "tf32")] for _, row in timed.iterrows()])]
 
 
+def _threads_markdown(group: pd.DataFrame) -> list[str]:
+    """Rows measured at several thread counts (`run --threads 1,2,...`): time per iteration per
+    count, the speedup over the fewest threads and the efficiency (speedup per thread added)."""
+    if "threads" not in group:
+        return []
+    out = []
+    for (impl, n), part in group.dropna(subset=["threads"]).groupby(["impl", "n"], sort=False):
+        part = part.drop_duplicates("threads", keep="last").sort_values("threads")
+        if len(part) < 2:
+            continue
+        fewest = part.iloc[0]
+        base = fewest["per_iter_s"] if fewest["status"] == "ok" else None
+        rows = []
+        for _, row in part.iterrows():
+            speedup = base / row["per_iter_s"] if base and row["status"] == "ok" and row["per_iter_s"] else None
+            scale = row["threads"] / fewest["threads"]
+            rows.append([f"{int(row['threads'])}", flagged_text(row, seconds_text(row["per_iter_s"])),
+                         ratio_text(speedup), fraction_text(speedup / scale if speedup else None), row["status"]])
+        out += ["", f"Scaling over threads: {impl}, n = {n:,}; speedup over {int(fewest['threads'])} "
+                "thread(s), efficiency = speedup / (threads over that count):", "",
+                markdown_table(["threads", "per iteration", "speedup", "efficiency", "status"], rows)]
+    return out
+
+
 def _group_markdown(group: pd.DataFrame) -> list[str]:
     sizes = sorted(group["n"].unique())
     out = [markdown_table(["Implementation"] + [f"n = {n:,}" for n in sizes],
@@ -75,6 +99,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
                             fraction_text(row["arithmetic_fraction"]),
                             flagged_text(row, f"{row['roofline_fraction']:.1%} of {row['roofline_limit']}")]
                            for _, row in group.dropna(subset=["roofline_fraction"]).iterrows()]))
+    out += _threads_markdown(group)
     out += _gemm_floor_markdown(group)
     out += _libraries_markdown(group)
     notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"

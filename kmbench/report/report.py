@@ -14,7 +14,7 @@ BASELINE = "sklearn"
 POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "dist_evals_per_s": "higher",
             "memory_fraction": "higher", "arithmetic_fraction": "higher", "roofline_fraction": "higher"}
 NOISE_FRACTION = 0.03  # measured means closer than this (or two std devs) are a tie
-CELL_KEY = ["impl", "dataset", "k", "stop", "init", "seed"]
+CELL_KEY = ["impl", "dataset", "k", "stop", "init", "seed", "threads"]  # threads: a scaling run's counts
 
 
 def _group(record: dict) -> str:
@@ -85,6 +85,7 @@ def _row(record: dict) -> dict:
         "gemm_fp32_s": (record.get("gemm_floor_s") or {}).get("fp32"),
         "gemm_tf32_s": (record.get("gemm_floor_s") or {}).get("tf32"),
         # What a row is built on and computes in, as its build information declares it.
+        "threads": build.get("threads"),
         "library": build.get("library"),
         "precision": build.get("precision") or build.get("computes_in"),
         "host_memory_bytes": (record.get("memory") or {}).get("host_bytes"),
