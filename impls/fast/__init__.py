@@ -14,8 +14,10 @@ from (n, d, k). NOTES.md beside this file has the byte and instruction counts.
     tiled     d <= 32, any k: centroids in shared tiles, |c|^2/2 - x.c by FMAs, several
               points per thread; warp-uniform labels add one sum, others float64 atomics;
     tensor    d > 32: TF32 tensor-core scores fused with a best/second-best argmin, exact by
-              a certified margin (bound.py) and an FP32 re-check of the uncertain points,
-              float64 sums over points sorted by cluster (tensor_path.py);
+              a certified margin (bound.py) and an FP32 re-check of the uncertain points
+              (centroids renumbered by neighbourhood at the start of each run, so a point's
+              candidates share tiles), float64 sums over points sorted by cluster
+              (tensor_path.py);
     gemm      d > 32 without Triton: scores X C^T by cuBLAS SGEMM (FP32: TF32 only in the
               -tf32 variant), argmin per row, sums by a one-hot sparse product per chunk.
 - resident decides both stop rules on the GPU. Otherwise, with the iterations rule the whole

@@ -12,6 +12,8 @@ One iteration is ten launches on one stream, so the whole run captures into a CU
   histogram, scan, scatter   the points ordered by cluster (update.cu);
   segment_sums               float64 sums over runs of sorted points, one atomic per run;
   finish                     new centroids, their float32 copy, half norms, the bound's maxima.
+Before the first iteration of each run (inside its timed region), order_by_neighbourhood
+renumbers the centroids so that near ones share re-check tiles; centroids_in_order undoes it.
 The Triton kernels take the CuPy buffers through DLPack (the same memory) and launch on the
 CuPy stream in use, the capture stream included.
 """
