@@ -152,32 +152,37 @@ void nearest_low_any(std::size_t d, const float* xt, std::size_t rows, const flo
 // 64 partial dots stay in registers (a GEMM's register block, the argmin fused after it).
 #ifdef KMBENCH_AVX2
 // Written out on AVX2: the 4 x 16 block is 8 accumulators of 8 lanes, one per point and half
-// tile; per dimension two loads of centroid values, four broadcasts and eight FMAs. Each point
-// keeps a running best per lane (its lane's centroids, tile after tile; strict <, so a lane
-// keeps its lower index) and the lanes are reduced once at the end, lowest index on a tie.
-inline void nearest_high(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
-                         std::size_t kp, int* labels) {
+// tile; per dimension two loads of centroid values, four broadcasts and eight FMAs. Blocked for
+// cache as a GEMM is: a tile of 16 centroids (16 x d floats, 26 KB at d = 408) meets every
+// point of the block before the next tile, so it is read from L1; with the tile loop inside
+// (four points against all k) the whole k x d centroids streamed from L3 for every four points.
+// Each point keeps a running best per lane across the tiles (strict <, so a lane keeps its
+// lower index), and the lanes are reduced once at the end, lowest index on a tie.
+inline void nearest_high_block(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
+                               std::size_t kp, int* labels) {
   static_assert(POINTS_PER_TILE == 4 && CENTROIDS_PER_TILE == 16, "the block below is 4 x 16");
-  const float* xs[POINTS_PER_TILE];
-  for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) xs[r] = x + (r < rows ? r : 0) * d;
-  Best8 best[POINTS_PER_TILE][2];
+  Best8 best[BLOCK][2];
   for (std::size_t j0 = 0; j0 < kp; j0 += CENTROIDS_PER_TILE) {
-    __m256 acc[POINTS_PER_TILE][2];
-    for (auto& point : acc) point[0] = point[1] = _mm256_setzero_ps();
-    for (std::size_t a = 0; a < d; ++a) {
-      const __m256 c0 = _mm256_loadu_ps(ct + a * kp + j0), c1 = _mm256_loadu_ps(ct + a * kp + j0 + 8);
-      for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) {
-        const __m256 xa = _mm256_broadcast_ss(xs[r] + a);
-        acc[r][0] = _mm256_fmadd_ps(xa, c0, acc[r][0]);
-        acc[r][1] = _mm256_fmadd_ps(xa, c1, acc[r][1]);
-      }
-    }
     const __m256 h0 = _mm256_loadu_ps(half + j0), h1 = _mm256_loadu_ps(half + j0 + 8);
     const __m256i i0 = _mm256_add_epi32(_mm256_set1_epi32(int(j0)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const __m256i i1 = _mm256_add_epi32(i0, _mm256_set1_epi32(8));
-    for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) {
-      best[r][0].take(_mm256_sub_ps(h0, acc[r][0]), i0);
-      best[r][1].take(_mm256_sub_ps(h1, acc[r][1]), i1);
+    for (std::size_t t = 0; t < rows; t += POINTS_PER_TILE) {
+      const float* xs[POINTS_PER_TILE];
+      for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) xs[r] = x + std::min(t + r, rows - 1) * d;
+      __m256 acc[POINTS_PER_TILE][2];
+      for (auto& point : acc) point[0] = point[1] = _mm256_setzero_ps();
+      for (std::size_t a = 0; a < d; ++a) {
+        const __m256 c0 = _mm256_loadu_ps(ct + a * kp + j0), c1 = _mm256_loadu_ps(ct + a * kp + j0 + 8);
+        for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) {
+          const __m256 xa = _mm256_broadcast_ss(xs[r] + a);
+          acc[r][0] = _mm256_fmadd_ps(xa, c0, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(xa, c1, acc[r][1]);
+        }
+      }
+      for (std::size_t r = 0; r < POINTS_PER_TILE && t + r < rows; ++r) {
+        best[t + r][0].take(_mm256_sub_ps(h0, acc[r][0]), i0);
+        best[t + r][1].take(_mm256_sub_ps(h1, acc[r][1]), i1);
+      }
     }
   }
   for (std::size_t r = 0; r < rows; ++r) {
@@ -219,6 +224,12 @@ inline void nearest_high(const float* x, std::size_t rows, const float* ct, cons
   }
   for (std::size_t r = 0; r < rows; ++r) labels[r] = which[r];
 }
+
+inline void nearest_high_block(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
+                               std::size_t kp, int* labels) {
+  for (std::size_t t = 0; t < rows; t += POINTS_PER_TILE)
+    nearest_high(x + t * d, std::min(POINTS_PER_TILE, rows - t), ct, half, d, kp, labels + t);
+}
 #endif
 
 // Lloyd from `centroids` (centred, float64, k x d) on p.x; returns the iterations executed.
@@ -258,9 +269,7 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
             for (std::size_t a = 0; a < d; ++a) xt[a * BLOCK + t] = p.x[(first + t) * d + a];
           nearest_low_any(d, xt.data(), rows, c32.data(), k, block_labels);
         } else {
-          for (std::size_t t = 0; t < rows; t += POINTS_PER_TILE)
-            nearest_high(&p.x[(first + t) * d], std::min(POINTS_PER_TILE, rows - t), ct.data(), half.data(), d, kp,
-                         block_labels + t);
+          nearest_high_block(&p.x[first * d], rows, ct.data(), half.data(), d, kp, block_labels);
         }
         for (std::size_t r = 0; r < rows; ++r) {
           mine.changed += labels[first + r] != block_labels[r];
