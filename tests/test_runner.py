@@ -5,7 +5,7 @@ from kmbench.data import results
 from kmbench.protocol import runner
 from kmbench.data.datasets import Dataset
 from kmbench.errors import UsageError
-from kmbench.protocol import Implementation, Result
+from kmbench.protocol import Implementation
 from impls.numpy_fast import NumpyFast
 from tests.conftest import blob_data
 

@@ -164,17 +164,41 @@ long timed_runs(const Options& o, Reset&& reset, Once&& once, std::vector<double
   return executed;
 }
 
+// The data and the initial centroids named by the options, checked against each other.
+struct Inputs {
+  Matrix data, init;
+};
+
+inline Inputs read_inputs(const Options& o) {
+  Inputs in{read_npy(o.data), read_npy(o.init)};
+  if (in.init.cols != in.data.cols) throw std::runtime_error("initial centroids and data differ in dimension");
+  if (in.init.rows > in.data.rows) throw std::runtime_error("more centroids than points");
+  return in;
+}
+
+// A program's main body, with any failure reported as one line on stderr and exit status 1.
+template <typename Body>
+int guarded(Body&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "out of memory\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+  return 1;
+}
+
 // Runs `lloyd(points, n, d, centroids, k, stop)` (which updates centroids in place and
 // returns the iterations it executed) for the warm-up and the counted repeats, each from the
 // initial centroids, timing only that call. `lloyd` is generic over the scalar type (float with --float32, else double).
 template <typename Lloyd>
 int main_with(int argc, char** argv, Lloyd&& lloyd) {
-  try {
+  return guarded([&] {
     const Options o = parse(argc, argv);
-    const Matrix data = read_npy(o.data);
-    const Matrix init = read_npy(o.init);
-    if (init.cols != data.cols) throw std::runtime_error("initial centroids and data differ in dimension");
-    if (init.rows > data.rows) throw std::runtime_error("more centroids than points");
+    const Inputs in = read_inputs(o);
+    const Matrix &data = in.data, &init = in.init;
     std::vector<double> result;
     std::vector<double> times, warmup;
     long executed = 0;
@@ -191,13 +215,7 @@ int main_with(int argc, char** argv, Lloyd&& lloyd) {
     };
     if (o.single) run(float{}); else run(double{});
     print_json(result, data.cols, executed, times, warmup);
-    return 0;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "out of memory\n");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-  }
-  return 1;
+  });
 }
 
 }  // namespace kmbench

@@ -306,7 +306,7 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return kmbench::guarded([&] {
     int threads = omp_get_max_threads();
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
@@ -314,10 +314,8 @@ int main(int argc, char** argv) {
       else rest.push_back(argv[i]);
     }
     const kmbench::Options o = kmbench::parse(int(rest.size()), rest.data());
-    const kmbench::Matrix data = kmbench::read_npy(o.data);
-    const kmbench::Matrix init = kmbench::read_npy(o.init);
-    if (init.cols != data.cols) throw std::runtime_error("initial centroids and data differ in dimension");
-    if (init.rows > data.rows) throw std::runtime_error("more centroids than points");
+    const kmbench::Inputs in = kmbench::read_inputs(o);
+    const kmbench::Matrix &data = in.data, &init = in.init;
     Problem p{data.rows, data.cols, init.rows, std::vector<float>(data.rows * data.cols), std::vector<double>(data.cols, 0.0)};
     for (std::size_t i = 0; i < p.n; ++i)
       for (std::size_t a = 0; a < p.d; ++a) p.mean[a] += data.values[i * p.d + a];
@@ -337,11 +335,5 @@ int main(int argc, char** argv) {
     for (std::size_t j = 0; j < p.k; ++j)
       for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
     kmbench::print_json(centroids, p.d, executed, times, warmup);
-    return 0;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "out of memory\n");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-  }
-  return 1;
+  });
 }

@@ -131,7 +131,7 @@ def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None,
             if reporter:
                 reporter.start(impl, workload)
             if oracle is None and usable(impl)[0]:  # no data or oracle for rows that cannot run
-                problem = problem if problem is not None else task.problem(workload)
+                problem = task.problem(workload)
                 oracle = task.oracle(workload, problem, progress=reporter.note if reporter else None)
                 floor = task.floor(impls, problem, env)
             record = {"run_id": run_id, "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
