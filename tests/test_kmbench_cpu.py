@@ -25,7 +25,8 @@ def _cell(data, k, iterations=12, tol=None, start=None):
 
 
 @needs_compiler
-@pytest.mark.parametrize("d, k", [(1, 3), (2, 5), (2, 300), (5, 40), (16, 17), (17, 8), (64, 100), (100, 1)])
+@pytest.mark.parametrize("d, k", [(1, 3), (2, 5), (2, 300), (5, 40), (16, 17), (17, 8), (64, 100), (100, 1),
+                                  (130, 37), (1000, 20)])
 def test_agrees_with_the_oracle_on_both_paths(d, k):
     _, record = _cell(_blobs(5_003, d, max(k, 1)), k)
     assert record["status"] == "ok", record.get("detail")
@@ -49,7 +50,7 @@ def test_an_empty_cluster_keeps_its_centroid():
 
 
 @needs_compiler
-@pytest.mark.parametrize("d", [2, 40])
+@pytest.mark.parametrize("d", [2, 40, 130])  # low d, the 4-point and the 6-point block
 def test_exact_ties_go_to_the_lower_index(d):
     """Duplicated starting centroids tie exactly for every point near them: the oracle gives
     those points the lower index. The higher would leave the lower centroid where it started,
@@ -71,7 +72,7 @@ class _Portable(KmbenchCpu):
 
 
 @needs_compiler
-@pytest.mark.parametrize("d, k", [(2, 40), (64, 30)])
+@pytest.mark.parametrize("d, k", [(2, 40), (64, 30), (130, 21)])
 def test_the_portable_build_agrees_with_the_oracle(d, k):
     _, record = gpu_cell(_Portable(), _blobs(4_001, d, k), k, 8, repeats=1)
     assert record["status"] == "ok", record.get("detail")

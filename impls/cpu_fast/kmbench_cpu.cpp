@@ -33,7 +33,7 @@
 namespace {
 
 constexpr std::size_t LOW_DIM = 16;
-constexpr std::size_t POINTS_PER_TILE = 4;
+constexpr std::size_t POINTS_PER_TILE = 4;  // of the portable high-d loop
 constexpr std::size_t CENTROIDS_PER_TILE = 16;
 constexpr std::size_t BLOCK = 64;  // points per block of the low-d path
 // Each thread keeps SUM_COPIES copies of its float64 sums and counts, point r of a block adding
@@ -145,41 +145,44 @@ void nearest_low_any(std::size_t d, const float* xt, std::size_t rows, const flo
   }
 }
 
-// The nearest centroids of POINTS_PER_TILE points, high d: score = half[j] - x . c_j, computed
-// for 4 points x CENTROIDS_PER_TILE centroids at a time from the centroids stored
-// dimension-major (ct: d x kp, kp a multiple of CENTROIDS_PER_TILE, padding scored +inf by
-// half). Per dimension: two loads of 8 centroid values, 4 broadcasts, 8 FMAs on 8 lanes, so the
-// 64 partial dots stay in registers (a GEMM's register block, the argmin fused after it).
+// The nearest centroids of a block of points, high d: score = half[j] - x . c_j, computed for
+// a few points x CENTROIDS_PER_TILE centroids at a time from the centroids packed in panels
+// (ct: a tile of 16 centroids, dimension-major, 16 x d floats contiguous; kp a multiple of 16,
+// padding scored +inf by half), so the partial dots stay in registers (a GEMM's register
+// block, the argmin fused after it).
 #ifdef KMBENCH_AVX2
-// Written out on AVX2: the 4 x 16 block is 8 accumulators of 8 lanes, one per point and half
-// tile; per dimension two loads of centroid values, four broadcasts and eight FMAs. Blocked for
-// cache as a GEMM is: a tile of 16 centroids (16 x d floats, 26 KB at d = 408) meets every
-// point of the block before the next tile, so it is read from L1; with the tile loop inside
-// (four points against all k) the whole k x d centroids streamed from L3 for every four points.
-// Each point keeps a running best per lane across the tiles (strict <, so a lane keeps its
-// lower index), and the lanes are reduced once at the end, lowest index on a tie.
-inline void nearest_high_block(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
-                               std::size_t kp, int* labels) {
-  static_assert(POINTS_PER_TILE == 4 && CENTROIDS_PER_TILE == 16, "the block below is 4 x 16");
+// Written out on AVX2: ROWS points x 16 centroids are 2 ROWS accumulators of 8 lanes; per
+// dimension two loads of centroid values (pinned to registers: left to itself GCC folds them
+// into every FMA, 2 ROWS loads where 2 do, and the loads, not the FMAs, set the pace: 30 ->
+// 22 ms at 2e5 x 64, k = 100), ROWS broadcasts and 2 ROWS FMAs. Blocked for cache as a GEMM
+// is: a tile of 16 centroids meets every point of the block before the next tile, so it is
+// read from L1. Each point keeps a running best per lane across the tiles (strict <, so a lane
+// keeps its lower index), and the lanes are reduced once at the end, lowest index on a tie.
+template <std::size_t ROWS>
+void nearest_high_rows(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
+                       std::size_t kp, int* labels) {
+  static_assert(CENTROIDS_PER_TILE == 16, "the block below is two vectors of centroids wide");
   Best8 best[BLOCK][2];
   for (std::size_t j0 = 0; j0 < kp; j0 += CENTROIDS_PER_TILE) {
+    const float* panel = ct + j0 * d;
     const __m256 h0 = _mm256_loadu_ps(half + j0), h1 = _mm256_loadu_ps(half + j0 + 8);
     const __m256i i0 = _mm256_add_epi32(_mm256_set1_epi32(int(j0)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     const __m256i i1 = _mm256_add_epi32(i0, _mm256_set1_epi32(8));
-    for (std::size_t t = 0; t < rows; t += POINTS_PER_TILE) {
-      const float* xs[POINTS_PER_TILE];
-      for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) xs[r] = x + std::min(t + r, rows - 1) * d;
-      __m256 acc[POINTS_PER_TILE][2];
+    for (std::size_t t = 0; t < rows; t += ROWS) {
+      const float* xs[ROWS];
+      for (std::size_t r = 0; r < ROWS; ++r) xs[r] = x + std::min(t + r, rows - 1) * d;
+      __m256 acc[ROWS][2];
       for (auto& point : acc) point[0] = point[1] = _mm256_setzero_ps();
       for (std::size_t a = 0; a < d; ++a) {
-        const __m256 c0 = _mm256_loadu_ps(ct + a * kp + j0), c1 = _mm256_loadu_ps(ct + a * kp + j0 + 8);
-        for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) {
+        __m256 c0 = _mm256_loadu_ps(panel + a * CENTROIDS_PER_TILE), c1 = _mm256_loadu_ps(panel + a * CENTROIDS_PER_TILE + 8);
+        asm("" : "+x"(c0), "+x"(c1));  // keep them in registers (above)
+        for (std::size_t r = 0; r < ROWS; ++r) {
           const __m256 xa = _mm256_broadcast_ss(xs[r] + a);
           acc[r][0] = _mm256_fmadd_ps(xa, c0, acc[r][0]);
           acc[r][1] = _mm256_fmadd_ps(xa, c1, acc[r][1]);
         }
       }
-      for (std::size_t r = 0; r < POINTS_PER_TILE && t + r < rows; ++r) {
+      for (std::size_t r = 0; r < ROWS && t + r < rows; ++r) {
         best[t + r][0].take(_mm256_sub_ps(h0, acc[r][0]), i0);
         best[t + r][1].take(_mm256_sub_ps(h1, acc[r][1]), i1);
       }
@@ -198,6 +201,18 @@ inline void nearest_high_block(const float* x, std::size_t rows, const float* ct
     labels[r] = which[pick];
   }
 }
+
+// 6 points (12 accumulators, 8 loads per 12 FMAs) from d = TALL_FROM_DIM, where the block's
+// points no longer fit L1 and the broadcasts come from L2; 4 points below it, where the
+// 6-point block measured slower (2e5 x 64, k = 100: 23.4 against 24.8 ms; 5e4 x 256, k = 500:
+// 127 against 105 ms; NOTES.md).
+constexpr std::size_t TALL_FROM_DIM = 96;
+
+inline void nearest_high_block(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
+                               std::size_t kp, int* labels) {
+  if (d >= TALL_FROM_DIM) return nearest_high_rows<6>(x, rows, ct, half, d, kp, labels);
+  return nearest_high_rows<4>(x, rows, ct, half, d, kp, labels);
+}
 #else
 inline void nearest_high(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
                          std::size_t kp, int* labels) {
@@ -209,7 +224,7 @@ inline void nearest_high(const float* x, std::size_t rows, const float* ct, cons
   for (std::size_t j0 = 0; j0 < kp; j0 += CENTROIDS_PER_TILE) {
     float acc[POINTS_PER_TILE][CENTROIDS_PER_TILE] = {};
     for (std::size_t a = 0; a < d; ++a) {
-      const float* cta = ct + a * kp + j0;
+      const float* cta = ct + j0 * d + a * CENTROIDS_PER_TILE;
       for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) {
         const float xa = xs[r][a];
 #pragma omp simd
@@ -252,7 +267,7 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
     }
     if (!low)
       for (std::size_t j = 0; j < k; ++j)
-        for (std::size_t a = 0; a < d; ++a) ct[a * kp + j] = c32[j * d + a];
+        for (std::size_t a = 0; a < d; ++a) ct[j / CENTROIDS_PER_TILE * CENTROIDS_PER_TILE * d + a * CENTROIDS_PER_TILE + j % CENTROIDS_PER_TILE] = c32[j * d + a];
 #pragma omp parallel num_threads(threads)
     {
       Partial& mine = partials[omp_get_thread_num()];
