@@ -42,8 +42,9 @@ def thread_count() -> int:
 
 class KmbenchCpu(NativeLloyd):
     name = "kmbench-cpu"
-    description = ("our exact Lloyd on every core: OpenMP over points, SIMD over points (low d) or a 4 x 16 "
-                   "register block with the argmin fused (high d), centred float32 data, float64 sums; subprocess")
+    description = ("our exact Lloyd on every core: OpenMP over points; low d, SIMD over points, or for many "
+                   "centroids a scan of them sorted along one axis; high d, a register block with the argmin "
+                   "fused; centred float32 data, float64 sums; subprocess")
     source = "kmbench's own (the kmbench-cpu issue)"
     source_file = "kmbench_cpu.cpp"
 
@@ -62,7 +63,8 @@ class KmbenchCpu(NativeLloyd):
         self._threads = None
 
     def _sources(self) -> list[Path]:
-        return [self.source_dir / self.source_file, CPP_HERE / "harness.hpp"]
+        """The translation unit, then every header it includes (all of them key the build cache)."""
+        return [self.source_dir / self.source_file, self.source_dir / "sorted_search.hpp", CPP_HERE / "harness.hpp"]
 
     def prepare(self, problem: Problem) -> None:
         self._threads = thread_count()

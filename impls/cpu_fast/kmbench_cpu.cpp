@@ -7,12 +7,16 @@
 // - Low d (d <= LOW_DIM): blocks of 64 points, dimension-major, against every centroid in
 //   turn, direct (x - c)^2 in float32, the loop over the block's points vectorised (a running
 //   best and label per point; strict <, so ties go to the lower index, as in the oracle).
+// - Low d and k >= SORTED_FROM_K: the centroids sorted along the axis where they spread most,
+//   each point scanning outward from its place in that order until the axis gap alone rules
+//   the rest out (sorted_search.hpp); the same float32 scores, so the same labels.
 // - High d: the score |c|^2 / 2 - x . c on the centred data (what the GPU rows compute), as a
-//   register block of 4 points x 16 centroids over all d (a GEMM's micro-kernel), the argmin
+//   register block of 4 or 6 points x 16 centroids over all d (a GEMM's micro-kernel), the argmin
 //   fused after each block; the n x k scores are never stored.
 // - Empty clusters keep their centroid; both stop rules (harness.hpp's StopRule).
 // - AVX2 intrinsics where the compiler targets AVX2 (-march=native); the portable loops
-//   otherwise, or when built with -DKMBENCH_CPU_PORTABLE (to compare the two on one machine).
+//   otherwise, or when built with -DKMBENCH_CPU_PORTABLE (to compare the two on one machine);
+//   -DKMBENCH_NO_SORTED scores every centroid at low d (the same comparison for the search).
 #include "../cpp/harness.hpp"
 
 #include <omp.h>
@@ -25,6 +29,9 @@
 // NOTES.md); the high-d block stays AVX2 there (as fast as the portable one).
 #if defined(KMBENCH_AVX2) && !defined(__AVX512F__)
 #define KMBENCH_LOW_AVX2 1
+#endif
+#ifdef KMBENCH_AVX2
+#include "sorted_search.hpp"
 #endif
 
 #include <algorithm>
@@ -145,6 +152,29 @@ void nearest_low_any(std::size_t d, const float* xt, std::size_t rows, const flo
   }
 }
 
+#ifdef KMBENCH_AVX2
+// Low d and many centroids: the sorted-axis search of sorted_search.hpp, from d = 1 to
+// SORTED_MAX_DIM. One axis rules out less as d grows; the brute-force pass takes over above.
+constexpr std::size_t SORTED_FROM_K = 256, SORTED_MAX_DIM = LOW_DIM;
+
+template <std::size_t D = 1>
+void nearest_sorted_any(std::size_t d, const float* x, std::size_t rows, const kmbench_cpu::SortedCentroids& s,
+                        int* labels) {
+  if constexpr (D > SORTED_MAX_DIM) {
+    throw std::logic_error("nearest_sorted_any: d above SORTED_MAX_DIM");
+  } else {
+    if (d == D) return kmbench_cpu::nearest_sorted<D>(x, rows, s, labels);
+    return nearest_sorted_any<D + 1>(d, x, rows, s, labels);
+  }
+}
+
+inline bool sorted_search_pays(std::size_t d, std::size_t k) {
+  return d <= SORTED_MAX_DIM && k >= SORTED_FROM_K;
+}
+#else
+inline bool sorted_search_pays(std::size_t, std::size_t) { return false; }
+#endif
+
 // The nearest centroids of a block of points, high d: score = half[j] - x . c_j, computed for
 // a few points x CENTROIDS_PER_TILE centroids at a time from the centroids packed in panels
 // (ct: a tile of 16 centroids, dimension-major, 16 x d floats contiguous; kp a multiple of 16,
@@ -251,6 +281,14 @@ inline void nearest_high_block(const float* x, std::size_t rows, const float* ct
 long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads) {
   const std::size_t n = p.n, d = p.d, k = p.k;
   const bool low = d <= LOW_DIM;
+#ifdef KMBENCH_NO_SORTED
+  const bool sorted = false;  // to time the brute-force pass against the search on one machine
+#else
+  const bool sorted = low && sorted_search_pays(d, k);
+#endif
+#ifdef KMBENCH_AVX2
+  kmbench_cpu::SortedCentroids by_axis;
+#endif
   const std::size_t kp = (k + CENTROIDS_PER_TILE - 1) / CENTROIDS_PER_TILE * CENTROIDS_PER_TILE;
   std::vector<float> c32(k * d), half(kp, std::numeric_limits<float>::infinity()), ct(low ? 0 : d * kp, 0.0f);
   std::vector<int> labels(n, -1);
@@ -268,6 +306,9 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
     if (!low)
       for (std::size_t j = 0; j < k; ++j)
         for (std::size_t a = 0; a < d; ++a) ct[j / CENTROIDS_PER_TILE * CENTROIDS_PER_TILE * d + a * CENTROIDS_PER_TILE + j % CENTROIDS_PER_TILE] = c32[j * d + a];
+#ifdef KMBENCH_AVX2
+    if (sorted) by_axis.build(c32.data(), k, d);
+#endif
 #pragma omp parallel num_threads(threads)
     {
       Partial& mine = partials[omp_get_thread_num()];
@@ -279,7 +320,11 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
 #pragma omp for schedule(static)
       for (std::size_t first = 0; first < n; first += BLOCK) {
         const std::size_t rows = std::min(BLOCK, n - first);
-        if (low) {
+        if (sorted) {
+#ifdef KMBENCH_AVX2
+          nearest_sorted_any(d, &p.x[first * d], rows, by_axis, block_labels);
+#endif
+        } else if (low) {
           for (std::size_t t = 0; t < rows; ++t)
             for (std::size_t a = 0; a < d; ++a) xt[a * BLOCK + t] = p.x[(first + t) * d + a];
           nearest_low_any(d, xt.data(), rows, c32.data(), k, block_labels);

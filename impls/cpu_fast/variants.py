@@ -19,6 +19,7 @@ SOURCE = Path(__file__).resolve().parent / "kmbench_cpu.cpp"
 BASE = ["-O3", "-std=c++17", "-fopenmp", "-march=native"]
 VARIANTS = {"avx2": [], "simd256": ["-DKMBENCH_CPU_PORTABLE"],
             "simd512": ["-DKMBENCH_CPU_PORTABLE", "-mprefer-vector-width=512"],
+            "brute-force": ["-mprefer-vector-width=512", "-DKMBENCH_NO_SORTED"],  # every centroid scored
             "default": ["-mprefer-vector-width=512"]}  # what kmbench builds
 SHAPES = [(1_000_000, 2, 5, 10), (1_000_000, 2, 1000, 3), (200_000, 64, 100, 10)]  # n, d, k (= blobs), iterations
 
