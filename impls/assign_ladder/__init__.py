@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from impls.cuda import GpuImplementation
+from impls.cuda.sources import with_local_includes
 from kmbench.tasks.assign import AssignProblem, AssignResult
 from kmbench.errors import ImplementationError
 from kmbench.protocol.timing import CudaEventRegion, host_region
@@ -70,8 +71,7 @@ class AssignCuda(GpuImplementation):
         phases: dict[str, float] = {}
         name = self.kernel_name(d, k)
         with host_region(phases, "compile"):
-            module = cupy.RawModule(code=(HERE / self.source_file).read_text(),
-                                    options=("-std=c++17", f"--include-path={HERE}"),
+            module = cupy.RawModule(code=with_local_includes(HERE / self.source_file), options=("-std=c++17",),
                                     name_expressions=[name] if "<" in name else None)
             self._kernel = module.get_function(name)
         with host_region(phases, "upload"):

@@ -22,6 +22,8 @@ from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Problem, Result
 from kmbench.protocol.timing import CudaEventRegion, host_region
 
+from .sources import with_local_includes
+
 HERE = Path(__file__).resolve().parent
 MAX_K = 4096  # 2 * 4096 floats = 32 KiB of staged means, under the 48 KiB default
 DEFAULT_BLOCK = 256
@@ -93,8 +95,8 @@ class CudaLloyd(GpuImplementation):
         self.check(problem)
         phases: dict[str, float] = {}
         with host_region(phases, "compile"):
-            source = (self.source_dir / self.source_file).read_text()
-            options = ("-std=c++17", f"--include-path={self.source_dir}", *self.defines)
+            source = with_local_includes(self.source_dir / self.source_file)
+            options = ("-std=c++17", *self.defines)
             self._module = cupy.RawModule(code=source, options=options)
             self._functions = {name: self._module.get_function(name) for name in self.kernels}
         self._stream = cupy.cuda.Stream(non_blocking=True)

@@ -17,6 +17,7 @@ from kmbench.protocol import Problem, Result, stop_done
 from kmbench.protocol.timing import CudaEventRegion, host_region
 
 from . import HERE, GpuImplementation
+from .sources import with_local_includes
 
 SHARED_MAX_K = 1024  # as in doc002.cu
 GROUP = 32  # partial rows each first-pass block reduces
@@ -53,8 +54,7 @@ class Cuda002(GpuImplementation):
         self.check(problem)
         phases: dict[str, float] = {}
         with host_region(phases, "compile"):
-            module = cupy.RawModule(code=(HERE / "doc002.cu").read_text(),
-                                    options=("-std=c++17", f"--include-path={HERE}"))
+            module = cupy.RawModule(code=with_local_includes(HERE / "doc002.cu"), options=("-std=c++17",))
             self._assign = module.get_function("assign_reduce")
             self._reduce = module.get_function("reduce_partials")
             self._update = module.get_function("update_centroids")
