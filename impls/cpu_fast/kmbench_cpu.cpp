@@ -224,17 +224,10 @@ void nearest_high_rows(const float* x, std::size_t rows, const float* ct, const 
       }
     }
   }
-  for (std::size_t r = 0; r < rows; ++r) {
-    alignas(32) float score[16];
-    alignas(32) int which[16];
-    _mm256_store_ps(score, best[r][0].score);
-    _mm256_store_ps(score + 8, best[r][1].score);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(which), best[r][0].label);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(which + 8), best[r][1].label);
-    std::size_t pick = 0;
-    for (std::size_t lane = 1; lane < 16; ++lane)
-      if (score[lane] < score[pick] || (score[lane] == score[pick] && which[lane] < which[pick])) pick = lane;
-    labels[r] = which[pick];
+  for (std::size_t r = 0; r < rows; ++r) {  // 16 lanes to one label, by (score, index), without branches
+    kmbench_cpu::BestByIndex lanes{best[r][0].score, best[r][0].label};
+    lanes.take(best[r][1].score, best[r][1].label);
+    labels[r] = lanes.winner();
   }
 }
 
