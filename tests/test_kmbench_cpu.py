@@ -230,3 +230,15 @@ def test_its_cells_sit_on_the_cpus_roofline_not_the_gpus():
     found = report._roofline(record)
     assert found["arithmetic_fraction"] == pytest.approx(expected)
     assert 0 < found["memory_fraction"] < 10
+
+
+@needs_compiler
+@pytest.mark.parametrize("d, k, path, fmas", [(2, 50, "low d, every centroid", 2.0), (2, 300, "sorted search", None),
+                                              (40, 20, "high d, register block", 40.0)])
+def test_the_record_names_the_path_and_claims_fmas_only_where_every_centroid_is_scored(d, k, path, fmas):
+    """The sorted search scores as many centroids as the data make it, so its cells make no
+    FMA claim (the report would otherwise put them above the machine's FMA rate)."""
+    _, record = _cell(_blobs(8_000, d, k), k, iterations=3)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["build"]["strategy"] == path
+    assert record["fp32_per_distance"] == fmas

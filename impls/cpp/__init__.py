@@ -57,6 +57,7 @@ class NativeLloyd(Implementation):
         self.dtype = "float32" if self.single else "float64"
         self._binary: build.Binary | None = None
         self._workdir: tempfile.TemporaryDirectory | None = None
+        self.reported: dict = {}
 
     def follows_tolerance(self, tol: float) -> bool:
         return True  # harness.hpp's StopRule, the same rule as kmbench.protocol.stop_done
@@ -140,6 +141,9 @@ class NativeLloyd(Implementation):
         if centroids.shape != problem.initial_centroids.shape or not times:
             raise ImplementationError(f"{self.name} returned centroids of shape {centroids.shape} "
                                       f"and {len(times)} timings")
+        # What a binary says beyond the protocol's fields (kmbench-cpu: the path it took).
+        self.reported = {key: value for key, value in output.items()
+                         if key not in ("centroids", "iterations", "times", "warmup_times")}
         phases = {"process_overhead": max(0.0, wall - sum(times) - sum(warmup))}
         if warmup:
             phases["first_run"] = warmup[0]

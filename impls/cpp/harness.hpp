@@ -119,8 +119,10 @@ std::vector<T> as(const Matrix& m) {
   return std::vector<T>(m.values.begin(), m.values.end());
 }
 
+// `extra`: more members of the document, already written as JSON (`"strategy": "..."`), or "".
 inline void print_json(const std::vector<double>& centroids, std::size_t d, long iterations,
-                       const std::vector<double>& times, const std::vector<double>& warmup) {
+                       const std::vector<double>& times, const std::vector<double>& warmup,
+                       const std::string& extra = "") {
   auto list = [](const std::vector<double>& v) {
     std::string s = "[";
     char buf[40];
@@ -136,8 +138,9 @@ inline void print_json(const std::vector<double>& centroids, std::size_t d, long
     rows += (c ? ", " : "") + list(row);
   }
   rows += "]";
-  std::printf("{\"centroids\": %s, \"iterations\": %ld, \"times\": %s, \"warmup_times\": %s}\n",
-              rows.c_str(), iterations, list(times).c_str(), list(warmup).c_str());
+  std::printf("{\"centroids\": %s, \"iterations\": %ld, \"times\": %s, \"warmup_times\": %s%s%s}\n",
+              rows.c_str(), iterations, list(times).c_str(), list(warmup).c_str(), extra.empty() ? "" : ", ",
+              extra.c_str());
 }
 
 // The warm-up and the counted repeats: each run starts with `reset()` (untimed), then `once()`

@@ -40,6 +40,9 @@ def thread_count() -> int:
         return os.cpu_count() or 1
 
 
+SORTED_SEARCH = "sorted search"  # kmbench_cpu.cpp's name for its low-d path for many centroids
+
+
 class KmbenchCpu(NativeLloyd):
     name = "kmbench-cpu"
     description = ("our exact Lloyd on every core: OpenMP over points; low d, SIMD over points, or for many "
@@ -83,13 +86,20 @@ class KmbenchCpu(NativeLloyd):
         """Each point read once, as the GPU rows count it (float32 after centring)."""
         return problem.n * problem.d * 4
 
-    def fp32_per_distance(self, problem: Problem) -> float:
-        """The FMAs of one distance: d on both paths (the direct (x - c)^2 at low d, the dot
-        product at high d). The CPU's ceiling is BLAS SGEMM's FMA rate, so the fraction says how
-        busy the FMA units are; the subtractions and compares beside them run on other pipes
-        on the CPUs we measured, and are left out of both."""
-        return float(problem.d)
+    def fp32_per_distance(self, problem: Problem) -> float | None:
+        """The FMAs of one distance: d where every centroid is scored (the direct (x - c)^2 at
+        low d, the dot product at high d). The CPU's ceiling is BLAS SGEMM's FMA rate, so the
+        fraction says how busy the FMA units are; the subtractions and compares beside them
+        run on other pipes on the CPUs we measured, and are left out of both. None after the
+        sorted search: how many centroids it scores depends on the data (no roofline claim,
+        as for yinyang-gpu)."""
+        return None if self.strategy == SORTED_SEARCH else float(problem.d)
+
+    @property
+    def strategy(self) -> str | None:
+        """The path the binary reported for the last run."""
+        return self.reported.get("strategy")
 
     def build_info(self) -> dict:
         return {**super().build_info(), "precision": "fp32 distances on centred data, float64 sums",
-                "threads": self._threads, "cpu": cpu_model()}
+                "threads": self._threads, "cpu": cpu_model(), "strategy": self.strategy}

@@ -302,15 +302,19 @@ void add_block_any(std::size_t d, const float* x, const int* labels, std::size_t
   }
 }
 
+// Which path `lloyd` takes at this d and k, as the record names it.
+const char* strategy(std::size_t d, std::size_t k) {
+#ifndef KMBENCH_NO_SORTED
+  if (d <= LOW_DIM && sorted_search_pays(d, k)) return "sorted search";
+#endif
+  return d <= LOW_DIM ? "low d, every centroid" : "high d, register block";
+}
+
 // Lloyd from `centroids` (centred, float64, k x d) on p.x; returns the iterations executed.
 long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads) {
   const std::size_t n = p.n, d = p.d, k = p.k;
   const bool low = d <= LOW_DIM;
-#ifdef KMBENCH_NO_SORTED
-  const bool sorted = false;  // to time the brute-force pass against the search on one machine
-#else
-  const bool sorted = low && sorted_search_pays(d, k);
-#endif
+  const bool sorted = strategy(d, k) == std::string("sorted search");
 #ifdef KMBENCH_AVX2
   kmbench_cpu::SortedCentroids by_axis;
 #endif
@@ -410,6 +414,7 @@ int main(int argc, char** argv) {
         [&] { return lloyd(p, centroids, stop, threads); }, times, warmup);
     for (std::size_t j = 0; j < p.k; ++j)
       for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
-    kmbench::print_json(centroids, p.d, executed, times, warmup);
+    kmbench::print_json(centroids, p.d, executed, times, warmup,
+                        std::string("\"strategy\": \"") + strategy(p.d, p.k) + "\"");
   });
 }
