@@ -48,19 +48,28 @@ def blob_data(rng, n=2000, d=2, k=5, dtype=np.float32):
     return (centers[labels] + rng.standard_normal((n, d))).astype(dtype)
 
 
-def gpu_cell(impl, data, k, iterations, tol=None, repeats=1, start=None):
-    """One validated cell on in-memory data: the oracle and the record, as a run makes them
-    (any implementation, GPU or not; `start`: initial centroids instead of the harness's)."""
+def memory_problem(data, k, iterations, tol=None, repeats=1, start=None, warmup=1):
+    """The dataset, settings and problem of one cell on in-memory data, as a run makes them
+    (`start`: initial centroids instead of the harness's)."""
     from dataclasses import replace
 
-    from kmbench.protocol import runner, validate
     from kmbench.data.datasets import Dataset
+    from kmbench.protocol import runner
 
     dataset = Dataset("gpu", data, None, {"generator": "test"})
-    settings = runner.Settings(k=k, iterations=iterations, warmup=1, repeats=repeats,
+    settings = runner.Settings(k=k, iterations=iterations, warmup=warmup, repeats=repeats,
                                stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
     problem = runner.make_problem(dataset, settings)
     if start is not None:
         problem = replace(problem, initial_centroids=start)
+    return dataset, settings, problem
+
+
+def gpu_cell(impl, data, k, iterations, tol=None, repeats=1, start=None):
+    """One validated cell on in-memory data: the oracle and the record, as a run makes them
+    (any implementation, GPU or not; `start`: initial centroids instead of the harness's)."""
+    from kmbench.protocol import runner, validate
+
+    dataset, settings, problem = memory_problem(data, k, iterations, tol=tol, repeats=repeats, start=start)
     oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
     return oracle, runner.run_cell(impl, problem, oracle, dataset, settings, "gpu")

@@ -9,7 +9,7 @@ import pytest
 from impls.cpp import build
 from impls.cpu_fast import KmbenchCpu, thread_count
 from kmbench.errors import ImplementationError
-from tests.conftest import gpu_cell
+from tests.conftest import gpu_cell, memory_problem
 
 needs_compiler = pytest.mark.skipif(build.find_compiler()[0] is None, reason="no C++ compiler on PATH")
 
@@ -88,13 +88,7 @@ class _BruteForce(KmbenchCpu):
 
 
 def _centroids(impl, data, start, iterations):
-    from dataclasses import replace
-
-    from kmbench.data.datasets import Dataset
-    from kmbench.protocol import runner
-
-    settings = runner.Settings(k=len(start), iterations=iterations, warmup=0, repeats=1)
-    problem = replace(runner.make_problem(Dataset("t", data, None, {}), settings), initial_centroids=start)
+    _, _, problem = memory_problem(data, len(start), iterations, start=start, warmup=0)
     impl.prepare(problem)
     try:
         return impl.run(problem).centroids

@@ -36,6 +36,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 namespace {
 
@@ -60,6 +63,19 @@ struct Partial {
   std::vector<long long> counts;
   std::size_t changed = 0;
 };
+
+// Calls f(std::integral_constant<std::size_t, d>{}) for 1 <= d <= MAX, so the loops over d
+// inside f are compiled, and unrolled, once per d.
+template <std::size_t MAX, std::size_t D = 1, typename F>
+void with_dim(std::size_t d, F&& f) {
+  if constexpr (D == MAX) {
+    if (d != MAX) throw std::logic_error("with_dim: d outside 1.." + std::to_string(MAX));
+    f(std::integral_constant<std::size_t, D>{});
+  } else {
+    if (d == D) return f(std::integral_constant<std::size_t, D>{});
+    with_dim<MAX, D + 1>(d, std::forward<F>(f));
+  }
+}
 
 #ifdef KMBENCH_AVX2
 // A running best score and its label in 8 lanes.
@@ -141,45 +157,38 @@ void nearest_low(const float* xt, std::size_t rows, const float* c, std::size_t 
 }
 #endif
 
-// d from 1 to LOW_DIM, each compiled with its own unrolled inner loop. x: the block's points,
-// row-major; xt: room for them dimension-major (d x BLOCK). The copy is made here, where D is
-// known: with d a runtime value, its inner loop of one or two copies took a third of an
-// iteration at 1e6 x 2, k = 5.
-template <std::size_t D = 1>
-void nearest_low_any(std::size_t d, const float* x, float* xt, std::size_t rows, const float* c, std::size_t k,
-                     int* labels) {
-  if constexpr (D > LOW_DIM) {
-    throw std::logic_error("nearest_low_any: d above LOW_DIM");
-  } else {
-    if (d != D) return nearest_low_any<D + 1>(d, x, xt, rows, c, k, labels);
-    for (std::size_t t = 0; t < rows; ++t)
-      for (std::size_t a = 0; a < D; ++a) xt[a * BLOCK + t] = x[t * D + a];
-    return nearest_low<D>(xt, rows, c, k, labels);
-  }
+// x: the block's points, row-major; xt: room for them dimension-major (D x BLOCK). The copy
+// is made here, where D is known: with d a runtime value, its inner loop of one or two copies
+// took a third of an iteration at 1e6 x 2, k = 5.
+template <std::size_t D>
+void nearest_low_rows(const float* x, float* xt, std::size_t rows, const float* c, std::size_t k, int* labels) {
+  for (std::size_t t = 0; t < rows; ++t)
+    for (std::size_t a = 0; a < D; ++a) xt[a * BLOCK + t] = x[t * D + a];
+  nearest_low<D>(xt, rows, c, k, labels);
 }
 
-#ifdef KMBENCH_AVX2
-// Low d and many centroids: the sorted-axis search of sorted_search.hpp, from d = 1 to
-// SORTED_MAX_DIM. One axis rules out less as d grows; the brute-force pass takes over above.
-constexpr std::size_t SORTED_FROM_K = 256, SORTED_MAX_DIM = LOW_DIM;
+// Low d and many centroids: the sorted-axis search of sorted_search.hpp, with AVX2, unless
+// built with -DKMBENCH_NO_SORTED. Below SORTED_FROM_K its fixed cost per point loses (NOTES.md).
+constexpr std::size_t SORTED_FROM_K = 256;
 
-template <std::size_t D = 1>
-void nearest_sorted_any(std::size_t d, const float* x, std::size_t rows, const kmbench_cpu::SortedCentroids& s,
-                        int* labels) {
-  if constexpr (D > SORTED_MAX_DIM) {
-    throw std::logic_error("nearest_sorted_any: d above SORTED_MAX_DIM");
-  } else {
-    if (d == D) return kmbench_cpu::nearest_sorted<D>(x, rows, s, labels);
-    return nearest_sorted_any<D + 1>(d, x, rows, s, labels);
-  }
-}
+enum class Path { sorted_search, low, high };
 
-inline bool sorted_search_pays(std::size_t d, std::size_t k) {
-  return d <= SORTED_MAX_DIM && k >= SORTED_FROM_K;
-}
-#else
-inline bool sorted_search_pays(std::size_t, std::size_t) { return false; }
+Path path_for(std::size_t d, std::size_t k) {
+#if defined(KMBENCH_AVX2) && !defined(KMBENCH_NO_SORTED)
+  if (d <= LOW_DIM && k >= SORTED_FROM_K) return Path::sorted_search;
 #endif
+  (void)k;  // without the search, k does not choose
+  return d <= LOW_DIM ? Path::low : Path::high;
+}
+
+// The path's name in the record (impls/cpu_fast/__init__.py reads "sorted search").
+const char* name_of(Path path) {
+  switch (path) {
+    case Path::sorted_search: return "sorted search";
+    case Path::low: return "low d, every centroid";
+    default: return "high d, register block";
+  }
+}
 
 // The nearest centroids of a block of points, high d: score = half[j] - x . c_j, computed for
 // a few points x CENTROIDS_PER_TILE centroids at a time from the centroids packed in panels
@@ -292,29 +301,12 @@ void add_block(std::size_t d, const float* x, const int* labels, std::size_t row
   }
 }
 
-template <std::size_t D = 1>
-void add_block_any(std::size_t d, const float* x, const int* labels, std::size_t rows, std::size_t k, Partial& mine) {
-  if constexpr (D > LOW_DIM) {
-    return add_block<0>(d, x, labels, rows, k, mine);
-  } else {
-    if (d == D) return add_block<D>(d, x, labels, rows, k, mine);
-    return add_block_any<D + 1>(d, x, labels, rows, k, mine);
-  }
-}
-
-// Which path `lloyd` takes at this d and k, as the record names it.
-const char* strategy(std::size_t d, std::size_t k) {
-#ifndef KMBENCH_NO_SORTED
-  if (d <= LOW_DIM && sorted_search_pays(d, k)) return "sorted search";
-#endif
-  return d <= LOW_DIM ? "low d, every centroid" : "high d, register block";
-}
 
 // Lloyd from `centroids` (centred, float64, k x d) on p.x; returns the iterations executed.
 long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads) {
   const std::size_t n = p.n, d = p.d, k = p.k;
-  const bool low = d <= LOW_DIM;
-  const bool sorted = strategy(d, k) == std::string("sorted search");
+  const Path path = path_for(d, k);
+  const bool low = path != Path::high;
 #ifdef KMBENCH_AVX2
   kmbench_cpu::SortedCentroids by_axis;
 #endif
@@ -336,7 +328,7 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
       for (std::size_t j = 0; j < k; ++j)
         for (std::size_t a = 0; a < d; ++a) ct[j / CENTROIDS_PER_TILE * CENTROIDS_PER_TILE * d + a * CENTROIDS_PER_TILE + j % CENTROIDS_PER_TILE] = c32[j * d + a];
 #ifdef KMBENCH_AVX2
-    if (sorted) by_axis.build(c32.data(), k, d);
+    if (path == Path::sorted_search) by_axis.build(c32.data(), k, d);
 #endif
 #pragma omp parallel num_threads(threads)
     {
@@ -349,20 +341,22 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
 #pragma omp for schedule(static)
       for (std::size_t first = 0; first < n; first += BLOCK) {
         const std::size_t rows = std::min(BLOCK, n - first);
-        if (sorted) {
+        const float* x = &p.x[first * d];
+        if (path == Path::sorted_search) {
 #ifdef KMBENCH_AVX2
-          nearest_sorted_any(d, &p.x[first * d], rows, by_axis, block_labels);
+          with_dim<LOW_DIM>(d, [&](auto D) { kmbench_cpu::nearest_sorted<D()>(x, rows, by_axis, block_labels); });
 #endif
         } else if (low) {
-          nearest_low_any(d, &p.x[first * d], xt.data(), rows, c32.data(), k, block_labels);
+          with_dim<LOW_DIM>(d, [&](auto D) { nearest_low_rows<D()>(x, xt.data(), rows, c32.data(), k, block_labels); });
         } else {
-          nearest_high_block(&p.x[first * d], rows, ct.data(), half.data(), d, kp, block_labels);
+          nearest_high_block(x, rows, ct.data(), half.data(), d, kp, block_labels);
         }
         for (std::size_t r = 0; r < rows; ++r) {
           mine.changed += labels[first + r] != block_labels[r];
           labels[first + r] = block_labels[r];
         }
-        add_block_any(d, &p.x[first * d], block_labels, rows, k, mine);
+        if (low) with_dim<LOW_DIM>(d, [&](auto D) { add_block<D()>(d, x, block_labels, rows, k, mine); });
+        else add_block<0>(d, x, block_labels, rows, k, mine);
       }
     }
     std::size_t changed = 0;
@@ -415,6 +409,6 @@ int main(int argc, char** argv) {
     for (std::size_t j = 0; j < p.k; ++j)
       for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
     kmbench::print_json(centroids, p.d, executed, times, warmup,
-                        std::string("\"strategy\": \"") + strategy(p.d, p.k) + "\"");
+                        std::string("\"strategy\": \"") + name_of(path_for(p.d, p.k)) + "\"");
   });
 }
