@@ -24,6 +24,7 @@ BUILTINS = [
     "impls.cuda.doc002:Cuda002",
     "impls.fast:KmbenchGpu",
     "impls.fast:KmbenchGpuTf32",
+    "impls.fast.stream:KmbenchGpuStream",
     "impls.yinyang:YinyangGpu",
     "impls.triton_lloyd:TritonFused",
     "impls.kmcuda:Kmcuda",

@@ -136,7 +136,8 @@ class KmbenchGpu(GpuImplementation):
             needed = device_bytes(problem.n, problem.d, problem.k)
         if needed > free:
             raise ImplementationError(f"{self.name} needs {needed / 2**30:.1f} GiB of GPU memory; "
-                                      f"{free / 2**30:.1f} GiB is free")
+                                      f"{free / 2**30:.1f} GiB is free (kmbench-gpu-stream streams data "
+                                      f"larger than the GPU from host memory)")
 
     def strategy_for(self, problem: Problem) -> str:
         if self.tf32:
@@ -165,12 +166,7 @@ class KmbenchGpu(GpuImplementation):
                 self._kernel = module.get_function("resident")
                 self._points = RESIDENT_POINTS
             elif self._strategy not in ("gemm", "tensor"):
-                points = points_per_thread(d)
-                module = cupy.RawModule(code=(HERE / "lowd.cu").read_text(),
-                                        options=("-std=c++17", f"-DDIM={d}", f"-DPOINTS={points}"))
-                self._kernel = module.get_function("small_k" if self._strategy == "small-k" else "tiled")
-                self._finish = module.get_function("finish")
-                self._points = points
+                self._compile_lowd(d)
             elif self._strategy == "gemm":
                 module = cupy.RawModule(code=(HERE / "highd.cu").read_text(), options=("-std=c++17",))
                 self._argmin = module.get_function("argmin_rows")
@@ -208,6 +204,17 @@ class KmbenchGpu(GpuImplementation):
         return {"triton": triton.__version__, "tiling": list(self._tensor.tiling), "recheck": self._tensor.recheck,
                 "centroid_order": "by neighbourhood" if self._tensor_order else "as given",
                 "exact_tiling": list(self._tensor.exact_tiling), "bound_eps": self._tensor.eps}
+
+    def _compile_lowd(self, d: int) -> None:
+        """lowd.cu for this d: the small-k or tiled kernel (per self._strategy) and finish."""
+        import cupy
+
+        points = points_per_thread(d)
+        module = cupy.RawModule(code=(HERE / "lowd.cu").read_text(),
+                                options=("-std=c++17", f"-DDIM={d}", f"-DPOINTS={points}"))
+        self._kernel = module.get_function("small_k" if self._strategy == "small-k" else "tiled")
+        self._finish = module.get_function("finish")
+        self._points = points
 
     def _grid(self, problem: Problem) -> int:
         """Blocks for the low-d kernels: enough for every point once (resident: eight per
@@ -286,15 +293,23 @@ class KmbenchGpu(GpuImplementation):
         self._tensor.iterate(track)
 
     def _iterate_lowd(self, problem: Problem, track: bool) -> None:
-        n, k = np.int64(problem.n), np.int32(problem.k)
-        labels = self._labels if track else np.uint64(0)  # a null pointer: no labels kept
+        self._assign_lowd(self._x, problem.n, problem.k, self._labels if track else None, self._blocks)
+        self._finish_lowd(problem.k)
+
+    def _assign_lowd(self, x, n: int, k: int, labels, blocks: int) -> None:
+        """The small-k or tiled kernel over n centred points `x`: labels (None: not kept) and
+        their float64 sums added into self._sums."""
+        labels = np.uint64(0) if labels is None else labels  # a null pointer: no labels kept
         if self._strategy == "small-k":
-            args = (self._x, n, self._centroids, k, self._sums, labels, self._changed)
+            args = (x, np.int64(n), self._centroids, np.int32(k), self._sums, labels, self._changed)
         else:
-            args = (self._x, n, self._centroids, self._half_norms, k, self._sums, labels, self._changed)
-        self._kernel((self._blocks,), (BLOCK,), args)
-        self._finish(((problem.k + 255) // 256,), (256,),
-                     (self._sums, self._centroids, self._centroids64, self._half_norms, k))
+            args = (x, np.int64(n), self._centroids, self._half_norms, np.int32(k), self._sums, labels, self._changed)
+        self._kernel((blocks,), (BLOCK,), args)
+
+    def _finish_lowd(self, k: int) -> None:
+        """New centroids from self._sums (cleared for the next iteration)."""
+        self._finish(((k + 255) // 256,), (256,),
+                     (self._sums, self._centroids, self._centroids64, self._half_norms, np.int32(k)))
 
     def _assign_chunks(self, problem: Problem, track: bool):
         """Assign GEMM_ROWS points at a time (scores by cuBLAS SGEMM, in TF32 only inside

@@ -118,6 +118,7 @@ class TensorPath:
         self.flagged_total = cupy.zeros(1, dtype=cupy.uint64)
         self.changed = changed
         self.counts = cupy.zeros(k, dtype=cupy.int32)
+        self.totals = cupy.zeros(k, dtype=cupy.int32)  # a streamed iteration's counts over its chunks
         self.starts = cupy.empty(k, dtype=cupy.int32)
         self.cursor = cupy.empty(k, dtype=cupy.int32)
         self.sums = cupy.zeros((k, d), dtype=cupy.float64)
@@ -133,7 +134,7 @@ class TensorPath:
         self.eta = float(bound.SAFETY * bound.HALF_NORM_UNIT)
         module = cupy.RawModule(code=(HERE / "update.cu").read_text(), options=("-std=c++17",))
         self._update = {name: module.get_function(name)
-                        for name in ("histogram", "scan", "scatter", "segment_sums", "finish", "flagged_histogram",
+                        for name in ("histogram", "scan", "chunk_scan", "scatter", "segment_sums", "finish", "flagged_histogram",
                                      "flagged_scan", "flagged_scatter")}
         self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
@@ -163,6 +164,7 @@ class TensorPath:
         self.flagged_total.fill(0)
         self.flagged_counts.fill(0)
         self.counts.fill(0)
+        self.totals.fill(0)
         self.sums.fill(0)
 
     def load_centroids(self, single) -> None:
@@ -261,20 +263,56 @@ class TensorPath:
 
     def update(self, track: bool) -> None:
         """New centroids from the labels: counting sort by cluster, float64 segment sums."""
+        self._sorted_sums(track, self.previous, "scan", (self.flagged_count, self.flagged_total, self.bound_max))
+        self._finish(self.counts)
+
+    # A streamed iteration (stream.py) sees the points a chunk at a time in the same buffers:
+    # load_chunk, assign and accumulate per chunk, then finish_streamed once.
+
+    def load_chunk(self, raw, shift) -> None:
+        """A chunk of the points as stored (m x d float32 on the GPU) centred by `shift` into
+        x[:m], with the TF32 copy and rounded-up norms that __init__ makes for resident points."""
+        import cupy
+
+        m = raw.shape[0]
+        self.n = m
+        x = self.x[:m]
+        cupy.subtract(raw, shift, out=x)
+        self.x_tf32[:m] = bound.to_tf32(x, cupy)
+        self.x_norm[:m] = bound.round_up(_norms(x), cupy)
+
+    def accumulate(self, track: bool, previous) -> None:
+        """The loaded chunk's share of the update: its points summed by cluster into sums, its
+        counts added to totals; `previous`: its rows of the run's labels (tolerance rule)."""
+        self._sorted_sums(track, previous, "chunk_scan", (self.totals, self.flagged_count, self.flagged_total))
+
+    def finish_streamed(self) -> None:
+        """New centroids from every chunk's sums and totals; the bound's maxima start again."""
+        self.bound_max.fill(0)
+        self._finish(self.totals)
+
+    def _sorted_sums(self, track: bool, previous, scan: str, scan_tail: tuple) -> None:
+        """Counting sort of the points by cluster, then float64 sums over runs of one cluster."""
         n, d, k = np.int64(self.n), np.int32(self.d), np.int32(self.k)
         shared_k = self.k if self.k <= SHARED_HISTOGRAM_K else 0
         launch = self._update
         launch["histogram"]((self._stream_blocks,), (256,),
-                            (self.labels, n, k, self.counts, np.int32(shared_k), self.previous, self.changed,
+                            (self.labels, n, k, self.counts, np.int32(shared_k), previous, self.changed,
                              np.int32(track)), shared_mem=shared_k * 4)
-        launch["scan"]((1,), (1024,), (self.counts, k, self.starts, self.cursor, self.flagged_count,
-                                       self.flagged_total, self.bound_max))
+        launch[scan]((1,), (1024,), (self.counts, k, self.starts, self.cursor) + scan_tail)
         launch["scatter"]((self._stream_blocks * 2,), (256,), (self.labels, n, self.cursor, self.order))
-        threads = int(min(256, max(32, (self.d + 31) // 32 * 32)))
-        launch["segment_sums"](((self.n + CHUNK - 1) // CHUNK,), (threads,),
+        launch["segment_sums"](((self.n + CHUNK - 1) // CHUNK,), (self._sum_threads,),
                                (self.x, d, self.order, self.labels, n, self.sums))
-        launch["finish"]((self.k,), (threads,), (self.sums, self.counts, k, d, self.centroids64, self.centroids,
-                                                 self.centroids_tf32, self.half_norms, self.bound_max))
+
+    def _finish(self, counts) -> None:
+        self._update["finish"]((self.k,), (self._sum_threads,),
+                               (self.sums, counts, np.int32(self.k), np.int32(self.d), self.centroids64,
+                                self.centroids, self.centroids_tf32, self.half_norms, self.bound_max))
+
+    @property
+    def _sum_threads(self) -> int:
+        """Threads of segment_sums and finish: one per dimension, whole warps, at most 256."""
+        return int(min(256, max(32, (self.d + 31) // 32 * 32)))
 
     def iterate(self, track: bool) -> None:
         self.assign()

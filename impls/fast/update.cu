@@ -7,7 +7,8 @@
 // centroids, their half norms, and the two maxima of the TF32 error bound (bound.py).
 //
 // Launch order per iteration: histogram, scan, scatter, segment_sums, finish. scan also
-// resets what the next assignment counts (flagged points) and what finish maximises.
+// resets what the next assignment counts (flagged points) and what finish maximises. A streamed
+// iteration runs histogram, chunk_scan, scatter, segment_sums per chunk, then finish once.
 
 #define CHUNK 256          // sorted points per block of segment_sums
 #define SCAN_THREADS 1024  // scan is one block
@@ -69,18 +70,41 @@ __device__ void exclusive_scan(const int* __restrict__ counts, int k, int* __res
   }
 }
 
+// Adds the re-checked points of this pass to the run's total and clears the counter.
+__device__ void count_flagged(unsigned int* __restrict__ flagged_count, unsigned long long* __restrict__ flagged_total) {
+  if (threadIdx.x == 0) {
+    *flagged_total += *flagged_count;
+    *flagged_count = 0u;
+  }
+}
+
 // The counts' prefix sums; also resets the flagged-point counter after adding it to the run's
 // total, and the bound's maxima that finish will fill.
 extern "C" __global__ void scan(const int* __restrict__ counts, int k, int* __restrict__ starts, int* __restrict__ cursor,
                                 unsigned int* __restrict__ flagged_count, unsigned long long* __restrict__ flagged_total,
                                 float* __restrict__ bound_max) {
   exclusive_scan(counts, k, starts, cursor);
+  count_flagged(flagged_count, flagged_total);
   if (threadIdx.x == 0) {
-    *flagged_total += *flagged_count;
-    *flagged_count = 0u;
     bound_max[0] = 0.0f;
     bound_max[1] = 0.0f;
   }
+}
+
+// scan for one chunk of a streamed iteration (stream.py): the chunk's counts are added to the
+// iteration's totals, which finish reads, and cleared for the next chunk. The bound's maxima
+// stay: the next chunk's assignment reads them; the iteration resets them once, before finish.
+extern "C" __global__ void chunk_scan(int* __restrict__ counts, int k, int* __restrict__ starts, int* __restrict__ cursor,
+                                      int* __restrict__ totals, unsigned int* __restrict__ flagged_count,
+                                      unsigned long long* __restrict__ flagged_total) {
+  exclusive_scan(counts, k, starts, cursor);
+  // Each thread clears only the counts it read itself, so no barrier is needed.
+  const int per = (k + SCAN_THREADS - 1) / SCAN_THREADS;
+  for (int j = threadIdx.x * per; j < min((int)threadIdx.x * per + per, k); ++j) {
+    totals[j] += counts[j];
+    counts[j] = 0;
+  }
+  count_flagged(flagged_count, flagged_total);
 }
 
 // order[] lists the points cluster by cluster. Lanes of a warp with the same label take
