@@ -68,3 +68,56 @@ def test_high_d_distances_are_exact_enough_far_from_the_origin():
     centroids = rng.standard_normal((20, d)) + 1e6
     direct = ((points[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
     assert np.abs(squared_distances(points, centroids) - direct).max() <= 1e-9 * d
+
+
+# ---------------------------------------------------------------- host data in blocks
+# Data larger than the GPU stay in host memory and reach the oracle a block at a time. On the
+# CPU the same path is taken by telling the reference that NumPy cannot compute on the data in
+# place, with blocks and chunks small enough that their edges fall inside one another.
+
+def _in_blocks(monkeypatch, block_rows: int, chunk_elements: int, d: int):
+    monkeypatch.setattr(reference, "_computes_in_place", lambda data, xp: False)
+    monkeypatch.setattr(reference, "_free_bytes", lambda xp: 0)
+    monkeypatch.setattr(reference, "BLOCK_BYTES", block_rows * d * 4)
+    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", chunk_elements)
+
+
+def _blob_problem(seed=3, n=10_000, d=3, k=7):
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-20, 20, size=(k, d))
+    data = (centers[rng.integers(0, k, n)] + rng.standard_normal((n, d))).astype(np.float32)
+    return data, data[rng.choice(n, k, replace=False)].astype(np.float64)
+
+
+def test_blocks_cover_every_row_once_in_whole_multiples(monkeypatch):
+    data, _ = _blob_problem(n=1000)
+    _in_blocks(monkeypatch, block_rows=300, chunk_elements=1 << 23, d=3)
+    pieces = list(reference.blocks(data, np, multiple=128))
+    assert [first for first, _ in pieces] == [0, 256, 512, 768]  # 300 rows rounded down to 2 x 128
+    assert np.array_equal(np.concatenate([block for _, block in pieces]), data)
+
+
+def test_block_edges_inside_chunks_change_nothing(monkeypatch):
+    """The oracle's every measure on data in blocks of 250 rows (chunks of 100 for the distances,
+    4096 for the float32 sums) equals the same on the data whole."""
+    data, start = _blob_problem()
+    k = start.shape[0]
+    whole = reference.lloyd(data, start, 4)
+    whole32 = reference.lloyd(data, start, 4, dtype=np.float32)
+    expected = (reference.inertia(data, whole.centroids), reference.mean(data), reference.spread(data),
+                reference.tie_shift(data, whole.previous)[0])
+    _in_blocks(monkeypatch, block_rows=250, chunk_elements=100 * k, d=data.shape[1])
+    assert reference._chunk_rows(k) == 100
+    blocked = reference.lloyd(data, start, 4)
+    np.testing.assert_array_equal(blocked.labels, whole.labels)
+    np.testing.assert_allclose(blocked.centroids, whole.centroids, rtol=1e-13)
+    blocked32 = reference.lloyd(data, start, 4, dtype=np.float32)
+    np.testing.assert_allclose(blocked32.centroids, whole32.centroids, rtol=1e-6)
+    got = (reference.inertia(data, whole.centroids), reference.mean(data), reference.spread(data),
+           reference.tie_shift(data, whole.previous)[0])
+    for value, want in zip(got, expected):
+        np.testing.assert_allclose(value, want, rtol=1e-12)
+    nearest_by_rows = np.empty(len(data), dtype=np.int64)
+    for rows, first, *_ in reference.two_nearest(data, whole.centroids):
+        nearest_by_rows[rows] = first
+    np.testing.assert_array_equal(nearest_by_rows, reference.nearest(data, whole.centroids)[0])

@@ -3,7 +3,9 @@
 Deliberately written differently from the fast implementations (distances as
 sums of squared differences, not the expanded matrix-product form) so that a
 shared mistake is unlikely. Chunked over points so 1e7 points fit in bounded
-memory. Works with NumPy or, when handed `cupy` as `xp`, on the GPU.
+memory. Works with NumPy or, when handed `cupy` as `xp`, on the GPU; data larger than
+half the GPU's free memory stay in host memory and go to the GPU a block at a time
+(`resident`, `blocks`), so the oracle can judge a row that streams data larger than the GPU.
 
 Above EXPANDED_FROM_DIM dimensions one elementwise pass per dimension costs thousands of
 launches per chunk (seconds per iteration at 300,000 x 408 x 5,000), so there the distance
@@ -23,6 +25,38 @@ from kmbench.protocol import stop_done
 CHUNK_ELEMENTS = 1 << 23  # points x clusters per distance chunk (64 MiB of float64)
 SUM_BLOCK = 4096  # points per block in the float32 model of a careful sum
 EXPANDED_FROM_DIM = 33  # dimensions from which distances are expanded on centred coordinates
+BLOCK_BYTES = 1 << 30  # host data go to the GPU in blocks of about this many bytes
+RESIDENT_SHARE = 0.5  # data up to this share of the GPU's free memory are copied there whole
+
+
+def resident(data, xp=np):
+    """The data where xp computes: whole on the GPU when they fit in RESIDENT_SHARE of its free
+    memory, else left in host memory for `blocks` to move a block at a time."""
+    if _computes_in_place(data, xp) or data.nbytes <= RESIDENT_SHARE * _free_bytes(xp):
+        return xp.asarray(data)
+    return data
+
+
+def _computes_in_place(data, xp) -> bool:
+    """Whether xp works on `data` as they are: NumPy on any host array, CuPy on its own."""
+    return xp is np or isinstance(data, xp.ndarray)
+
+
+def _free_bytes(xp) -> int:
+    return xp.cuda.runtime.memGetInfo()[0]
+
+
+def blocks(data, xp=np, multiple: int = 1):
+    """(first row, rows on xp) over the data: all at once where xp computes on them in place,
+    else blocks of about BLOCK_BYTES, a whole number of `multiple` rows each (so chunking
+    inside a block is the same as chunking the whole)."""
+    if _computes_in_place(data, xp):
+        yield 0, xp.asarray(data)
+        return
+    rows = max(1, BLOCK_BYTES // max(1, data.shape[1] * data.itemsize))
+    rows = max(multiple, rows // multiple * multiple)
+    for first in range(0, data.shape[0], rows):
+        yield first, xp.asarray(data[first : first + rows])
 
 
 def _chunk_rows(k: int) -> int:
@@ -56,10 +90,13 @@ def nearest(data, centroids, xp=np, dtype=None):
     labels = xp.empty(n, dtype=xp.int64)
     best = xp.empty(n, dtype=dtype)
     step = _chunk_rows(centroids.shape[0])
-    for start in range(0, n, step):
-        distances = squared_distances(data[start : start + step], centroids, xp, dtype)
-        labels[start : start + step] = xp.argmin(distances, axis=1)
-        best[start : start + step] = xp.min(distances, axis=1)
+    for first, block in blocks(data, xp):
+        end = first + block.shape[0]
+        for start in range(first, end, step):
+            stop = min(start + step, end)
+            distances = squared_distances(block[start - first : stop - first], centroids, xp, dtype)
+            labels[start:stop] = xp.argmin(distances, axis=1)
+            best[start:stop] = xp.min(distances, axis=1)
     return labels, best
 
 
@@ -78,22 +115,27 @@ def update(data, labels, centroids, xp=np, dtype=None):
     filled = counts > 0
     new = xp.array(centroids, dtype=xp.float64, copy=True)
     if dtype is None or dtype == xp.float64:
-        sums = xp.empty((k, d), dtype=xp.float64)
-        for dim in range(d):
-            sums[:, dim] = xp.bincount(labels, weights=xp.asarray(data[:, dim], dtype=xp.float64),
-                                       minlength=k)
+        sums = xp.zeros((k, d), dtype=xp.float64)
+        for first, block in blocks(data, xp):
+            rows = labels[first : first + block.shape[0]]
+            for dim in range(d):
+                sums[:, dim] += xp.bincount(rows, weights=xp.asarray(block[:, dim], dtype=xp.float64),
+                                            minlength=k)
         new[filled] = sums[filled] / counts[filled, None]
         return new
     old = xp.asarray(centroids, dtype=dtype)
     shifted = xp.zeros((k, d), dtype=dtype)
     step = max(SUM_BLOCK, (_chunk_rows(k) // SUM_BLOCK) * SUM_BLOCK)
-    for start in range(0, data.shape[0], step):
-        rows = labels[start : start + step]
-        offsets = xp.asarray(data[start : start + step], dtype=dtype) - old[rows]
-        blocks = (xp.arange(rows.shape[0]) // SUM_BLOCK) * k + rows
-        count = int((rows.shape[0] + SUM_BLOCK - 1) // SUM_BLOCK) * k
-        per_block = _block_sums(xp, blocks, offsets, count).astype(dtype).reshape(-1, k, d)
-        shifted += per_block.sum(axis=0, dtype=dtype)  # the block sums, in float32
+    for first, block in blocks(data, xp, multiple=step):
+        end = first + block.shape[0]
+        for start in range(first, end, step):
+            stop = min(start + step, end)
+            rows = labels[start:stop]
+            offsets = xp.asarray(block[start - first : stop - first], dtype=dtype) - old[rows]
+            slots = (xp.arange(rows.shape[0]) // SUM_BLOCK) * k + rows
+            count = int((rows.shape[0] + SUM_BLOCK - 1) // SUM_BLOCK) * k
+            per_block = _block_sums(xp, slots, offsets, count).astype(dtype).reshape(-1, k, d)
+            shifted += per_block.sum(axis=0, dtype=dtype)  # the block sums, in float32
     mean_offset = shifted[filled] / xp.asarray(counts[filled, None], dtype=dtype)
     new[filled] = (old[filled] + mean_offset).astype(xp.float64)
     return new
@@ -129,7 +171,7 @@ def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None, progress=
     In float64 by default. `dtype=float32` computes distances, sums and stored centroids in
     float32, as a careful float32 program does: the validator uses it to measure how much a
     problem amplifies float32 rounding. `progress(done, total)` is called after each iteration."""
-    data = xp.asarray(data)
+    data = resident(data, xp)
     centroids = xp.asarray(initial_centroids, dtype=xp.float64)
     previous, labels, done = centroids, None, 0
     ever_empty = xp.zeros(centroids.shape[0], dtype=bool)
@@ -151,7 +193,7 @@ def lloyd(data, initial_centroids, iterations: int, xp=np, dtype=None, progress=
 
 def inertia(data, centroids, xp=np) -> float:
     """Sum of squared distances from each point to its nearest centroid (float64)."""
-    _, best = nearest(xp.asarray(data), centroids, xp)
+    _, best = nearest(resident(data, xp), centroids, xp)
     return float(best.sum())
 
 
@@ -174,8 +216,7 @@ def two_nearest(data, centroids, xp=np, center=None):
     middle = xp.zeros(c.shape[1]) if center is None else xp.asarray(center, dtype=xp.float64)
     c_centred = xp.sqrt(((c - middle) ** 2).sum(axis=1))
     step = _chunk_rows(k)
-    for start in range(0, data.shape[0], step):
-        x = xp.asarray(data[start : start + step], dtype=xp.float64)
+    for start, x in _chunks(data, xp, step):
         distances = squared_distances(x, c, xp)
         rows = xp.arange(x.shape[0])
         first = xp.argmin(distances, axis=1)
@@ -219,9 +260,8 @@ def mean(data, xp=np):
     """The points' mean in float64, chunked."""
     n, d = data.shape
     total = xp.zeros(d, dtype=xp.float64)
-    step = _chunk_rows(d)
-    for start in range(0, n, step):
-        total += xp.asarray(data[start : start + step], dtype=xp.float64).sum(axis=0)
+    for _, chunk in _chunks(data, xp, _chunk_rows(d)):
+        total += chunk.sum(axis=0)
     return total / n
 
 
@@ -230,12 +270,18 @@ def spread(data, xp=np) -> float:
     length scale, unchanged when the data move."""
     n, d = data.shape
     mean_ = mean(data, xp)
-    step = _chunk_rows(d)
     total = 0.0
-    for start in range(0, n, step):
-        chunk = xp.asarray(data[start : start + step], dtype=xp.float64) - mean_
+    for _, chunk in _chunks(data, xp, _chunk_rows(d)):
+        chunk = chunk - mean_
         total += float((chunk * chunk).sum())
     return float(np.sqrt(total / n))
+
+
+def _chunks(data, xp, step: int):
+    """(first row, float64 rows on xp), `step` rows at a time, through `blocks`."""
+    for first, block in blocks(data, xp):
+        for start in range(0, block.shape[0], step):
+            yield first + start, xp.asarray(block[start : start + step], dtype=xp.float64)
 
 
 def device_module():

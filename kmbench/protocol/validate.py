@@ -84,7 +84,7 @@ class Oracle:
         long oracle shows it is working."""
         n, k = data.shape[0], initial_centroids.shape[0]
         xp = reference.array_module(n, k, iterations)
-        device_data = xp.asarray(data)
+        device_data = reference.resident(data, xp)
 
         def stage(name):
             return None if progress is None else (
@@ -132,7 +132,7 @@ class Oracle:
         key = hashlib.sha256(np.ascontiguousarray(centroids, dtype=np.float64).tobytes()).hexdigest()
         if key not in self._inertias:
             xp = reference.array_module(data.shape[0], centroids.shape[0], 1000)
-            self._inertias[key] = reference.inertia(xp.asarray(data), centroids, xp)
+            self._inertias[key] = reference.inertia(data, centroids, xp)
         return self._inertias[key]
 
     def to_dict(self) -> dict:
