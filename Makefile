@@ -10,7 +10,7 @@ comma := ,
 RUN_EXTRAS := $(if $(GPU_EXTRA),[$(GPU_EXTRA)])
 DEV_EXTRAS := [dev$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))]
 
-.PHONY: run test test-gpu bench-gpu reproduce-gpu scale-dask-cuda kmcuda report venv clean
+.PHONY: run test test-gpu bench-gpu reproduce-gpu scale-dask-cuda out-of-core kmcuda report venv clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kmbench needs Python 3.11 or newer; run make with PYTHON=python3.11 (found " + sys.version.split()[0] + ")")'
@@ -68,6 +68,13 @@ scale-dask-cuda:  ## dask-cuda strong scaling on radial 1e8 points, k = 3 and 10
 	    --repeats 2 --warmup 1 --impl dask-cuda --store $(GPU_RESULTS)/scaling/records.jsonl || exit 1; \
 	done; done
 	$(GPU_PATH) $(PYTHON) -m kmbench.report.scaling $(GPU_RESULTS)/scaling/records.jsonl > $(GPU_RESULTS)/scaling/scaling.md
+
+# Shares of the GPU's memory the out-of-core data take (1.2: larger than the GPU).
+OUT_OF_CORE_SHARES ?= 1.2
+
+out-of-core:  ## kmbench-gpu-stream on d = 128, k = 1024 blobs of 1.2x the GPU's memory, against the copy floor, into $(GPU_RESULTS)/out-of-core
+	$(GPU_PATH) $(PYTHON) -m kmbench.plans.out_of_core --share $(OUT_OF_CORE_SHARES) --d 128 --k 1024 --iters 3 \
+	  --store $(GPU_RESULTS)/out-of-core/records.jsonl --out $(GPU_RESULTS)/out-of-core/table.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,199 @@
+"""The out-of-core benchmark: Lloyd on data larger than the GPU's memory, each iteration set
+against the floor that no streamed iteration can beat, one host-to-device copy of the data.
+
+    python3 -m kmbench.plans.out_of_core --share 1.2,0.3 --d 128 --k 1024 \\
+        --store results/<machine>/out-of-core/records.jsonl --out results/<machine>/out-of-core/table.md
+
+For each share, n is chosen so that the float32 points take that share of the GPU's total
+memory. Such data cannot be cached on disk (the GPU machines have less disk than the data),
+so they are generated in memory, on the GPU, chunk by chunk, into page-locked host memory:
+Gaussian blobs, `centers` of them in [-10, 10]^d, unit spread, from `seed`. The host memory
+stays pinned for the whole benchmark: the float64 oracle streams the data too (reference.py's
+blocks), and pageable memory would take it 6x longer. The streamed row's record carries its copy
+floor (measured in its prepare, through the same chunks) and `floor_multiple`; every cell is
+validated against the oracle as in any run, and a row that cannot hold the data ends as an
+error that says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kmbench.data import files
+from kmbench.data.datasets import Dataset
+from kmbench.errors import UsageError
+from kmbench.protocol import validate
+from kmbench.protocol.runner import LloydTask, Settings, check_settings
+from kmbench.protocol.task import run_cells
+
+GENERATE_ROWS = 1 << 21  # rows generated on the GPU per chunk
+HOST_SHARE = 0.9  # of the host's available memory the data may take
+
+
+def points_for(share: float, d: int, gpu_bytes: int) -> int:
+    """Rows of d float32 that take `share` of `gpu_bytes`."""
+    return int(share * gpu_bytes // (4 * d))
+
+
+def generate_blobs(n: int, d: int, centers: int, seed: int, out: np.ndarray) -> None:
+    """Fill `out` (n x d float32, host) with Gaussian blobs made on the GPU, a chunk at a time."""
+    import cupy
+
+    middles = cupy.asarray(np.random.default_rng(seed).uniform(-10, 10, size=(centers, d)).astype(np.float32))
+    rng = cupy.random.default_rng(seed)
+    for first in range(0, n, GENERATE_ROWS):
+        m = min(GENERATE_ROWS, n - first)
+        chunk = middles[rng.integers(0, centers, size=m)] + rng.standard_normal((m, d), dtype=cupy.float32)
+        chunk.get(out=out[first:first + m])
+
+
+def _available_host_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+class OutOfCoreTask(LloydTask):
+    """LloydTask on in-memory data: the oracle computed here (no cache for data this size), and
+    each streamed row's time per iteration as a multiple of its copy floor."""
+
+    def oracle(self, dataset, problem, progress=None):
+        note = (lambda text: progress(f"{text} on {dataset.name}")) if progress else None
+        return validate.Oracle.compute(problem.data, problem.initial_centroids, problem.iterations,
+                                       progress=note, tol=problem.tol)
+
+    def measure(self, impl, problem, oracle, dataset, run_id: str) -> dict:
+        record = super().measure(impl, problem, oracle, dataset, run_id)
+        floor = (record.get("build") or {}).get("copy_floor_s")
+        record["gpu_memory_share"] = dataset.meta["parameters"]["share"]
+        if floor:
+            record["copy_floor_s"] = floor
+            if record.get("per_iteration_s"):
+                record["floor_multiple"] = record["per_iteration_s"] / floor
+        return record
+
+
+def markdown(records: list[dict]) -> str:
+    env = next((r.get("env") for r in records if r.get("env")), {}) or {}
+    gpu = env.get("gpu") or {}
+    lines = [f"# Lloyd on data larger than the GPU ({gpu.get('name', '?')})", "",
+             "Time per iteration: mean of the counted repeats (CUDA events), over the iterations run. "
+             "Copy floor: one pass of the host-to-device copies alone, same chunks, measured by the "
+             "streamed row in its prepare.", "",
+             "| implementation | n | d | k | data | share of GPU memory | copy floor | time per iteration "
+             "| x floor | status |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for record in records:
+        data = record["dataset"]
+        size = data["n"] * data["d"] * 4
+        per, floor = record.get("per_iteration_s"), record.get("copy_floor_s")
+        status = record.get("status")
+        lines.append(f"| {record['impl']} | {data['n']:,} | {data['d']} | {record['params']['k']} | "
+                     f"{size / 1e9:.1f} GB | {record.get('gpu_memory_share', 0):.2f} | "
+                     f"{f'{floor * 1e3:.0f} ms' if floor else '-'} | "
+                     f"{f'{per * 1e3:.0f} ms' if per and status == 'ok' else '-'} | "
+                     f"{f'{per / floor:.2f}x' if per and floor and status == 'ok' else '-'} | {status}"
+                     f"{': ' + record.get('detail', '') if status != 'ok' else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def _arguments(argv):
+    parser = argparse.ArgumentParser(prog="python3 -m kmbench.plans.out_of_core", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--share", default="1.2", help="data size as shares of the GPU's memory, comma-separated")
+    parser.add_argument("--d", type=int, default=128)
+    parser.add_argument("--k", type=int, default=1024)
+    parser.add_argument("--centers", type=int, default=None, help="blobs (default: k)")
+    parser.add_argument("--iters", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--impl", default="kmbench-gpu-stream,kmbench-gpu", help="rows, comma-separated")
+    parser.add_argument("--store", required=True, help="records.jsonl to append to")
+    parser.add_argument("--out", help="markdown table of this run's records")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = _arguments(argv)
+    try:
+        return _run(args)
+    except UsageError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    import cupy
+
+    from impls.fast.stream import PinnedHost
+    from kmbench.registry import select
+
+    settings = Settings(k=args.k, iterations=args.iters, warmup=args.warmup, repeats=args.repeats, seed=args.seed)
+    check_settings(settings)
+    impls = select(args.impl)
+    _, gpu_bytes = cupy.cuda.runtime.memGetInfo()
+    records = []
+    for share in (float(value) for value in args.share.split(",")):
+        n = points_for(share, args.d, gpu_bytes)
+        available = _available_host_bytes()
+        if available is not None and n * args.d * 4 > HOST_SHARE * available:
+            raise UsageError(f"{share}x the GPU's memory is {n * args.d * 4 / 2**30:.0f} GiB of points; this host "
+                             f"has {available / 2**30:.0f} GiB available.")
+        data = np.empty((n, args.d), dtype=np.float32)
+        pinned = PinnedHost(data)  # before the pages are first written: they are made once, locked
+        try:
+            centers = args.centers or args.k
+            lines = _Lines()
+            lines.note(f"generating {n:,} x {args.d} ({n * args.d * 4 / 1e9:.1f} GB, {share}x GPU memory)")
+            generate_blobs(n, args.d, centers, args.seed, data)
+            name = f"blobs-gpu-n{n}-d{args.d}-c{centers}-s{args.seed}-float32"
+            meta = {"generator": "blobs (generated on the GPU, in memory)", "checksum": None,
+                    "parameters": {"n": n, "d": args.d, "centers": centers, "std": 1.0, "seed": args.seed,
+                                   "share": share}}
+            records += run_cells(OutOfCoreTask(settings), [Dataset(name, data, None, meta)], impls,
+                                 store=args.store, reporter=lines)
+        finally:
+            pinned.release()
+            del data
+    table = markdown(records)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        files.write_text_atomically(Path(args.out), table)
+    sys.stdout.write(table)
+    return 0 if all(r.get("status") in ("ok", "error", "skipped") for r in records) else 1
+
+
+class _Lines:
+    """Progress as plain lines, each with the seconds since the start (the benchmark runs in logs)."""
+
+    def __init__(self):
+        self._start = time.perf_counter()
+
+    def _say(self, text: str) -> None:
+        print(f"[{time.perf_counter() - self._start:7.1f} s] {text}", flush=True)
+
+    def start(self, impl, dataset):
+        self._say(f"{impl.name} on {dataset.name}")
+
+    def note(self, text):
+        self._say(f"  {text}")
+
+    def done(self, record):
+        per = record.get("per_iteration_s")
+        self._say(f"  {record['impl']}: {record.get('status')}{f', {per * 1e3:.1f} ms per iteration' if per else ''} "
+                  f"{record.get('detail', '')}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
