@@ -65,7 +65,7 @@ scale-dask-cuda:  ## dask-cuda strong scaling on radial 1e8 points, k = 3 and 10
 	@name=$$($(GPU_PATH) $(PYTHON) -m kmbench gen-data radial --cluster-size 2000000 | head -n 1 | cut -d: -f1) && \
 	for gpus in $(DASK_GPU_SETS); do for k in 3 1000; do \
 	  KMBENCH_DASK_GPUS=$$gpus $(GPU_PATH) $(PYTHON) -m kmbench run --dataset $$name --k $$k --iters 3 \
-	    --repeats 2 --warmup 1 --impl dask-cuda --store $(GPU_RESULTS)/scaling/records.jsonl || exit 1; \
+	    --repeats 2 --warmup 1 --impl dask-cuda,kmbench-gpu-dask --store $(GPU_RESULTS)/scaling/records.jsonl || exit 1; \
 	done; done
 	$(GPU_PATH) $(PYTHON) -m kmbench.report.scaling $(GPU_RESULTS)/scaling/records.jsonl > $(GPU_RESULTS)/scaling/scaling.md
 

@@ -85,7 +85,7 @@ def _to_device(chunk):
 
 
 @contextmanager
-def _worker_loss_is_one_sentence(chunks: int):
+def worker_loss_is_one_sentence(chunks: int):
     """A worker that dies mid-run takes its scattered chunks with it, and Dask cannot recompute
     them: every task that needs them is cancelled. Say so in one sentence (the cell ends as an
     error; release() closes the cluster) instead of a task key and "already forgotten"."""
@@ -158,7 +158,7 @@ class DaskLloyd(Implementation):
         labels = [None] * len(self._chunks)
         phases: dict[str, float] = {}
         done = 0
-        with host_region(phases, "iterate"), _worker_loss_is_one_sentence(len(self._chunks)):
+        with host_region(phases, "iterate"), worker_loss_is_one_sentence(len(self._chunks)):
             for done in range(1, problem.iterations + 1):
                 # The centroids (k x d) travel inside each task: cheaper than a broadcast.
                 steps = [client.submit(chunk_step, chunk, centroids, old, k, pure=False)

@@ -37,6 +37,7 @@ BUILTINS = [
     "impls.gpu_peers:CumlKMeans",
     "impls.dask_impl:DaskLloyd",
     "impls.dask_impl:DaskCudaLloyd",
+    "impls.dask_nccl:DaskNcclLloyd",
     "impls.sklearn_impl:SklearnKMeans",
     "impls.sklearnex_impl:SklearnexKMeans",
     "impls.faiss_impl:FaissKMeans",

@@ -60,16 +60,26 @@ def strategy(n: int, d: int, k: int, tensor_cores: bool = False) -> str:
     return "tiled"
 
 
+def pass_strategy(d: int, k: int) -> str:
+    """The strategy where each pass's sums must be seen before the centroids are made (a pass
+    over one chunk of streamed data, or one shard of several): the tensor path above d = 32,
+    else small-k or tiled, never the one-launch resident kernel."""
+    if d > TILED_MAX_DIM:
+        return "tensor"
+    return "small-k" if d <= SMALL_DIM and k <= SMALL_K else "tiled"
+
+
 def points_per_thread(d: int) -> int:
     """Points each thread of the tiled kernel holds: more share each shared-memory load of a
     centroid, fewer keep the registers (POINTS x d floats) from spilling."""
     return 4 if d <= 4 else 2 if d <= 16 else 1
 
 
-def upload_centred(data: np.ndarray):
-    """The points on the GPU as float32, shifted by their float32 mean (summed in float64):
-    (the CuPy array, the shift). Coordinates of the order of the spread keep the expanded
-    distances and the sums exact enough wherever the data sit."""
+def upload_centred(data: np.ndarray, shift: np.ndarray | None = None):
+    """The points on the GPU as float32, shifted by their float32 mean (summed in float64), or
+    by `shift` where given (the shards of one problem share one): (the CuPy array, the shift).
+    Coordinates of the order of the spread keep the expanded distances and the sums exact
+    enough wherever the data sit."""
     import cupy
 
     n, d = data.shape
@@ -81,7 +91,7 @@ def upload_centred(data: np.ndarray):
         x[start:start + step].set(chunk)
         total += chunk.sum(axis=0, dtype=np.float64)
     # The shift is a float32 number, so x - shift is exact for points near it (Sterbenz).
-    shift = (total / n).astype(np.float32)
+    shift = (total / n).astype(np.float32) if shift is None else np.asarray(shift, np.float32)
     x -= cupy.asarray(shift)
     return x, shift
 
@@ -94,6 +104,10 @@ class KmbenchGpu(GpuImplementation):
     source = "kmbench's own (issue: the fastest exact Lloyd on the GPU)"
     dtype = "float32"
     tf32 = False
+    # Where the rows are one shard of a problem (dask_nccl.py): the shift every shard uses, and
+    # a step between this shard's sums and the new centroids that combines every shard's.
+    common_shift: np.ndarray | None = None
+    combine = None  # combine(*GPU buffers), summed in place across shards
 
     def __init__(self, force_strategy: str | None = None):
         self.force_strategy = force_strategy or os.environ.get("KMBENCH_FAST_STRATEGY") or None
@@ -247,7 +261,7 @@ class KmbenchGpu(GpuImplementation):
         import cupy
 
         n, d, k = problem.n, problem.d, problem.k
-        self._x, self._shift = upload_centred(problem.data)
+        self._x, self._shift = upload_centred(problem.data, self.common_shift)
         self._changed = cupy.zeros(1, dtype=cupy.uint64)
         self._changed_host = cupy.cuda.alloc_pinned_memory(8)
         if self._strategy == "tensor":  # its own buffers; the run reads the float64 centroids
@@ -290,10 +304,14 @@ class KmbenchGpu(GpuImplementation):
                                                                                 self._iterate_lowd)
 
     def _iterate_tensor(self, problem: Problem, track: bool) -> None:
-        self._tensor.iterate(track)
+        combine = None if self.combine is None else (
+            lambda: self.combine(self._tensor.sums, self._tensor.counts, self._changed))
+        self._tensor.iterate(track, combine)
 
     def _iterate_lowd(self, problem: Problem, track: bool) -> None:
         self._assign_lowd(self._x, problem.n, problem.k, self._labels if track else None, self._blocks)
+        if self.combine is not None:
+            self.combine(self._sums, self._changed)  # counts ride in the sums' last column
         self._finish_lowd(problem.k)
 
     def _assign_lowd(self, x, n: int, k: int, labels, blocks: int) -> None:
@@ -389,7 +407,7 @@ class KmbenchGpu(GpuImplementation):
                         if track:
                             self._changed.data.copy_to_host_async(changed.ctypes.data, 8)
                             stream.synchronize()
-                            if stop_done(int(changed[0]), problem.n, problem.tol):
+                            if stop_done(int(changed[0]), self.points_total(problem), problem.tol):
                                 break
             phases["iterate"] = region.seconds()
         with host_region(phases, "download"):
@@ -436,6 +454,10 @@ class KmbenchGpu(GpuImplementation):
             centroids = cupy.asnumpy(self._centroids64) + self._shift.astype(np.float64)
             done = int(self._done.get()[0])
         return Result(centroids=centroids, iterations=done, phases=phases)
+
+    def points_total(self, problem: Problem) -> int:
+        """Points the tolerance rule counts against: the problem's (a shard counts all shards')."""
+        return problem.n
 
     # ------------------------------------------------------------------ bookkeeping
 

@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from impls.fast import BLOCK, BLOCKS_PER_SM, MAX_K, SMALL_DIM, SMALL_K, TILED_MAX_DIM, KmbenchGpu
+from impls.fast import BLOCK, BLOCKS_PER_SM, MAX_K, TILED_MAX_DIM, KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
 from kmbench.protocol.timing import CudaEventRegion, host_region
@@ -141,11 +141,7 @@ class KmbenchGpuStream(KmbenchGpu):
     source = "kmbench's own (issue 21: data larger than one GPU's memory)"
 
     def strategy_for(self, problem: Problem) -> str:
-        """The resident path's kernels that work a chunk at a time (not the one-launch resident
-        kernel, not the GEMM path, whose sums are per run)."""
-        if problem.d > TILED_MAX_DIM:
-            return "tensor"
-        return "small-k" if problem.d <= SMALL_DIM and problem.k <= SMALL_K else "tiled"
+        return pass_strategy(problem.d, problem.k)
 
     def check(self, problem: Problem) -> None:
         import cupy

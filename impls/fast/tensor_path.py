@@ -261,9 +261,12 @@ class TensorPath:
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=self.recheck,
                 num_warps=warps, num_stages=stages)
 
-    def update(self, track: bool) -> None:
-        """New centroids from the labels: counting sort by cluster, float64 segment sums."""
+    def update(self, track: bool, combine=None) -> None:
+        """New centroids from the labels: counting sort by cluster, float64 segment sums;
+        combine(), where given, adds every shard's sums and counts to these first."""
         self._sorted_sums(track, self.previous, "scan", (self.flagged_count, self.flagged_total, self.bound_max))
+        if combine is not None:
+            combine()
         self._finish(self.counts)
 
     # A streamed iteration (stream.py) sees the points a chunk at a time in the same buffers:
@@ -314,9 +317,9 @@ class TensorPath:
         """Threads of segment_sums and finish: one per dimension, whole warps, at most 256."""
         return int(min(256, max(32, (self.d + 31) // 32 * 32)))
 
-    def iterate(self, track: bool) -> None:
+    def iterate(self, track: bool, combine=None) -> None:
         self.assign()
-        self.update(track)
+        self.update(track, combine)
 
 
 def _triton_on_cupy_stream():
