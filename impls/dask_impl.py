@@ -98,6 +98,20 @@ def worker_loss_is_one_sentence(chunks: int):
                                   f"with it, so the run cannot go on ({type(exc).__name__})") from None
 
 
+def dask_cuda_status() -> tuple[bool, str]:
+    """Whether a dask-cuda cluster can start here: a GPU that CuPy sees, and dask-cuda."""
+    from impls.cuda import cuda_status
+
+    ready, why = cuda_status()
+    if not ready:
+        return False, why
+    try:
+        import dask_cuda  # noqa: F401
+    except ImportError:
+        return False, "dask-cuda is not installed (pip install dask-cuda)"
+    return True, ""
+
+
 class DaskLloyd(Implementation):
     name = "dask"
     label = "Dask (NumPy chunks)"
@@ -197,16 +211,8 @@ class DaskCudaLloyd(DaskLloyd):
     cuda = True
 
     def available(self):
-        from impls.cuda import cuda_status
-
-        ready, why = cuda_status()
-        if not ready:
-            return False, why
-        try:
-            import dask_cuda  # noqa: F401
-        except ImportError:
-            return False, "dask-cuda is not installed (pip install dask-cuda)"
-        return super().available()
+        ready, why = dask_cuda_status()
+        return (ready, why) if not ready else super().available()
 
     def _start_cluster(self):
         from dask_cuda import LocalCUDACluster

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from impls.dask_impl import GPUS_ENV, SCHEDULER_ENV, worker_loss_is_one_sentence
+from impls.dask_impl import GPUS_ENV, SCHEDULER_ENV, dask_cuda_status, worker_loss_is_one_sentence
 from impls.fast import KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Problem, Result
@@ -132,16 +132,9 @@ class DaskNcclLloyd(Implementation):
     dtype = "float32"
 
     def available(self):
-        from impls.cuda import cuda_status
-
-        ready, why = cuda_status()
+        ready, why = dask_cuda_status()
         if not ready:
             return False, why
-        try:
-            import dask_cuda  # noqa: F401
-            import distributed  # noqa: F401
-        except ImportError:
-            return False, "dask-cuda is not installed (pip install dask-cuda)"
         from cupy.cuda import nccl
 
         if not nccl.available:
