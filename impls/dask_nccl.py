@@ -26,7 +26,7 @@ import numpy as np
 from impls.dask_impl import GPUS_ENV, SCHEDULER_ENV, dask_cuda_status, worker_loss_is_one_sentence
 from impls.fast import KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
-from kmbench.protocol import Implementation, Problem, Result
+from kmbench.protocol import Implementation, Problem, Result, reference
 from kmbench.protocol.timing import host_region
 
 # This worker process's shards, by run token (a worker may serve several runs in turn).
@@ -171,11 +171,8 @@ class DaskNcclLloyd(Implementation):
         if problem.n < world:
             raise ImplementationError(f"{problem.n} points cannot make a shard for each of {world} GPUs")
         data = np.asarray(problem.data)
-        with host_region(phases, "shift"):  # the data's float32 mean, summed in float64, for every shard
-            total = np.zeros(problem.d)
-            for first in range(0, problem.n, 1 << 22):
-                total += data[first:first + (1 << 22)].sum(axis=0, dtype=np.float64)
-            shift = (total / problem.n).astype(np.float32)
+        with host_region(phases, "shift"):  # the data's mean (float64, as a float32), for every shard
+            shift = reference.mean(data).astype(np.float32)
         self._token = uuid.uuid4().hex
         with host_region(phases, "upload"), worker_loss_is_one_sentence(world):
             shards = [client.scatter(np.ascontiguousarray(data[first:first + rows]), workers=[worker])

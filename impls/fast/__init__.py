@@ -89,7 +89,8 @@ def upload_centred(data: np.ndarray, shift: np.ndarray | None = None):
     for start in range(0, n, step):  # chunked: 1e8 points never exist twice on the host
         chunk = np.asarray(data[start:start + step], dtype=np.float32)
         x[start:start + step].set(chunk)
-        total += chunk.sum(axis=0, dtype=np.float64)
+        if shift is None:
+            total += chunk.sum(axis=0, dtype=np.float64)
     # The shift is a float32 number, so x - shift is exact for points near it (Sterbenz).
     shift = (total / n).astype(np.float32) if shift is None else np.asarray(shift, np.float32)
     x -= cupy.asarray(shift)
@@ -271,15 +272,29 @@ class KmbenchGpu(GpuImplementation):
             self._centroids64 = self._tensor.centroids64
             return
         self._labels = cupy.full(n, -1, dtype=cupy.int32)
-        self._centroids = cupy.empty((k, d), dtype=cupy.float32)
-        self._centroids64 = cupy.empty((k, d), dtype=cupy.float64)
-        self._half_norms = cupy.empty(k, dtype=cupy.float32)
-        self._sums = cupy.zeros(k * (d + 1), dtype=cupy.float64)
+        self._allocate_centroids(k, d)
         if self._strategy == "resident":  # resident.cu's three partial buffers, barrier, count
             self._partial = cupy.zeros(3 * k * (d + 1) * RESIDENT_COPIES, dtype=cupy.float64)
             self._changed3 = cupy.zeros(3, dtype=cupy.uint64)
             self._barrier = cupy.zeros(2, dtype=cupy.uint32)
             self._done = cupy.zeros(1, dtype=cupy.int32)
+
+    def _allocate_centroids(self, k: int, d: int) -> None:
+        """What the low-d kernels read and write besides the points: centroids (float32 and
+        float64), half norms, and the k x (d + 1) float64 sums with the counts last."""
+        import cupy
+
+        self._centroids = cupy.empty((k, d), dtype=cupy.float32)
+        self._centroids64 = cupy.empty((k, d), dtype=cupy.float64)
+        self._half_norms = cupy.empty(k, dtype=cupy.float32)
+        self._sums = cupy.zeros(k * (d + 1), dtype=cupy.float64)
+
+    def _start_lowd(self, start: np.ndarray) -> None:
+        """A run's first centroids (centred, float64) where the low-d kernels read them."""
+        self._centroids64.set(start)
+        self._centroids.set(start.astype(np.float32))
+        self._half_norms.set(0.5 * (start.astype(np.float32) ** 2).sum(axis=1, dtype=np.float32))
+        self._sums.fill(0)
 
     def _capture(self, problem: Problem):
         import cupy
@@ -380,9 +395,7 @@ class KmbenchGpu(GpuImplementation):
         if self._strategy == "tensor":
             self._tensor.start(start)
         else:
-            self._centroids.set(start.astype(np.float32))
-            self._half_norms.set(0.5 * (start.astype(np.float32) ** 2).sum(axis=1, dtype=np.float32))
-            self._sums.fill(0)
+            self._start_lowd(start)
             if track:
                 self._labels.fill(-1)
         changed = np.frombuffer(self._changed_host, dtype=np.uint64, count=1)

@@ -129,7 +129,11 @@ class ChunkStream:
         import cupy
 
         total = cupy.zeros(self.host.shape[1], dtype=cupy.float64)
-        self.sweep(lambda raw, first: total.__iadd__(raw.sum(axis=0, dtype=cupy.float64)))
+
+        def add(raw, first):
+            total[...] += raw.sum(axis=0, dtype=cupy.float64)
+
+        self.sweep(add)
         return total
 
 
@@ -174,9 +178,8 @@ class KmbenchGpuStream(KmbenchGpu):
         n, d = problem.n, problem.d
         self._strategy = self.strategy_for(problem)
         phases: dict[str, float] = {}
-        with host_region(phases, "convert"):  # a float64 dataset is streamed as float32
-            host = problem.data if problem.data.dtype == np.float32 else np.ascontiguousarray(problem.data, np.float32)
-            host = np.ascontiguousarray(host)
+        with host_region(phases, "convert"):  # a float64 dataset is streamed as float32 (a copy)
+            host = np.ascontiguousarray(problem.data, dtype=np.float32)
         with host_region(phases, "pin"):
             self._pinned = PinnedHost(host)
         self._rows = chunk_rows(n, d)
@@ -218,10 +221,7 @@ class KmbenchGpuStream(KmbenchGpu):
             return
         self._compile_lowd(d)
         self._x = cupy.empty((self._rows, d), dtype=cupy.float32)  # a chunk, centred
-        self._centroids = cupy.zeros((k, d), dtype=cupy.float32)
-        self._centroids64 = cupy.zeros((k, d), dtype=cupy.float64)
-        self._half_norms = cupy.zeros(k, dtype=cupy.float32)
-        self._sums = cupy.zeros(k * (d + 1), dtype=cupy.float64)
+        self._allocate_centroids(k, d)
         sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
         self._most_blocks = sms * BLOCKS_PER_SM
 
@@ -244,10 +244,7 @@ class KmbenchGpuStream(KmbenchGpu):
         if self._strategy == "tensor":
             self._tensor.start(start)
         else:
-            self._centroids64.set(start)
-            self._centroids.set(start.astype(np.float32))
-            self._half_norms.set(0.5 * (start.astype(np.float32) ** 2).sum(axis=1, dtype=np.float32))
-            self._sums.fill(0)
+            self._start_lowd(start)
         if track:
             self._previous.fill(-1)
 
