@@ -11,8 +11,10 @@ from (n, d, k). NOTES.md beside this file has the byte and instruction counts.
               grid barrier per iteration, per-thread float64 accumulators in shared memory;
     small-k   d <= 8 and k <= 32 otherwise: one fused pass per iteration, warp shuffle sums,
               per-warp float64 accumulators in shared memory;
-    tiled     d <= 32, any k: centroids in shared tiles, |c|^2/2 - x.c by FMAs, several
-              points per thread; warp-uniform labels add one sum, others float64 atomics;
+    tiled     d <= 32, any k: centroids in shared tiles, |x - c|^2 computed directly (the
+              expanded |c|^2/2 - x.c, half the arithmetic, lost the radial tree's inertia:
+              NOTES.md), several points per thread; warp-uniform labels add one sum, others
+              float64 atomics;
     tensor    d > 32: TF32 tensor-core scores fused with a best/second-best argmin, exact by
               a certified margin (bound.py) and an FP32 re-check of the uncertain points
               (centroids renumbered by neighbourhood at the start of each run, so a point's
@@ -46,6 +48,7 @@ RESIDENT_BLOCK, RESIDENT_POINTS, RESIDENT_BLOCKS_PER_SM, RESIDENT_COPIES = 128, 
 BLOCKS_PER_SM = 8
 GEMM_ROWS = 1 << 16  # rows of X per GEMM chunk: bounds the scores buffer to 65536 x k floats
 MAX_K = 1 << 20
+DIRECT_MAX_DIM = 32  # the tiled kernel computes |x - c|^2 directly up to here (tiled_distance)
 STRATEGIES = ("resident", "small-k", "tiled", "tensor", "gemm")
 
 
@@ -67,6 +70,18 @@ def pass_strategy(d: int, k: int) -> str:
     if d > TILED_MAX_DIM:
         return "tensor"
     return "small-k" if d <= SMALL_DIM and k <= SMALL_K else "tiled"
+
+
+def tiled_distance(d: int) -> str:
+    """How the tiled kernel compares centroids: "direct" (|x - c|^2) up to DIRECT_MAX_DIM,
+    else "expanded" (|c|^2/2 - x.c, half the arithmetic, rounded at the size of |x||c|);
+    $KMBENCH_TILED_DISTANCE forces one (for measuring the other)."""
+    forced = os.environ.get("KMBENCH_TILED_DISTANCE")
+    if forced:
+        if forced not in ("direct", "expanded"):
+            raise ImplementationError("KMBENCH_TILED_DISTANCE must be direct or expanded")
+        return forced
+    return "direct" if d <= DIRECT_MAX_DIM else "expanded"
 
 
 def points_per_thread(d: int) -> int:
@@ -208,10 +223,18 @@ class KmbenchGpu(GpuImplementation):
                       "block_size": RESIDENT_BLOCK if self._strategy == "resident" else BLOCK,
                       "points_per_thread": getattr(self, "_points", None), "tf32": self.tf32,
                       **(self._tensor_info() if self._strategy == "tensor" else {}),
-                      "launch": launch, "cupy": cupy.__version__,
+                      "launch": launch, "cupy": cupy.__version__, "distance": self._distance_form(),
                       "precision": ("tf32 products, float64 sums" if self.tf32 else
                                     "tf32 certified by a bound, fp32 re-check, float64 sums"
                                     if self._strategy == "tensor" else "fp32, float64 sums")}
+
+    def _distance_form(self) -> str:
+        """How this run's assignment compares a point with the centroids (the record says)."""
+        if self._strategy in ("resident", "small-k"):
+            return "direct"
+        if self._strategy == "tiled":
+            return self._distance
+        return "expanded, certified by a bound" if self._strategy == "tensor" and not self.tf32 else "expanded"
 
     def _tensor_info(self) -> dict:
         import triton
@@ -225,8 +248,10 @@ class KmbenchGpu(GpuImplementation):
         import cupy
 
         points = points_per_thread(d)
+        self._distance = tiled_distance(d)
         module = cupy.RawModule(code=(HERE / "lowd.cu").read_text(),
-                                options=("-std=c++17", f"-DDIM={d}", f"-DPOINTS={points}"))
+                                options=("-std=c++17", f"-DDIM={d}", f"-DPOINTS={points}",
+                                         f"-DDIRECT={int(self._distance == 'direct')}"))
         self._kernel = module.get_function("small_k" if self._strategy == "small-k" else "tiled")
         self._finish = module.get_function("finish")
         self._points = points

@@ -10,9 +10,12 @@
 // - small_k (k <= SMALL_K, DIM <= SMALL_DIM): direct distances from centroids in shared
 //   memory, then per cluster one warp-wide shuffle sum of the members' coordinates, added by
 //   lane 0 into the warp's own float64 accumulators in shared memory; one pass over the data.
-// - tiled (any k): centroids staged in shared tiles of TILE as (c, |c|^2 / 2); the score
-//   |c|^2/2 - x.c takes DIM FMAs per (point, cluster), POINTS per thread share each shared
-//   load. Then the update: a warp whose points all chose one cluster adds one shuffle sum;
+// - tiled (any k): centroids staged in shared tiles of TILE, POINTS per thread share each
+//   shared load. With DIRECT, the distance |x - c|^2 (DIM subtractions and DIM FMAs per
+//   (point, cluster)); else the score |c|^2/2 - x.c from tiles of (c, |c|^2 / 2) (DIM FMAs).
+//   The score rounds at the size of |x||c|, the distance at the size of |x - c|^2: on small
+//   clusters far from the data's mean (the radial tree) the score cannot tell apart the
+//   nearest centroids of a point in seven of every hundred, and the run's inertia drifts. Then the update: a warp whose points all chose one cluster adds one shuffle sum;
 //   otherwise each point adds itself, float64 atomics spread over k clusters.
 // finish turns the sums into centroids and clears them for the next iteration.
 
@@ -21,6 +24,9 @@
 #endif
 #ifndef POINTS
 #define POINTS 4
+#endif
+#ifndef DIRECT
+#define DIRECT 1
 #endif
 #define SMALL_K 32
 #define SMALL_DIM 8
@@ -109,7 +115,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK) tiled(
     const float* __restrict__ half_norms, int k, double* __restrict__ sums,
     int* __restrict__ labels, unsigned long long* __restrict__ changed) {
   __shared__ float c_s[TILE * DIM];
+#if !DIRECT
   __shared__ float h_s[TILE];
+#endif
   const int lane = threadIdx.x & 31;
   const long long stride = (long long)gridDim.x * BLOCK * POINTS;
   unsigned changes = 0;
@@ -128,18 +136,28 @@ extern "C" __global__ void __launch_bounds__(BLOCK) tiled(
       const int count = min(TILE, k - first);
       __syncthreads();  // the previous tile is no longer read
       for (int t = threadIdx.x; t < count * DIM; t += BLOCK) c_s[t] = centroids[(long long)first * DIM + t];
+#if !DIRECT
       for (int t = threadIdx.x; t < count; t += BLOCK) h_s[t] = half_norms[first + t];
+#endif
       __syncthreads();
       for (int t = 0; t < count; ++t) {
         float c[DIM];
 #pragma unroll
         for (int j = 0; j < DIM; ++j) c[j] = c_s[t * DIM + j];
-        const float h = h_s[t];
 #pragma unroll
         for (int q = 0; q < POINTS; ++q) {
-          float score = h;
+#if DIRECT
+          float score = 0.0f;
+#pragma unroll
+          for (int j = 0; j < DIM; ++j) {
+            const float diff = p[q][j] - c[j];
+            score = fmaf(diff, diff, score);
+          }
+#else
+          float score = h_s[t];
 #pragma unroll
           for (int j = 0; j < DIM; ++j) score = fmaf(-p[q][j], c[j], score);
+#endif
           if (score < best_score[q]) {  // strict: ties go to the lower index
             best_score[q] = score;
             best[q] = first + t;

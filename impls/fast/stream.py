@@ -203,7 +203,7 @@ class KmbenchGpuStream(KmbenchGpu):
         self._info = {"strategy": self._strategy, "streamed": True, "chunk_rows": self._rows,
                       "chunks": len(chunks(n, self._rows)), "chunk_bytes": self._rows * d * 4,
                       "host_memory": "pinned in place" if self._pinned._pinned_here else "already pinned",
-                      "copy_floor_s": self._copy_floor, "cupy": cupy.__version__,
+                      "copy_floor_s": self._copy_floor, "cupy": cupy.__version__, "distance": self._distance_form(),
                       **(self._tensor_info() if self._strategy == "tensor" else
                          {"points_per_thread": self._points, "block_size": BLOCK}),
                       "precision": ("tf32 certified by a bound, fp32 re-check, float64 sums"
