@@ -60,14 +60,12 @@ kmcuda:  ## build kmcuda (document 004's library) for this GPU from its PyPI sou
 
 # GPU sets for the scaling run: one GPU, then two (add 0,1,2,3 on a four-GPU machine).
 DASK_GPU_SETS ?= 0 0,1
+# Every n times this (0.1: radial 1e8 and 1e7 x 128; 0.01: a smoke run of the same code).
+SCALING_SCALE ?= 1
 
-scale-dask-cuda:  ## dask-cuda strong scaling on radial 1e8 points, k = 3 and 1000, per GPU set, into $(GPU_RESULTS)/scaling
-	@name=$$($(GPU_PATH) $(PYTHON) -m kmbench gen-data radial --cluster-size 2000000 | head -n 1 | cut -d: -f1) && \
-	for gpus in $(DASK_GPU_SETS); do for k in 3 1000; do \
-	  KMBENCH_DASK_GPUS=$$gpus $(GPU_PATH) $(PYTHON) -m kmbench run --dataset $$name --k $$k --iters 3 \
-	    --repeats 2 --warmup 1 --impl dask-cuda,kmbench-gpu-dask --store $(GPU_RESULTS)/scaling/records.jsonl || exit 1; \
-	done; done
-	$(GPU_PATH) $(PYTHON) -m kmbench.report.scaling $(GPU_RESULTS)/scaling/records.jsonl > $(GPU_RESULTS)/scaling/scaling.md
+scale-dask-cuda:  ## strong scaling of the Dask GPU rows at 1e9 x 2 (k = 3, 1000) and 1e8 x 128 (k = 1024) per GPU set, against kmbench-gpu alone, into $(GPU_RESULTS)/scaling
+	$(GPU_PATH) $(PYTHON) -m kmbench.plans.scaling --gpus "$(DASK_GPU_SETS)" --scale $(SCALING_SCALE) \
+	  --store $(GPU_RESULTS)/scaling/records.jsonl --out $(GPU_RESULTS)/scaling/scaling.md
 
 # Shares of the GPU's memory the out-of-core data take (1.2: larger than the GPU).
 OUT_OF_CORE_SHARES ?= 1.2

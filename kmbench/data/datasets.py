@@ -69,7 +69,7 @@ def radial_centers(branches1, dist1, branches2, dist2) -> np.ndarray:
     return np.stack([leaves.real, leaves.imag], axis=1)
 
 
-def _fill_radial(out, centers, cluster_size, scale, seed):
+def fill_radial(out, centers, cluster_size, scale, seed):
     """Fill `out` (n, 2) chunk by chunk: center of each row plus Gaussian noise."""
     rng = np.random.default_rng(seed)
     n = out.shape[0]
@@ -233,7 +233,7 @@ def radial(branches1: int = 10, dist1: float = 20.0, branches2: int = 5, dist2: 
     params = {"branches1": branches1, "dist1": dist1, "branches2": branches2, "dist2": dist2,
               "cluster_size": cluster_size, "scale": scale, "seed": seed, "n": n, "d": 2}
     return _store(name, directory, "radial", params, (n, 2), dtype,
-                  lambda out: _fill_radial(out, centers, cluster_size, scale, seed), centers)
+                  lambda out: fill_radial(out, centers, cluster_size, scale, seed), centers)
 
 
 def resolve(spec: str, directory: Path | str | None = None, label_column: bool = False) -> Dataset:

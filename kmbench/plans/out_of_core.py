@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,12 +26,9 @@ import numpy as np
 from kmbench.data import files
 from kmbench.data.datasets import Dataset
 from kmbench.errors import UsageError
-from kmbench.protocol import validate
-from kmbench.protocol.runner import LloydTask, Settings, check_settings
+from kmbench.plans.in_memory import InMemoryLloydTask, Lines, fits_host, generate_blobs
+from kmbench.protocol.runner import Settings, check_settings
 from kmbench.protocol.task import run_cells
-
-GENERATE_ROWS = 1 << 21  # rows generated on the GPU per chunk
-HOST_SHARE = 0.9  # of the host's available memory the data may take
 
 
 def points_for(share: float, d: int, gpu_bytes: int) -> int:
@@ -40,37 +36,8 @@ def points_for(share: float, d: int, gpu_bytes: int) -> int:
     return int(share * gpu_bytes // (4 * d))
 
 
-def generate_blobs(n: int, d: int, centers: int, seed: int, out: np.ndarray) -> None:
-    """Fill `out` (n x d float32, host) with Gaussian blobs made on the GPU, a chunk at a time."""
-    import cupy
-
-    middles = cupy.asarray(np.random.default_rng(seed).uniform(-10, 10, size=(centers, d)).astype(np.float32))
-    rng = cupy.random.default_rng(seed)
-    for first in range(0, n, GENERATE_ROWS):
-        m = min(GENERATE_ROWS, n - first)
-        chunk = middles[rng.integers(0, centers, size=m)] + rng.standard_normal((m, d), dtype=cupy.float32)
-        chunk.get(out=out[first:first + m])
-
-
-def _available_host_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-class OutOfCoreTask(LloydTask):
-    """LloydTask on in-memory data: the oracle computed here (no cache for data this size), and
-    each streamed row's time per iteration as a multiple of its copy floor."""
-
-    def oracle(self, dataset, problem, progress=None):
-        note = (lambda text: progress(f"{text} on {dataset.name}")) if progress else None
-        return validate.Oracle.compute(problem.data, problem.initial_centroids, problem.iterations,
-                                       progress=note, tol=problem.tol)
+class OutOfCoreTask(InMemoryLloydTask):
+    """Each streamed row's time per iteration as a multiple of its copy floor, too."""
 
     def measure(self, impl, problem, oracle, dataset, run_id: str) -> dict:
         record = super().measure(impl, problem, oracle, dataset, run_id)
@@ -146,15 +113,14 @@ def _run(args) -> int:
     records = []
     for share in (float(value) for value in args.share.split(",")):
         n = points_for(share, args.d, gpu_bytes)
-        available = _available_host_bytes()
-        if available is not None and n * args.d * 4 > HOST_SHARE * available:
-            raise UsageError(f"{share}x the GPU's memory is {n * args.d * 4 / 2**30:.0f} GiB of points; this host "
-                             f"has {available / 2**30:.0f} GiB available.")
+        fits, why = fits_host(n * args.d * 4)
+        if not fits:
+            raise UsageError(f"{share}x the GPU's memory does not fit: {why}.")
         data = np.empty((n, args.d), dtype=np.float32)
         pinned = PinnedHost(data)  # before the pages are first written: they are made once, locked
         try:
             centers = args.centers or args.k
-            lines = _Lines()
+            lines = Lines()
             lines.note(f"generating {n:,} x {args.d} ({n * args.d * 4 / 1e9:.1f} GB, {share}x GPU memory)")
             generate_blobs(n, args.d, centers, args.seed, data)
             name = f"blobs-gpu-n{n}-d{args.d}-c{centers}-s{args.seed}-float32"
@@ -172,27 +138,6 @@ def _run(args) -> int:
         files.write_text_atomically(Path(args.out), table)
     sys.stdout.write(table)
     return 0 if all(r.get("status") in ("ok", "error", "skipped") for r in records) else 1
-
-
-class _Lines:
-    """Progress as plain lines, each with the seconds since the start (the benchmark runs in logs)."""
-
-    def __init__(self):
-        self._start = time.perf_counter()
-
-    def _say(self, text: str) -> None:
-        print(f"[{time.perf_counter() - self._start:7.1f} s] {text}", flush=True)
-
-    def start(self, impl, dataset):
-        self._say(f"{impl.name} on {dataset.name}")
-
-    def note(self, text):
-        self._say(f"  {text}")
-
-    def done(self, record):
-        per = record.get("per_iteration_s")
-        self._say(f"  {record['impl']}: {record.get('status')}{f', {per * 1e3:.1f} ms per iteration' if per else ''} "
-                  f"{record.get('detail', '')}")
 
 
 if __name__ == "__main__":

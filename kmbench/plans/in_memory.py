@@ -1,0 +1,91 @@
+"""What the benchmarks on data too large for the disk cache share (out_of_core.py, scaling.py):
+data made in memory, the oracle computed in the run (once per dataset, however many rows and
+GPU sets use it), and progress as plain timed lines, since these runs live in logs.
+
+The GPU machines have 64 GiB of disk, and 1e8 x 128 float32 points are 51 GB: such data are
+generated where they are used, each time, from a seed, and never cached.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from kmbench.protocol import validate
+from kmbench.protocol.runner import LloydTask
+
+GENERATE_ROWS = 1 << 21  # rows generated on the GPU per chunk
+HOST_SHARE = 0.9  # of the host's available memory the data may take
+
+
+def generate_blobs(n: int, d: int, centers: int, seed: int, out: np.ndarray) -> None:
+    """Fill `out` (n x d float32, host) with Gaussian blobs made on the GPU, a chunk at a time:
+    `centers` middles uniform in [-10, 10]^d, unit spread."""
+    import cupy
+
+    middles = cupy.asarray(np.random.default_rng(seed).uniform(-10, 10, size=(centers, d)).astype(np.float32))
+    rng = cupy.random.default_rng(seed)
+    for first in range(0, n, GENERATE_ROWS):
+        m = min(GENERATE_ROWS, n - first)
+        chunk = middles[rng.integers(0, centers, size=m)] + rng.standard_normal((m, d), dtype=cupy.float32)
+        chunk.get(out=out[first:first + m])
+
+
+def available_host_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def fits_host(nbytes: int) -> tuple[bool, str]:
+    """Whether `nbytes` of data may be made in this host's memory (HOST_SHARE of what is
+    available), and if not, a sentence that says so."""
+    available = available_host_bytes()
+    if available is not None and nbytes > HOST_SHARE * available:
+        return False, (f"the data take {nbytes / 2**30:.0f} GiB; this host has {available / 2**30:.0f} GiB "
+                       "of memory available")
+    return True, ""
+
+
+class InMemoryLloydTask(LloydTask):
+    """LloydTask on in-memory data: the oracle computed here (there is no cache for data this
+    size), once per dataset name, however many times run_cells asks (each row set, each GPU
+    set). The task's settings fix the initial centroids and the stop rule, so the name is the key."""
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        self._oracles: dict[str, validate.Oracle] = {}
+
+    def oracle(self, dataset, problem, progress=None):
+        if dataset.name not in self._oracles:
+            note = (lambda text: progress(f"{text} on {dataset.name}")) if progress else None
+            self._oracles[dataset.name] = validate.Oracle.compute(
+                problem.data, problem.initial_centroids, problem.iterations, progress=note, tol=problem.tol)
+        return self._oracles[dataset.name]
+
+
+class Lines:
+    """Progress as plain lines, each with the seconds since the start."""
+
+    def __init__(self):
+        self._start = time.perf_counter()
+
+    def _say(self, text: str) -> None:
+        print(f"[{time.perf_counter() - self._start:7.1f} s] {text}", flush=True)
+
+    def start(self, impl, dataset):
+        self._say(f"{impl.name} on {dataset.name}")
+
+    def note(self, text):
+        self._say(f"  {text}")
+
+    def done(self, record):
+        per = record.get("per_iteration_s")
+        self._say(f"  {record['impl']}: {record.get('status')}{f', {per * 1e3:.1f} ms per iteration' if per else ''} "
+                  f"{record.get('detail', '')}")

@@ -1,0 +1,69 @@
+"""The strong-scaling plan (kmbench/plans/scaling.py): its arguments, the sizes of its
+workloads, data identical to the cached generator's, and a whole run on the CPU with the
+`dask` row standing in for the GPU rows: one oracle per k judges every GPU set."""
+
+import numpy as np
+import pytest
+
+from kmbench.data import datasets, results
+from kmbench.errors import UsageError
+from kmbench.plans import scaling
+from kmbench.protocol import validate
+
+
+def test_gpu_sets_are_space_separated_lists_of_distinct_gpus():
+    assert scaling.gpu_sets("0 0,1") == ["0", "0,1"]
+    assert scaling.gpu_sets(" 0,1,2,3 ") == ["0,1,2,3"]
+    for bad in ("", "0,0", "a", "0;1", "0,"):
+        with pytest.raises(UsageError, match="--gpus"):
+            scaling.gpu_sets(bad)
+
+
+def test_the_workloads_keep_their_size_and_shrink_by_scale():
+    radial, blobs = scaling.WORKLOADS["radial-1e9"], scaling.WORKLOADS["blobs-1e8x128"]
+    assert scaling.rows_of(radial, 1.0) == 10**9 and scaling.rows_of(blobs, 1.0) == 10**8
+    assert scaling.rows_of(radial, 1e-4) == 100_000
+    assert scaling.rows_of(radial, 1e-9) == 50  # one point per cluster at least
+    assert scaling.rows_of(blobs, 0.01) == 10**6
+    with pytest.raises(UsageError, match="--scale"):
+        scaling.rows_of(radial, 0.0)
+
+
+def test_radial_data_in_memory_are_the_cached_generators(tmp_path):
+    workload = scaling.WORKLOADS["radial-1e9"]
+    n = scaling.rows_of(workload, 1e-5)
+    data = np.empty((n, 2), dtype=np.float32)
+    name, meta = scaling.fill(workload, n, 3, data)
+    cached = datasets.radial(cluster_size=n // 50, seed=3, directory=tmp_path)
+    assert name == cached.name
+    assert np.array_equal(data, np.asarray(cached.data))
+    assert meta["parameters"]["n"] == n and meta["parameters"]["cluster_size"] == n // 50
+
+
+def test_a_run_judges_every_gpu_set_by_one_oracle_per_k(tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    computed = []
+    compute = validate.Oracle.compute.__func__
+
+    def counted(cls, data, *args, **kwargs):
+        computed.append(data.shape)
+        return compute(cls, data, *args, **kwargs)
+
+    monkeypatch.setattr(validate.Oracle, "compute", classmethod(counted))
+    store, out = tmp_path / "records.jsonl", tmp_path / "scaling.md"
+    code = scaling.main(["--workload", "radial-1e9", "--scale", "1e-4", "--k", "3", "--gpus", "0 0,1",
+                         "--impl", "dask", "--alone", "numpy", "--repeats", "1", "--store", str(store),
+                         "--out", str(out)])
+    assert code == 0
+    stored = results.load(store)
+    assert [r["impl"] for r in stored] == ["numpy", "dask", "dask"]
+    assert all(r["status"] == "ok" and r["dataset"]["n"] == 100_000 and r["params"]["k"] == 3 for r in stored)
+    assert computed == [(100_000, 2)]
+    assert "| numpy | radial-b10x20-b5x2-m2000-sc0.1-s0-float32 | 100,000 | 3 | 1 |" in out.read_text()
+
+
+def test_unknown_names_are_one_sentence_before_any_data_are_made(tmp_path, capsys):
+    assert scaling.main(["--workload", "radial-1e10", "--store", str(tmp_path / "r.jsonl")]) == 2
+    assert "unknown workload radial-1e10; known: radial-1e9, blobs-1e8x128." in capsys.readouterr().err
+    assert scaling.main(["--k", "three", "--store", str(tmp_path / "r.jsonl")]) == 2
+    assert "--k takes whole numbers" in capsys.readouterr().err
