@@ -67,3 +67,14 @@ def test_unknown_names_are_one_sentence_before_any_data_are_made(tmp_path, capsy
     assert "unknown workload radial-1e10; known: radial-1e9, blobs-1e8x128." in capsys.readouterr().err
     assert scaling.main(["--k", "three", "--store", str(tmp_path / "r.jsonl")]) == 2
     assert "--k takes whole numbers" in capsys.readouterr().err
+
+
+def test_data_the_host_cannot_hold_are_one_sentence_before_any_are_made(tmp_path, monkeypatch, capsys):
+    from kmbench.plans import in_memory
+
+    monkeypatch.setattr(in_memory, "available_host_bytes", lambda: 2**30)
+    code = scaling.main(["--workload", "blobs-1e8x128", "--store", str(tmp_path / "r.jsonl")])
+    assert code == 2
+    assert ("100,000,000 x 128 does not fit: the data take 48 GiB; this host has 1 GiB of memory available."
+            in capsys.readouterr().err)
+    assert not (tmp_path / "r.jsonl").exists()

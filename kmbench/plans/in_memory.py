@@ -8,10 +8,15 @@ generated where they are used, each time, from a seed, and never cached.
 
 from __future__ import annotations
 
+import sys
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
+from kmbench.data import files
+from kmbench.errors import UsageError
 from kmbench.protocol import validate
 from kmbench.protocol.runner import LloydTask
 
@@ -30,6 +35,14 @@ def generate_blobs(n: int, d: int, centers: int, seed: int, out: np.ndarray) -> 
         m = min(GENERATE_ROWS, n - first)
         chunk = middles[rng.integers(0, centers, size=m)] + rng.standard_normal((m, d), dtype=cupy.float32)
         chunk.get(out=out[first:first + m])
+
+
+def gpu_blobs(n: int, d: int, centers: int, seed: int, out: np.ndarray, **parameters) -> tuple[str, dict]:
+    """generate_blobs into `out`: (the dataset's name, its meta; `parameters` join the meta's)."""
+    generate_blobs(n, d, centers, seed, out)
+    return (f"blobs-gpu-n{n}-d{d}-c{centers}-s{seed}-float32",
+            {"generator": "blobs (generated on the GPU, in memory)", "checksum": None,
+             "parameters": {"n": n, "d": d, "centers": centers, "std": 1.0, "seed": seed, **parameters}})
 
 
 def available_host_bytes() -> int | None:
@@ -51,6 +64,61 @@ def fits_host(nbytes: int) -> tuple[bool, str]:
         return False, (f"the data take {nbytes / 2**30:.0f} GiB; this host has {available / 2**30:.0f} GiB "
                        "of memory available")
     return True, ""
+
+
+def add_protocol_arguments(parser, out_help: str) -> None:
+    """The options both plans share: the protocol's counts, the seed, where records and the table go."""
+    parser.add_argument("--iters", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--store", required=True, help="records.jsonl to append to")
+    parser.add_argument("--out", help=out_help)
+
+
+def run_main(run, args) -> int:
+    """A plan's exit status: `run(args)`'s, or 2 with the one sentence of a usage error."""
+    try:
+        return run(args)
+    except UsageError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+
+
+@contextmanager
+def host_points(n: int, d: int, what: str):
+    """An empty n x d float32 host array for the data, page-locked where a GPU is present (the
+    oracle's blocks and the uploads then copy at full speed), unlocked and dropped after. A
+    size the host cannot hold is one sentence that starts with `what`."""
+    fits, why = fits_host(n * d * 4)
+    if not fits:
+        raise UsageError(f"{what} does not fit: {why}.")
+    data = np.empty((n, d), dtype=np.float32)
+    pinned = _pin(data)  # before the pages are first written: they are made once, locked
+    try:
+        yield data
+    finally:
+        if pinned is not None:
+            pinned.release()
+
+
+def _pin(data: np.ndarray):
+    from impls.cuda import cuda_status
+
+    if not cuda_status()[0]:
+        return None
+    from impls.fast.stream import PinnedHost
+
+    return PinnedHost(data)
+
+
+def finish(table: str, out: str | None, records: list[dict]) -> int:
+    """Write the table (atomically, where asked) and print it: 0 unless a cell is `mismatch`."""
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        files.write_text_atomically(Path(out), table)
+    sys.stdout.write(table)
+    return 0 if all(r.get("status") in ("ok", "error", "skipped") for r in records) else 1
 
 
 class InMemoryLloydTask(LloydTask):

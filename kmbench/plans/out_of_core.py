@@ -19,14 +19,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-import numpy as np
-
-from kmbench.data import files
 from kmbench.data.datasets import Dataset
-from kmbench.errors import UsageError
-from kmbench.plans.in_memory import InMemoryLloydTask, Lines, fits_host, generate_blobs
+from kmbench.plans.in_memory import (InMemoryLloydTask, Lines, add_protocol_arguments, finish, gpu_blobs,
+                                     host_points, run_main)
 from kmbench.protocol.runner import Settings, check_settings
 from kmbench.protocol.task import run_cells
 
@@ -81,29 +77,18 @@ def _arguments(argv):
     parser.add_argument("--d", type=int, default=128)
     parser.add_argument("--k", type=int, default=1024)
     parser.add_argument("--centers", type=int, default=None, help="blobs (default: k)")
-    parser.add_argument("--iters", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--impl", default="kmbench-gpu-stream,kmbench-gpu", help="rows, comma-separated")
-    parser.add_argument("--store", required=True, help="records.jsonl to append to")
-    parser.add_argument("--out", help="markdown table of this run's records")
+    add_protocol_arguments(parser, out_help="markdown table of this run's records")
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
-    args = _arguments(argv)
-    try:
-        return _run(args)
-    except UsageError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 2
+    return run_main(_run, _arguments(argv))
 
 
 def _run(args) -> int:
     import cupy
 
-    from impls.fast.stream import PinnedHost
     from kmbench.registry import select
 
     settings = Settings(k=args.k, iterations=args.iters, warmup=args.warmup, repeats=args.repeats, seed=args.seed)
@@ -112,32 +97,18 @@ def _run(args) -> int:
     _, gpu_bytes = cupy.cuda.runtime.memGetInfo()
     records = []
     for share in (float(value) for value in args.share.split(",")):
-        n = points_for(share, args.d, gpu_bytes)
-        fits, why = fits_host(n * args.d * 4)
-        if not fits:
-            raise UsageError(f"{share}x the GPU's memory does not fit: {why}.")
-        data = np.empty((n, args.d), dtype=np.float32)
-        pinned = PinnedHost(data)  # before the pages are first written: they are made once, locked
-        try:
-            centers = args.centers or args.k
-            lines = Lines()
-            lines.note(f"generating {n:,} x {args.d} ({n * args.d * 4 / 1e9:.1f} GB, {share}x GPU memory)")
-            generate_blobs(n, args.d, centers, args.seed, data)
-            name = f"blobs-gpu-n{n}-d{args.d}-c{centers}-s{args.seed}-float32"
-            meta = {"generator": "blobs (generated on the GPU, in memory)", "checksum": None,
-                    "parameters": {"n": n, "d": args.d, "centers": centers, "std": 1.0, "seed": args.seed,
-                                   "share": share}}
-            records += run_cells(OutOfCoreTask(settings), [Dataset(name, data, None, meta)], impls,
-                                 store=args.store, reporter=lines)
-        finally:
-            pinned.release()
-            del data
-    table = markdown(records)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        files.write_text_atomically(Path(args.out), table)
-    sys.stdout.write(table)
-    return 0 if all(r.get("status") in ("ok", "error", "skipped") for r in records) else 1
+        records += _one_share(args, settings, impls, share, points_for(share, args.d, gpu_bytes))
+    return finish(markdown(records), args.out, records)
+
+
+def _one_share(args, settings, impls, share: float, n: int) -> list[dict]:
+    """Its own function, so the data are gone before the next share's are made."""
+    with host_points(n, args.d, f"{share}x the GPU's memory") as data:
+        lines = Lines()
+        lines.note(f"generating {n:,} x {args.d} ({n * args.d * 4 / 1e9:.1f} GB, {share}x GPU memory)")
+        name, meta = gpu_blobs(n, args.d, args.centers or args.k, args.seed, data, share=share)
+        return run_cells(OutOfCoreTask(settings), [Dataset(name, data, None, meta)], impls,
+                         store=args.store, reporter=lines)
 
 
 if __name__ == "__main__":

@@ -21,15 +21,14 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from impls.dask_impl import GPUS_ENV
-from kmbench.data import files
 from kmbench.data.datasets import Dataset, fill_radial, radial_centers, radial_name
 from kmbench.errors import UsageError
-from kmbench.plans.in_memory import InMemoryLloydTask, Lines, fits_host, generate_blobs
+from kmbench.plans.in_memory import (InMemoryLloydTask, Lines, add_protocol_arguments, finish, gpu_blobs,
+                                     host_points, run_main)
 from kmbench.protocol.runner import Settings, check_settings
 from kmbench.protocol.task import run_cells
 
@@ -82,11 +81,7 @@ def fill(workload: Workload, n: int, seed: int, out: np.ndarray) -> tuple[str, d
         name = radial_name(RADIAL["branches1"], RADIAL["dist1"], RADIAL["branches2"], RADIAL["dist2"], size,
                            RADIAL["scale"], seed, "float32")
         return name, {"generator": "radial (in memory)", "checksum": None, "parameters": {**parameters, "n": n, "d": 2}}
-    centers = max(workload.ks)
-    generate_blobs(n, workload.d, centers, seed, out)
-    parameters = {"n": n, "d": workload.d, "centers": centers, "std": 1.0, "seed": seed}
-    return (f"blobs-gpu-n{n}-d{workload.d}-c{centers}-s{seed}-float32",
-            {"generator": "blobs (generated on the GPU, in memory)", "checksum": None, "parameters": parameters})
+    return gpu_blobs(n, workload.d, max(workload.ks), seed, out)
 
 
 def _arguments(argv):
@@ -98,22 +93,32 @@ def _arguments(argv):
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every n (a smoke run: 0.01)")
     parser.add_argument("--impl", default="kmbench-gpu-dask,dask-cuda", help="the rows run on each GPU set")
     parser.add_argument("--alone", default="kmbench-gpu", help="the rows run once, on one GPU, without Dask")
-    parser.add_argument("--iters", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--store", required=True, help="records.jsonl to append to")
-    parser.add_argument("--out", help="the strong-scaling table of the whole store, as markdown")
+    add_protocol_arguments(parser, out_help="the strong-scaling table of the whole store, as markdown")
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> int:
-    args = _arguments(argv)
-    try:
-        return _run(args)
-    except UsageError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 2
+    return run_main(_run, _arguments(argv))
+
+
+def _one_workload(args, workload: Workload, ks: list[int], sets, alone, spread, lines) -> list[dict]:
+    """Its own function, so the data are gone before the next workload's are made."""
+    n = rows_of(workload, args.scale)
+    records = []
+    with host_points(n, workload.d, f"{n:,} x {workload.d}") as data:
+        lines.note(f"making {n:,} x {workload.d} ({n * workload.d * 4 / 1e9:.1f} GB)")
+        name, meta = fill(workload, n, args.seed, data)
+        dataset = Dataset(name, data, None, meta)
+        for k in ks:
+            settings = Settings(k=k, iterations=args.iters, warmup=args.warmup, repeats=args.repeats, seed=args.seed)
+            check_settings(settings)
+            task = InMemoryLloydTask(settings)  # one oracle for every cell of this k
+            records += run_cells(task, [dataset], alone, store=args.store, reporter=lines)
+            for chosen in sets:
+                os.environ[GPUS_ENV] = chosen
+                lines.note(f"GPU set {chosen}")
+                records += run_cells(task, [dataset], spread, store=args.store, reporter=lines)
+    return records
 
 
 def _plan(args) -> tuple[list[Workload], list[str], list, list, set[int] | None]:
@@ -140,50 +145,9 @@ def _run(args) -> int:
     records = []
     for workload in workloads:
         ks = [k for k in workload.ks if only is None or k in only]
-        if not ks:
-            continue
-        n = rows_of(workload, args.scale)
-        fits, why = fits_host(n * workload.d * 4)
-        if not fits:
-            raise UsageError(f"{n:,} x {workload.d} does not fit: {why}.")
-        data = np.empty((n, workload.d), dtype=np.float32)
-        pinned = _pin(data)  # before the pages are first written: they are made once, locked
-        try:
-            lines.note(f"making {n:,} x {workload.d} ({n * workload.d * 4 / 1e9:.1f} GB)")
-            name, meta = fill(workload, n, args.seed, data)
-            dataset = Dataset(name, data, None, meta)
-            for k in ks:
-                settings = Settings(k=k, iterations=args.iters, warmup=args.warmup, repeats=args.repeats,
-                                    seed=args.seed)
-                check_settings(settings)
-                task = InMemoryLloydTask(settings)  # one oracle for every cell of this k
-                records += run_cells(task, [dataset], alone, store=args.store, reporter=lines)
-                for chosen in sets:
-                    os.environ[GPUS_ENV] = chosen
-                    lines.note(f"GPU set {chosen}")
-                    records += run_cells(task, [dataset], spread, store=args.store, reporter=lines)
-        finally:
-            if pinned is not None:
-                pinned.release()
-            del data
-    table = markdown(results.load(args.store))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        files.write_text_atomically(Path(args.out), table)
-    sys.stdout.write(table)
-    return 0 if all(r.get("status") in ("ok", "error", "skipped") for r in records) else 1
-
-
-def _pin(data: np.ndarray):
-    """Page-lock the data where a GPU is present (the oracle's blocks and the uploads then copy
-    at full speed); None where none is."""
-    from impls.cuda import cuda_status
-
-    if not cuda_status()[0]:
-        return None
-    from impls.fast.stream import PinnedHost
-
-    return PinnedHost(data)
+        if ks:
+            records += _one_workload(args, workload, ks, sets, alone, spread, lines)
+    return finish(markdown(results.load(args.store)), args.out, records)
 
 
 if __name__ == "__main__":
