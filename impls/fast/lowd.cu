@@ -15,7 +15,8 @@
 //   (point, cluster)); else the score |c|^2/2 - x.c from tiles of (c, |c|^2 / 2) (DIM FMAs).
 //   The score rounds at the size of |x||c|, the distance at the size of |x - c|^2: on small
 //   clusters far from the data's mean (the radial tree) the score cannot tell apart the
-//   nearest centroids of a point in seven of every hundred, and the run's inertia drifts. Then the update: a warp whose points all chose one cluster adds one shuffle sum;
+//   nearest centroids of a point in seven of every hundred, and the run's inertia drifts.
+//   Then the update: a warp whose points all chose one cluster adds one shuffle sum;
 //   otherwise each point adds itself, float64 atomics spread over k clusters.
 // finish turns the sums into centroids and clears them for the next iteration.
 
