@@ -93,6 +93,24 @@ def _gpu_record(impl, per_iter, k, n=1_000_000):
             "env": {"gpu": {"name": "G", "copy_bandwidth_Bps": 4e12, "fp32_issue_rate": 3.3e13}}}
 
 
+def test_a_cell_measured_twice_shows_its_newest_record(tmp_path):
+    """The store appends records as cells finish; where one cell was measured twice, the report
+    shows the later measurement, whichever way the two differ, and keeps every other cell."""
+    from kmbench.data import results
+
+    store = tmp_path / "twice.jsonl"
+    first = dict(_gpu_record("v", 4e-3, k=10), timestamp="2024-01-01T00:00:00+00:00")
+    other = dict(_gpu_record("w", 2e-3, k=10), timestamp="2024-01-02T00:00:00+00:00")
+    second = dict(_gpu_record("v", 1e-3, k=10), status="mismatch", timestamp="2024-01-03T00:00:00+00:00")
+    for record in (first, other, second):
+        results.append(record, store)
+    cells = report.cells_frame(results.load(store)).set_index("impl")
+    assert sorted(cells.index) == ["v", "w"]
+    assert cells.loc["v", "per_iter_s"] == second["per_iteration_s"]
+    assert cells.loc["v", "status"] == "mismatch" and cells.loc["v", "timestamp"] == second["timestamp"]
+    assert cells.loc["w", "per_iter_s"] == other["per_iteration_s"]
+
+
 def test_roofline_names_the_limit_the_cell_is_near():
     compute_bound = report._roofline(_gpu_record("v", 400e-6, k=1000))
     assert compute_bound["roofline_limit"] == "FP32 issue"

@@ -15,14 +15,17 @@ class Spy(NumpyFast):
 
     def __init__(self, name):
         self.name = self.label = name
-        self.starts, self.calls, self.prepared = [], 0, 0
+        self.starts, self.calls, self.prepared, self.steps = [], 0, 0, 0
 
     def prepare(self, problem):
         self.prepared += 1
 
     def run(self, problem):
-        self.calls += 1
-        self.starts.append(problem.initial_centroids.copy())
+        if problem.iterations == 1:  # the judge stepping it (untimed validation)
+            self.steps += 1
+        else:
+            self.calls += 1
+            self.starts.append(problem.initial_centroids.copy())
         return super().run(problem)
 
 
@@ -61,6 +64,7 @@ def test_everyone_gets_the_same_start_and_counted_repeats(tmp_path):
     settings = runner.Settings(k=5, iterations=12, warmup=2, repeats=3)
     records = runner.run([a, b], [_dataset()], settings, store=tmp_path / "r.jsonl")
     assert a.calls == b.calls == 5  # 2 warm-up + 3 counted
+    assert a.steps == b.steps == 12  # then stepped once per iteration for the judge, untimed
     assert a.prepared == 1
     for start in a.starts + b.starts:
         np.testing.assert_array_equal(start, a.starts[0])

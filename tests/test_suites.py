@@ -109,6 +109,27 @@ def test_sweep_runs_the_grid_skips_on_rerun_and_plots(tmp_path):
     assert forced.exit_code == 0 and len(results.load()) == 16
 
 
+def test_a_plans_records_are_the_newest_of_each_cell(tmp_path):
+    """`--no-run` reports the stored records of a plan's cells: of a cell measured twice, the
+    later record; a cell outside the plan, not at all."""
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    step = plan.Step(plan._filled({"generator": "blobs", "n": 300}), runner.Settings(k=2, iterations=3),
+                     [SimpleNamespace(name="numpy")])
+
+    def record(impl, k, mean):
+        return {"impl": impl, "label": impl, "status": "ok", "params": asdict(runner.Settings(k=k, iterations=3)),
+                "dataset": {"name": step.name, "n": 300, "d": 2}, "times": {"iterate": {"mean": mean}}}
+
+    store = tmp_path / "plan.jsonl"
+    for written in (record("numpy", 2, 3.0), record("numpy", 3, 2.0), record("sklearn", 2, 4.0),
+                    record("numpy", 2, 1.0)):
+        results.append(written, store)
+    (chosen,) = plan.latest_records([step], store)
+    assert chosen["params"]["k"] == 2 and chosen["times"]["iterate"]["mean"] == 1.0
+
+
 def test_sweep_does_not_skip_cells_measured_by_other_code(tmp_path, monkeypatch):
     from kmbench.protocol import environment
     assert _sweep(tmp_path).exit_code == 0

@@ -3,11 +3,15 @@ TF32 products are emulated by truncating FP32 inputs to 10 mantissa bits and add
 exact products in FP32, one at a time. A point whose margin is inside the bound is re-checked;
 outside it, the TF32 winner is the exact winner."""
 
+import ast
+import itertools
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from impls.fast import TILED_MAX_DIM, strategy
-from impls.fast import bound
+from impls.fast import bound, tensor_path
 
 
 def _scene(rng, n, d, k, offset=0.0, scale=1.0):
@@ -16,10 +20,55 @@ def _scene(rng, n, d, k, offset=0.0, scale=1.0):
     return x, c
 
 
-def _bound_for(x, c):
+def _bound_inputs(x, c):
+    """What E(x) is computed from: the rounded-up point norms, C and H (as load_centroids keeps them)."""
     single = c.astype(np.float32)
     half = (0.5 * (single.astype(np.float64) ** 2).sum(axis=1)).astype(np.float32)
-    return bound.score_error(x.shape[1], bound.norm_up(x), float(bound.norm_up(single).max()), float(half.max()))
+    return bound.norm_up(x), float(bound.norm_up(single).max()), float(half.max())
+
+
+def _bound_for(x, c):
+    return bound.score_error(x.shape[1], *_bound_inputs(x, c))
+
+
+def _kernel_error(arguments, x_norm, c_max, h_max):
+    """E(x) as certified_assign adds it up (tensor_kernels.py) from the numbers the launcher
+    gives it, in float64 (the kernel's FP32 is what bound.SAFETY allows for)."""
+    eps, eta, _ = arguments
+    return eps * np.asarray(x_norm, np.float64) * c_max + eta * h_max
+
+
+def _error_by(reader, x, c):
+    """E(x) per point as bound.py computes it, or as the kernel adds it up from its arguments."""
+    if reader == "bound.py":
+        return _bound_for(x, c)
+    return _kernel_error(tensor_path.bound_arguments(x.shape[1]), *_bound_inputs(x, c))
+
+
+def _kernel(arguments, x_norm, c_max, h_max, best, second):
+    """certified_assign's decisions after its argmin: (E, certified, limit, floor)."""
+    margin = arguments[2]
+    error = _kernel_error(arguments, x_norm, c_max, h_max)
+    flag = ~((second - best) > margin * error)
+    return error, ~flag, best + margin * error, np.where(flag, best, second) - error
+
+
+def _every_allowed_truth(scores, error):
+    """Exact scores the bound allows for TF32 scores `scores` (rows) and E (per row): every
+    pattern of errors at its extremes and zero, s = s^ + e E with e in {-1, 0, 1} per centroid.
+    Yields (exact scores, exact winner: the lowest index of the smallest)."""
+    for pattern in itertools.product((-1.0, 0.0, 1.0), repeat=scores.shape[1]):
+        exact = scores + np.asarray(pattern)[None, :] * error[:, None]
+        yield exact, np.argmin(exact, axis=1)
+
+
+def _dyadic_scenes():
+    """TF32 scores of 3 centroids on a grid of E / 2 around the best (every order, ties
+    included), E = 1/4: the float64 arithmetic on them is exact, boundaries included."""
+    error = 0.25
+    grid = np.arange(7) * error / 2
+    scores = np.array(list(itertools.product(grid, repeat=3)))
+    return scores, np.full(len(scores), error)
 
 
 def test_rounding_to_tf32_keeps_ten_mantissa_bits_to_half_a_unit(rng):
@@ -40,6 +89,37 @@ def test_every_emulated_tf32_score_is_within_the_bound(rng, d, offset):
     limit = _bound_for(x, c)[:, None]
     assert (error <= limit).all()
     assert error.max() > limit.max() / 1000  # TF32 does err: the emulation is not exact arithmetic
+
+
+@pytest.mark.parametrize("reader", ["bound.py", "kernel"])
+def test_the_bound_covers_rounding_that_piles_up_over_a_long_sum(reader):
+    """The FP32 accumulation's share of E: x = c = (1, 2^-12, ..., 2^-12) are TF32 values and
+    their products exact, so every error is the sum's. 1 enters it first; each of the d - 1
+    products of 2^-24 that follow is half a unit in the last place of 1 and rounds (to even)
+    away. The lost (d - 1) 2^-24 grows with d, past d = 2^14 beyond what rounding the inputs
+    to TF32 (2u |x| |c|) could explain; the bound, and the kernel's E, still cover it."""
+    d = 2 ** 15
+    x = np.full((1, d), 2.0 ** -12, dtype=np.float32)
+    x[0, 0] = 1.0
+    c = x.copy()
+    assert np.array_equal(bound.to_tf32(x), x)  # nothing to round: the error is the sum's alone
+    error = np.abs(bound.tf32_scores(x, c).astype(np.float64) - bound.exact_scores(x, c))
+    norms = bound.norm_up(x).astype(np.float64) * bound.norm_up(c).astype(np.float64)
+    assert (error > 2 * bound.TF32_UNIT * norms[:, None]).all()  # the scene does pile up
+    assert (error <= _error_by(reader, x, c)[:, None]).all()
+
+
+@pytest.mark.parametrize("reader", ["bound.py", "kernel"])
+def test_a_point_at_the_origin_is_off_by_the_rounded_half_norms_and_the_bound_covers_them(rng, reader):
+    """At x = 0 (the data's mean, once centred) every product is 0: the scores are the half
+    norms, rounded once to FP32, and E(0) is the bound's half-norm term alone. Points very
+    near the origin err the same way, the dot products' share of E being tiny there."""
+    d = 64
+    x = np.vstack([np.zeros((1, d)), 1e-6 * rng.standard_normal((7, d))]).astype(np.float32)
+    c = (rng.standard_normal((300, d)) * 3.0).astype(np.float32)
+    error = np.abs(bound.tf32_scores(x, c).astype(np.float64) - bound.exact_scores(x, c))
+    assert error[0].max() > 0  # the half norms do round: the scene is not exact arithmetic
+    assert (error <= _error_by(reader, x, c)[:, None]).all()
 
 
 def test_the_bound_grows_with_the_dimension():
@@ -125,6 +205,91 @@ def test_the_floor_bounds_every_other_centroid_and_is_tight_where_certified(rng)
         assert np.array_equal(floor[sure], second[sure] - error[sure])
         below_runner_up += int((floor[~sure] < best[~sure]).sum())
     assert below_runner_up > 0  # the near-ties took the looser branch
+
+
+def _hold_for_every_allowed_truth(scores, error, sure, kept, lowest):
+    """Brute force over every truth _every_allowed_truth yields: a certified TF32 winner is the
+    exact winner; the exact winner is kept for the re-check and a centroid left out is beaten by
+    it; no centroid but the exact winner scores below the floor. Returns, for tightness: which
+    centroids some truth makes the winner or ties with it, and which points' TF32 winner wins
+    outright in every truth."""
+    tf32_winner = np.argmin(scores, axis=1)
+    rows = np.arange(len(scores))
+    can_win = np.zeros(scores.shape, dtype=bool)
+    always = np.ones(len(scores), dtype=bool)
+    for exact, winner in _every_allowed_truth(scores, error):
+        assert np.array_equal(winner[sure], tf32_winner[sure]), "a certified winner can lose"
+        assert kept[rows, winner].all(), "an exact winner the bound allows was ruled out"
+        assert (exact > exact[rows, winner][:, None])[~kept].all(), "a ruled-out centroid is not worse"
+        others = exact.copy()
+        others[rows, winner] = np.inf
+        assert (lowest <= others.min(axis=1)).all(), "a centroid can score below the floor"
+        can_win |= exact <= exact.min(axis=1)[:, None]
+        runner_up = exact.copy()
+        runner_up[rows, tf32_winner] = np.inf
+        always &= exact[rows, tf32_winner] < runner_up.min(axis=1)
+    return can_win, always
+
+
+def test_the_decisions_hold_for_every_truth_the_bound_allows():
+    """certified, candidates and floor against every set of exact scores within E of the TF32
+    ones, by brute force; and no looser than that: every centroid kept can come within a tie
+    of winning, and every point whose TF32 winner wins outright in every such truth is certified."""
+    scores, error = _dyadic_scenes()
+    _, best, second = bound.best_two(scores)
+    sure, kept = bound.certified(best, second, error), bound.candidates(scores, best, error)
+    can_win, always = _hold_for_every_allowed_truth(scores, error, sure, kept, bound.floor(best, second, error))
+    assert np.array_equal(kept, can_win)
+    assert np.array_equal(sure, always)
+
+
+@pytest.mark.parametrize("d", [33, 128, 408])
+def test_the_kernel_is_given_bound_pys_thresholds(rng, d):
+    """The tensor path's certified_assign holds no threshold of its own: it is given eps, eta
+    and E's multiple (tensor_path.bound_arguments, plain Python), and with them its arithmetic
+    computes bound.py's E, certifies the points bound.py certifies, lists them with bound.py's
+    limits and writes bound.py's floors: on random points with near-ties, and for the multiple
+    on the dyadic scenes above, where every boundary is hit exactly and every allowed truth is
+    tried (so a multiple too small in bound.py fails here too)."""
+    arguments = tensor_path.bound_arguments(d)
+    x, c = _scene(rng, 300, d, 20)
+    x[100:200] = 0.5 * (c[1] + c[2])  # near-ties: listed points with their limits
+    scores = bound.tf32_scores(x, c)
+    _, best, second = bound.best_two(scores)
+    x_norm, c_max, h_max = _bound_inputs(x, c)
+    expected = bound.score_error(d, x_norm, c_max, h_max)
+    error, sure, limit, lowest = _kernel(arguments, x_norm, c_max, h_max, best, second)
+    np.testing.assert_allclose(error, expected, rtol=1e-12, atol=0)
+    assert np.array_equal(sure, bound.certified(best, second, expected))
+    assert sure.any() and not sure.all()
+    assert np.array_equal(scores <= limit[:, None], bound.candidates(scores, best, expected))
+    np.testing.assert_allclose(lowest, bound.floor(best, second, expected), rtol=1e-12, atol=0)
+
+    # The multiple, on the dyadic grid (the kernel's sum made E itself: eps = 1, |x| C = E, eta H = 0):
+    # the same decisions as bound.py's, and sound for every truth the bound allows.
+    scores, grid_error = _dyadic_scenes()
+    _, best, second = bound.best_two(scores)
+    error, sure, limit, lowest = _kernel((1.0, 1.0, arguments[2]), grid_error, 1.0, 0.0, best, second)
+    kept = scores <= limit[:, None]
+    assert np.array_equal(error, grid_error)
+    assert np.array_equal(sure, bound.certified(best, second, grid_error))
+    assert np.array_equal(kept, bound.candidates(scores, best, grid_error))
+    assert np.array_equal(lowest, bound.floor(best, second, grid_error))
+    _hold_for_every_allowed_truth(scores, grid_error, sure, kept, lowest)
+
+
+def test_the_kernel_source_holds_no_threshold_of_its_own():
+    """certified_assign takes eps, eta and margin (bound_arguments' order, as the launcher
+    passes them after n and k), and its body writes no number but 0 and 1 (offsets and
+    padding): no copy of the bound's thresholds."""
+    source = (Path(tensor_path.__file__).parent / "tensor_kernels.py").read_text()
+    kernel = next(node for node in ast.parse(source).body
+                  if isinstance(node, ast.FunctionDef) and node.name == "certified_assign")
+    names = [argument.arg for argument in kernel.args.args]
+    assert names[names.index("k") + 1:names.index("k") + 4] == ["eps", "eta", "margin"]
+    numbers = {node.value for node in ast.walk(kernel) if isinstance(node, ast.Constant)
+               and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)}
+    assert numbers <= {0, 1}, numbers
 
 
 def test_a_margin_just_above_the_bound_is_certified_and_just_below_is_not():

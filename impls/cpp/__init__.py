@@ -86,7 +86,6 @@ class NativeLloyd(Implementation):
         self._workdir = tempfile.TemporaryDirectory(prefix="kmbench-cpp-")
         work = Path(self._workdir.name)
         self._init_path = work / "init.npy"
-        np.save(self._init_path, np.asarray(problem.initial_centroids, dtype=np.float64))
         self._data_path = self._dataset_file(problem, work)
 
     @staticmethod
@@ -114,6 +113,8 @@ class NativeLloyd(Implementation):
         return command + (["--float32"] if self.single else [])
 
     def run(self, problem: Problem) -> Result:
+        # Written for every run: the judge steps a row from centroids of its own (kmbench.judge).
+        np.save(self._init_path, np.asarray(problem.initial_centroids, dtype=np.float64))
         start = time.perf_counter()
         try:
             done = subprocess.run(self.command(problem), capture_output=True, text=True,

@@ -44,6 +44,9 @@ HALF_NORM_UNIT = 2.0 ** -23  # h rounded once to FP32, and the subtraction's rou
 SAFETY = 1.0 + 2.0 ** -8  # for the FP32 arithmetic that evaluates the threshold
 TF32_MASK = np.uint32(0xFFFFE000)  # keeps sign, exponent and the top 10 mantissa bits
 TF32_HALF = np.uint32(0x1000)  # half a TF32 unit in the last place: rounding, not truncation
+# E's multiple in both decisions (one E on each side of a comparison): certified where
+# s^(2) - s^_j1 > MARGIN E, a candidate where s^_j <= s^_j1 + MARGIN E.
+MARGIN = 2.0
 
 
 def dot_eps(d: int) -> float:
@@ -52,14 +55,21 @@ def dot_eps(d: int) -> float:
     return SAFETY * (2 * u + u * u + d * ACCUMULATE_UNIT * (1 + u) ** 2 + HALF_NORM_UNIT)
 
 
+def error_terms(d: int) -> tuple[float, float]:
+    """(eps, eta) with E(x) = eps |x| C + eta H: what score_error adds up, and the two numbers
+    the tensor path's kernel is given to add up the same sum (tensor_path.bound_arguments)."""
+    return dot_eps(d), SAFETY * HALF_NORM_UNIT
+
+
 def score_error(d: int, x_norm, c_max: float, h_max: float):
     """E(x): the bound on |s^_j - s_j| for every centroid j, for points of norm x_norm."""
-    return dot_eps(d) * np.asarray(x_norm, dtype=np.float64) * c_max + SAFETY * HALF_NORM_UNIT * h_max
+    eps, eta = error_terms(d)
+    return eps * np.asarray(x_norm, dtype=np.float64) * c_max + eta * h_max
 
 
 def certified(best: np.ndarray, second: np.ndarray, error) -> np.ndarray:
     """True where the computed winner is provably the exact one: margin > 2 E(x)."""
-    return (np.asarray(second, np.float64) - np.asarray(best, np.float64)) > 2 * np.asarray(error)
+    return (np.asarray(second, np.float64) - np.asarray(best, np.float64)) > MARGIN * np.asarray(error)
 
 
 def floor(best, second, error) -> np.ndarray:
@@ -73,7 +83,7 @@ def floor(best, second, error) -> np.ndarray:
 
 def candidates(scores, best, error) -> np.ndarray:
     """Which centroids can still be a point's exact winner: TF32 score <= best + 2 E(x)."""
-    limit = np.asarray(best, np.float64) + 2 * np.asarray(error, np.float64)
+    limit = np.asarray(best, np.float64) + MARGIN * np.asarray(error, np.float64)
     return np.asarray(scores, np.float64) <= np.reshape(limit, (-1, 1))
 
 

@@ -9,7 +9,8 @@ across threads comes once per block, not once per tile (see impls/triton_lloyd/N
 why). Above, each tile is a K loop over chunks of BLOCK_D dimensions, long enough that a
 reduction per tile is cheap, and per-row state leaves the registers for wider tiles. A point
 whose best two scores are further apart than twice the bound E of bound.py takes the TF32
-winner; the others are appended to a list, each with its limit: best TF32 score + 2 E. With
+winner; the others are appended to a list, each with its limit: best TF32 score + 2 E (E's
+terms and its multiple 2 come as arguments, from bound.py: tensor_path.bound_arguments). With
 KEEP_FLOOR it also writes, per point, a lower bound on the exact score of every centroid other
 than the exact winner (yinyang-gpu starts its bounds from it).
 
@@ -106,7 +107,7 @@ def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
 
 @triton.jit
 def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_ptr, flagged_ptr, limit_ptr,
-                     flagged_count_ptr, floor_ptr, n, k, eps, eta,
+                     flagged_count_ptr, floor_ptr, n, k, eps, eta, margin,
                      DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                      KEEP_FLOOR: tl.constexpr):
     block = tl.program_id(0)
@@ -121,12 +122,13 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
         best, second, label = _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
                                                DIM, BLOCK_M, BLOCK_N, BLOCK_D)
     tl.store(labels_ptr + rows64, label, mask=row_ok)
-    # Certified when second - best > 2 E(x), E(x) = eps |x| C + eta H (bound.py).
+    # Certified when second - best > margin E(x), E(x) = eps |x| C + eta H: the three numbers are
+    # bound.py's (tensor_path.bound_arguments), so the kernel holds no threshold of its own.
     c_max = tl.load(bound_max_ptr)
     h_max = tl.load(bound_max_ptr + 1)
     x_norm = tl.load(x_norm_ptr + rows64, mask=row_ok, other=0.0)
     error = eps * x_norm * c_max + eta * h_max
-    flag = row_ok & ~((second - best) > 2.0 * error)
+    flag = row_ok & ~((second - best) > margin * error)
     if KEEP_FLOOR:
         # A lower bound on the exact score of every centroid but the exact winner (yinyang's
         # bounds): a certified point's runner-up less E; a listed one's best less E (its exact
@@ -138,7 +140,7 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
         base = tl.atomic_add(flagged_count_ptr, total)
         place = base + tl.cumsum(flagged, axis=0) - flagged
         tl.store(flagged_ptr + place, rows, mask=flag)
-        tl.store(limit_ptr + place, best + 2.0 * error, mask=flag)
+        tl.store(limit_ptr + place, best + margin * error, mask=flag)
 
 
 @triton.jit

@@ -57,6 +57,14 @@ MAX_POINTS = 2**31 - 1  # labels, counts and the order are int32
 GROUP = 32  # centroids per neighbourhood when they are renumbered (a quarter of a re-check tile)
 
 
+def bound_arguments(d: int) -> tuple[float, float, float]:
+    """certified_assign's (eps, eta, margin) for rows of d: E(x) = eps |x| C + eta H, and E's
+    multiple in the certified margin and the re-check's limit, all of them bound.py's (the kernel
+    holds no threshold of its own). Plain Python, so the CPU tests check what the kernel gets."""
+    eps, eta = bound.error_terms(d)
+    return float(eps), float(eta), float(bound.MARGIN)
+
+
 def tensor_status() -> tuple[bool, str]:
     """Whether the tensor path can run here: Triton and PyTorch's CUDA (Triton's launcher)."""
     try:
@@ -130,8 +138,7 @@ class TensorPath:
         self.floor = cupy.empty(n if keep_floor else 1, dtype=cupy.float32)
         self.order_of = cupy.arange(k, dtype=cupy.int32)  # the harness's index of each centroid slot
         self.keep_floor = keep_floor
-        self.eps = float(bound.dot_eps(d))
-        self.eta = float(bound.SAFETY * bound.HALF_NORM_UNIT)
+        self.eps, self.eta, self.margin = bound_arguments(d)
         module = cupy.RawModule(code=(HERE / "update.cu").read_text(), options=("-std=c++17",))
         self._update = {name: module.get_function(name)
                         for name in ("histogram", "scan", "chunk_scan", "scatter", "segment_sums", "finish", "flagged_histogram",
@@ -238,7 +245,8 @@ class TensorPath:
             block_m, block_n, block_d, warps, stages = self.tiling
             self._certified[((self.n + block_m - 1) // block_m,)](
                 t["x_tf32"], t["x_norm"], t["centroids_tf32"], t["half_norms"], t["bound_max"], t["labels"],
-                t["flagged"], t["limits"], t["flagged_count"], t["floor"], self.n, self.k, self.eps, self.eta,
+                t["flagged"], t["limits"], t["flagged_count"], t["floor"], self.n, self.k,
+                self.eps, self.eta, self.margin,
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
                 num_warps=warps, num_stages=stages)
 

@@ -48,6 +48,8 @@ class Problem:
     max_time: float | None = None
     # How the initial centroids were made ({"method", "device", "seconds"}): shown, not timed.
     seeding: dict = field(default_factory=dict)
+    # An untimed validation run: a row that `traces` returns every iteration's centroids.
+    trace: bool = False
 
     @property
     def n(self) -> int:
@@ -87,6 +89,9 @@ class Result:
     labels: np.ndarray | None = None
     iterate_times: list[float] | None = None
     notes: list[str] = field(default_factory=list)
+    # With Problem.trace: the centroids after each iteration (the last is `centroids`), for the
+    # judge; `labels` then holds the last iteration's assignment.
+    trace: list[np.ndarray] | None = None
 
 
 class Implementation:
@@ -100,7 +105,13 @@ class Implementation:
     label: str = ""  # row label in tables (document 000's names where they exist)
     description: str = ""
     source: str = ""  # which reference document and section it follows
-    dtype: str | None = None  # "float64" when it always computes in double precision
+    # The precision it computes in, whatever the data's ("float64", "float32", "tf32", "float16",
+    # "bfloat16"; kmbench.judge.precision): the judge certifies every step to its bounds.
+    dtype: str | None = None
+    # Keeps no precision's bounds (an approximate method): a step the judge cannot certify makes
+    # its verdict `approximate`, with its quality, rather than `mismatch`.
+    approximate: bool = False
+    traces: bool = False  # fills Result.trace when Problem.trace is set (else the judge steps it)
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)

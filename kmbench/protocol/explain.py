@@ -1,13 +1,10 @@
-"""Why a cell is `mismatch`: each record's detail ends with the causes the oracle and the row
-can name, so no mismatch is left unexplained. A cause is named only when the problem shows it
-(the oracle measured it) or the row declares it; the last resort says that none is known,
-which on a row of ours means a bug to find."""
+"""Why a cell is `mismatch`: the certificate names the first step that fails (iteration,
+check, worst point or centroid, by how much); the detail then adds the causes the oracle and
+the row can name, where the problem shows them (the oracle measured it) or the row declares it."""
 
 from __future__ import annotations
 
-from kmbench.protocol.validate import SENSITIVITY_FACTOR, TOLERANCES, Oracle
-
-FAR_FROM_ORIGIN = 100.0  # spreads: beyond, float32 programs that do not centre lose digits
+from kmbench.protocol.validate import Oracle
 
 
 def causes(oracle: Oracle, dtype: str, notes: list[str], relocates_empty: bool,
@@ -21,17 +18,7 @@ def causes(oracle: Oracle, dtype: str, notes: list[str], relocates_empty: bool,
         found.append("the row refilled an empty cluster (its notes), where the reference keeps its centroid")
     if iterations is not None and iterations != oracle.iterations:
         found.append(f"it ran {iterations} iterations, the reference {oracle.iterations}")
-    if dtype == "float32" and oracle.offset > FAR_FROM_ORIGIN:
-        found.append(f"the data's mean lies {oracle.offset:.3g} spreads from the origin, where float32 "
-                     "keeps about 7 digits of |x|: a float32 program that neither centres the data nor "
-                     "computes |x - c| directly (|x|^2 - 2 x.c + |c|^2, raw coordinate sums) loses the "
-                     "difference")
-    widened = oracle.tolerances("float32") != TOLERANCES["float32"]
-    if dtype == "float32" and (oracle.near_ties or widened):
-        found.append(f"float32 near-ties ({oracle.near_ties} in the last assignment) flip and carry over; the "
-                     f"allowance is {SENSITIVITY_FACTOR:g}x what a careful float32 run of the reference "
-                     "diverges, and this row diverges more")
-    return found or ["no known cause: the difference is beyond what float32 rounding explains on this problem"]
+    return found or ["no known cause: the step is beyond what rounding in the declared precision explains"]
 
 
 def detail(verdict_detail: str, reasons: list[str]) -> str:

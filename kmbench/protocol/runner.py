@@ -9,7 +9,8 @@ from dataclasses import asdict, replace
 from datetime import datetime, timezone
 
 from kmbench.data.datasets import Dataset, verified
-from kmbench.protocol import Implementation, Problem, Result, ceilings, explain, oracles, validate
+from kmbench.judge import trajectory
+from kmbench.protocol import Implementation, Problem, Result, ceilings, clock, explain, oracles, validate
 from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
                                        make_problem)
@@ -53,9 +54,10 @@ class _Cell:
 
 
 def _timed_run(impl: Implementation, problem: Problem) -> tuple[Result, float]:
-    start = time.perf_counter()
-    result = impl.run(problem)
-    return result, time.perf_counter() - start
+    """One run under the harness's own clock; a claimed time that clock rules out raises."""
+    result, wall = clock.timed(lambda: impl.run(problem))
+    clock.check(impl, problem, result, wall)
+    return result, wall
 
 
 def _measure(impl: Implementation, problem: Problem, settings: Settings, cell: _Cell) -> None:
@@ -88,16 +90,21 @@ def _measure(impl: Implementation, problem: Problem, settings: Settings, cell: _
 
 
 def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Implementation):
-    """Every counted repeat is judged on both measures (the oracle remembers the inertia of
-    centroids it has seen, so identical repeats cost one pass); the cell shows the worst."""
-    verdicts = [judgement(run, oracle, problem, impl) for run in cell.counted]
-    return validate.worst(verdicts), impl.dtype or str(problem.dtype)
+    """The row's trajectory certified step by step (untimed validation runs), every counted
+    repeat's end checked against it; the float64 figures of each repeat beside (the oracle
+    remembers the inertia of centroids it has seen); the cell shows the worst."""
+    return judgement(cell.counted, oracle, problem, impl), impl.dtype or str(problem.dtype)
 
 
-def judgement(result: Result, oracle: validate.Oracle, problem: Problem, impl: Implementation) -> validate.Verdict:
-    """One run's centroids against the float64 reference, at the tolerances of the precision
-    the implementation computes in."""
-    return validate.judge(result.centroids, oracle, problem.data, impl.dtype or str(problem.dtype))
+def judgement(results: list[Result], oracle: validate.Oracle, problem: Problem,
+              impl: Implementation) -> validate.Verdict:
+    """The verdict of a row's counted results: certified in the precision it declares."""
+    ends = [validate.figures(result.centroids, oracle, problem.data) for result in results]
+    broken = [end for end in ends if end.status != validate.OK]
+    if broken:
+        return broken[0]
+    certificate = trajectory.certify(impl, problem, results, impl.dtype or str(problem.dtype))
+    return validate.worst([validate.verdict(certificate, end, oracle, impl.approximate) for end in ends])
 
 
 def _as_followed(impl: Implementation, problem: Problem, oracle) -> tuple[Problem, str]:
@@ -162,9 +169,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
     record.update(
         status=verdict.status,
         detail=verdict.detail,
-        validation={**verdict.as_dict(), "tolerances": oracle.tolerances(dtype), "dtype": dtype,
-                    "sensitivity": oracle.sensitivity, "representation": oracle.representation,
-                    "reference_inertia": oracle.inertia},
+        validation={**verdict.as_dict(), "dtype": dtype, "reference_inertia": oracle.inertia},
         iterations_executed=iterations,
         repeats_done=len(cell.iterate),
         stopped_by_budget=cell.stopped_by_budget,
@@ -247,7 +252,7 @@ class LloydTask(Task):
         return oracles.get(dataset, problem, self.data_dir, progress=note)[0]
 
     def judge(self, result: Result, oracle: validate.Oracle, problem: Problem, impl: Implementation):
-        verdict = judgement(result, oracle, problem, impl)
+        verdict = judgement([result], oracle, problem, impl)
         return verdict.status, verdict.detail
 
     def measure(self, impl, problem, oracle, dataset, run_id: str) -> dict:

@@ -1,0 +1,321 @@
+"""Certify one Lloyd step at a time: is `new` a Lloyd step from `previous` in the declared
+precision? NOTES.md beside this file derives every bound used here.
+
+A step is certified when
+- assignment: every label the row reports is admissible (kmbench.judge.scan);
+- means: every centroid lies within the rounding bound of the declared sum of the mean of its
+  points. With labels, its points are the labelled ones. Without, the clear points fix most of
+  the mean and the ambiguous ones bound how far it may move (their share of the mean);
+- empty clusters: a cluster no point may join keeps its centroid (to its stored rounding).
+Each step also says whether it is the float64 step from the same centroids (its decisions on
+near-ties as float64 makes them): the first step that is not is where the row's trajectory
+parts from float64's, and the float64 step itself is how the reference trajectory is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kmbench.judge.precision import FLOAT64, Precision, gamma, sum_factor
+from kmbench.judge.scan import Assignment, Geometry, admissible, assign
+from kmbench.protocol import reference
+
+
+@dataclass
+class Failure:
+    """The first check a row's trajectory fails, in words and numbers."""
+
+    iteration: int
+    check: str  # "assignment", "means", "empty cluster", "iterations", "end point", "stop"
+    where: str = ""  # "point 12", "centroid 3"
+    amount: float = 0.0  # how far off, in the data's spread (0 where no distance applies)
+    allowance: float = 0.0  # the bound it passed, in the same unit
+    text: str = ""
+
+    def sentence(self) -> str:
+        head = f"iteration {self.iteration}, {self.check}" if self.iteration else self.check
+        where = f", {self.where}" if self.where else ""
+        numbers = (f": off by {self.amount:.3g} spreads where {self.allowance:.3g} is allowed"
+                   if self.amount or self.allowance else "")
+        return f"{head}{where}{numbers}{'; ' + self.text if self.text else ''}"
+
+    def as_dict(self) -> dict:
+        return {"iteration": self.iteration, "check": self.check, "where": self.where,
+                "amount": self.amount, "allowance": self.allowance, "text": self.text}
+
+
+@dataclass
+class Groups:
+    """Per cluster: how many points, their float64 sum, and sum_i max(|x_i|, |x_i - m|, |x_i - c|)
+    (the largest summand norm any anchor of a row's sum can have: the origin, the data's mean,
+    the old centroid c)."""
+
+    counts: object
+    sums: object
+    weights: object
+
+    def means(self, previous, xp):
+        filled = self.counts > 0
+        out = xp.array(previous, dtype=xp.float64, copy=True)
+        out[filled] = self.sums[filled] / self.counts[filled, None]
+        return out, filled
+
+
+def _scatter(labels, values, k: int, xp):
+    """(k, d) float64 sums of the rows of `values` by label, one pass."""
+    if xp is np:
+        from scipy import sparse
+
+        onehot = sparse.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(k, labels.size))
+        return np.asarray(onehot @ values)
+    import cupyx
+
+    out = xp.zeros((k, values.shape[1]), dtype=xp.float64)
+    cupyx.scatter_add(out, labels, values)
+    return out
+
+
+def _rows(data, index, xp):
+    """Chosen rows of the data as float64 on xp, wherever the data live."""
+    if reference._computes_in_place(data, xp):
+        return xp.asarray(data[index], dtype=xp.float64)
+    return xp.asarray(np.asarray(data)[reference.to_numpy(index)], dtype=xp.float64)
+
+
+def group(data, labels, previous, mean, xp, rows=None) -> Groups:
+    """Groups of the points by `labels` (all points, or only `rows`, with labels for them)."""
+    k, d = previous.shape
+    counts, sums, weights = xp.zeros(k), xp.zeros((k, d)), xp.zeros(k)
+    if rows is not None:
+        chunks = [(_rows(data, rows, xp), labels)] if rows.size else []
+    else:
+        chunks = ((x, labels[start : start + x.shape[0]]) for start, x in
+                  reference._chunks(data, xp, max(1, reference.CHUNK_ELEMENTS // max(d, 1))))
+    for x, own in chunks:
+        own = own.astype(xp.int64)
+        norm = xp.maximum(xp.sqrt((x * x).sum(axis=1)), xp.sqrt(((x - mean) ** 2).sum(axis=1)))
+        norm = xp.maximum(norm, xp.sqrt(((x - previous[own]) ** 2).sum(axis=1)))
+        counts += xp.bincount(own, minlength=k)
+        weights += xp.bincount(own, weights=norm, minlength=k)
+        sums += _scatter(own, x, k, xp)
+    return Groups(counts, sums, weights)
+
+
+def rounding_bound(groups: Groups, means, precision: Precision, xp):
+    """Per cluster: how far a row's mean of these points may lie from their exact mean, summed
+    in any order in `precision` (sum_factor), plus the judge's own float64 sum's error."""
+    counts = xp.maximum(groups.counts, 1)
+    factor = xp.asarray([sum_factor(precision, int(c)) + gamma(int(c) + 2, FLOAT64.accumulate)
+                         for c in reference.to_numpy(counts)])
+    centre = xp.sqrt((means * means).sum(axis=1))
+    return factor * groups.weights / counts + 3 * precision.store * centre
+
+
+@dataclass
+class StepResult:
+    failure: Failure | None
+    as_float64: bool  # the row's step is the float64 step from the same centroids
+    float64_step: object  # (k, d) the float64 Lloyd step from `previous`, on xp
+    near_ties: int = 0
+    ties_as_float64: int = 0  # with labels: near-ties decided as float64 decides them
+    ties_other_way: int = 0
+    inadmissible: float = 0.0  # share of the row's labels that are not admissible
+
+
+@dataclass
+class Certifier:
+    """Certifies steps of one problem for rows of one declared precision."""
+
+    data: object
+    precision: Precision
+    spread: float
+    geometry: Geometry
+    xp: object = np
+    notes: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, data, precision: Precision, xp=np) -> "Certifier":
+        data = reference.resident(data, xp)
+        return cls(data, precision, reference.spread(data, xp), Geometry.of(data, xp), xp)
+
+    def _spreads(self, value) -> float:
+        return float(value) / max(self.spread, 1e-300)
+
+    def step(self, iteration: int, previous, new, labels=None) -> StepResult:
+        xp, k = self.xp, previous.shape[0]
+        previous = xp.asarray(previous, dtype=xp.float64)
+        new = xp.asarray(new, dtype=xp.float64)
+        found = assign(self.data, previous, self.precision, self.geometry, xp)
+        by_float64 = group(self.data, found.nearest, previous, self.geometry.mean, xp)
+        float64_step, _ = by_float64.means(previous, xp)
+        own_bound = rounding_bound(by_float64, float64_step, self.precision, xp)
+        as_float64 = self._within(new, float64_step, own_bound) is None
+        result = StepResult(None, as_float64, float64_step, near_ties=found.near_ties)
+        if labels is not None:
+            result.failure = self._with_labels(iteration, found, previous, new, labels, result)
+        else:
+            result.failure = self._without_labels(iteration, found, by_float64, previous, new)
+        return result
+
+    def _within(self, new, target, bound, filled=None):
+        """(cluster, distance, bound) of the worst centroid farther from its target than its bound."""
+        xp = self.xp
+        gap = xp.sqrt(((new - target) ** 2).sum(axis=1))
+        excess = gap - bound
+        if filled is not None:
+            excess = xp.where(filled, excess, -xp.inf)
+        worst = int(xp.argmax(excess / xp.maximum(bound, 1e-300)))
+        if float(excess[worst]) <= 0:
+            return None
+        return worst, float(gap[worst]), float(bound[worst])
+
+    def _empty_moved(self, iteration, previous, new, empty):
+        """An empty cluster must keep its centroid, to its stored rounding."""
+        xp = self.xp
+        bound = 2 * self.precision.store * xp.sqrt((previous * previous).sum(axis=1))
+        moved = self._within(new, previous, bound, filled=empty)
+        if moved is None:
+            return None
+        cluster, gap, allowed = moved
+        return Failure(iteration, "empty cluster", f"centroid {cluster}", self._spreads(gap), self._spreads(allowed),
+                       "no point may join it, so it keeps its centroid; the row moved it")
+
+    def _with_labels(self, iteration, found: Assignment, previous, new, labels, result: StepResult):
+        xp, k = self.xp, previous.shape[0]
+        labels = xp.asarray(labels).astype(xp.int64)
+        if labels.shape != found.nearest.shape or int(labels.min(initial=0)) < 0 or int(labels.max(initial=0)) >= k:
+            return Failure(iteration, "assignment", text=f"labels of shape {labels.shape} or out of range 0..{k - 1}")
+        good = admissible(found, labels, k, xp)
+        tied = ~found.unique
+        result.ties_as_float64 = int((tied & (labels == found.nearest)).sum())
+        result.ties_other_way = int((tied & (labels != found.nearest)).sum())
+        result.inadmissible = float((~good).sum()) / max(labels.size, 1)
+        result.as_float64 = result.as_float64 and result.ties_other_way == 0
+        if not bool(good.all()):
+            return self._label_failure(iteration, found, previous, labels, good)
+        groups = group(self.data, labels, previous, self.geometry.mean, xp)
+        means, filled = groups.means(previous, xp)
+        return (self._empty_moved(iteration, previous, new, ~filled)
+                or self._mean_failure(iteration, new, means, rounding_bound(groups, means, self.precision, xp),
+                                      filled, "the mean of the points it labelled"))
+
+    def _label_failure(self, iteration, found, previous, labels, good):
+        xp = self.xp
+        bad = xp.nonzero(~good)[0]
+        x = _rows(self.data, bad, xp)
+        chosen = ((x - previous[labels[bad]]) ** 2).sum(axis=1)
+        best = ((x - previous[found.nearest[bad]]) ** 2).sum(axis=1)
+        excess = chosen - best
+        worst = int(xp.argmax(excess))
+        point, label, nearest = int(bad[worst]), int(labels[bad][worst]), int(found.nearest[bad][worst])
+        tie = float(excess[worst]) <= float(found.allowance[bad][worst])
+        text = (f"{bad.size} label(s) not admissible; point {point} went to {label}, its nearest is {nearest}"
+                + (" (an exact tie: the lowest index wins)" if tie else ""))
+        return Failure(iteration, "assignment", f"point {point}", self._spreads(np.sqrt(max(float(excess[worst]), 0))),
+                       self._spreads(np.sqrt(float(found.allowance[bad][worst]))), text)
+
+    def _mean_failure(self, iteration, new, target, bound, filled, what):
+        worst = self._within(new, target, bound, filled=filled)
+        if worst is None:
+            return None
+        cluster, gap, allowed = worst
+        return Failure(iteration, "means", f"centroid {cluster}", self._spreads(gap), self._spreads(allowed),
+                       f"it is not {what} to the rounding of a {self.precision.name} sum")
+
+    def _without_labels(self, iteration, found: Assignment, by_float64: Groups, previous, new):
+        """The clear points fix each mean to within the ambiguous points' share of it."""
+        xp, k = self.xp, previous.shape[0]
+        mean = self.geometry.mean
+        tied = xp.nonzero(~found.unique)[0]
+        fixed = by_float64
+        if tied.size:
+            removed = group(self.data, found.nearest[tied], previous, mean, xp, rows=tied)
+            fixed = Groups(by_float64.counts - removed.counts, by_float64.sums - removed.sums,
+                           by_float64.weights - removed.weights)
+        fixed_means, has_fixed = fixed.means(previous, xp)
+        slack = xp.zeros(k)
+        extra = Groups(xp.zeros(k), xp.zeros((k, previous.shape[1])), xp.zeros(k))
+        low = high = None
+        if found.pair_points.size:
+            points, owners = found.pair_points, found.pair_centroids
+            extra = group(self.data, owners, previous, mean, xp, rows=points)
+            x = _rows(self.data, points, xp)
+            away = xp.sqrt(((x - fixed_means[owners]) ** 2).sum(axis=1))
+            slack = xp.bincount(owners, weights=away, minlength=k)
+            low = xp.full(previous.shape, xp.inf)
+            high = xp.full(previous.shape, -xp.inf)
+            if xp is np:
+                np.minimum.at(low, owners, x)
+                np.maximum.at(high, owners, x)
+            else:
+                import cupyx
+
+                cupyx.scatter_min(low, owners, x)
+                cupyx.scatter_max(high, owners, x)
+        fixed_count = xp.maximum(fixed.counts, 1)
+        most = Groups(fixed.counts + extra.counts, fixed.sums, fixed.weights + extra.weights)
+        factor = xp.asarray([sum_factor(self.precision, int(c)) + gamma(int(c) + 2, FLOAT64.accumulate)
+                             for c in reference.to_numpy(xp.maximum(most.counts, 1))])
+        centre = xp.sqrt((fixed_means * fixed_means).sum(axis=1)) + slack / fixed_count
+        bound = factor * most.weights / fixed_count + 3 * self.precision.store * centre + slack / fixed_count
+        failure = self._mean_failure(iteration, new, fixed_means, bound, has_fixed,
+                                     "within reach of the mean of its clear points")
+        if failure is not None:
+            return failure
+        none_fixed = ~has_fixed
+        candidates = extra.counts > 0
+        empty = none_fixed & ~candidates
+        moved = self._empty_moved(iteration, previous, new, empty)
+        if moved is not None or low is None:
+            return moved
+        # Only ambiguous points may join: the centroid is kept, or a mean of some of them.
+        store = 2 * self.precision.store * xp.sqrt((previous * previous).sum(axis=1))
+        kept = xp.sqrt(((new - previous) ** 2).sum(axis=1)) <= store
+        reach = xp.where(candidates[:, None], xp.abs(high), 0.0).max(axis=1)
+        margin = (factor * extra.weights + 3 * self.precision.store * reach)[:, None]
+        low, high = xp.where(candidates[:, None], low, 0.0), xp.where(candidates[:, None], high, 0.0)
+        inside = ((new >= low - margin) & (new <= high + margin)).all(axis=1)
+        wrong = none_fixed & candidates & ~kept & ~inside
+        if bool(wrong.any()):
+            cluster = int(xp.nonzero(wrong)[0][0])
+            return Failure(iteration, "means", f"centroid {cluster}",
+                           text="only ambiguous points may join it, yet it is neither kept nor inside their box")
+        return None
+
+
+def float64_lloyd(data, start, iterations: int, tol=None, xp=np, progress=None):
+    """The float64 reference by the judge's own steps (certified float64 decisions, float64
+    sums): (centroids, iterations done, clusters ever empty, last labels), stopping by the
+    tolerance rule (kmbench.protocol.stop_done) where `tol` is given."""
+    from kmbench.protocol import stop_done
+
+    certifier = Certifier.of(data, FLOAT64, xp)
+    centroids = xp.asarray(start, dtype=xp.float64)
+    labels, done, emptied = None, 0, xp.zeros(centroids.shape[0], dtype=bool)
+    for done in range(1, iterations + 1):
+        found = assign(certifier.data, centroids, FLOAT64, certifier.geometry, xp)
+        groups = group(certifier.data, found.nearest, centroids, certifier.geometry.mean, xp)
+        changed = found.nearest.size if labels is None else int((found.nearest != labels).sum())
+        labels = found.nearest
+        centroids, filled = groups.means(centroids, xp)
+        emptied |= ~filled
+        if progress is not None:
+            progress(done, iterations)
+        if stop_done(changed, found.nearest.size, tol):
+            break
+    return centroids, done, int(emptied.sum()), labels
+
+
+def inertia(data, centroids, xp=np) -> float:
+    """Sum of squared float64 distances from each point to its exact nearest centroid."""
+    certifier_data = reference.resident(data, xp)
+    centroids = xp.asarray(centroids, dtype=xp.float64)
+    found = assign(certifier_data, centroids, FLOAT64, Geometry.of(certifier_data, xp), xp)
+    total = 0.0
+    step = max(1, reference.CHUNK_ELEMENTS // max(centroids.shape[1], 1))
+    for start, x in reference._chunks(certifier_data, xp, step):
+        own = centroids[found.nearest[start : start + x.shape[0]]]
+        total += float(((x - own) ** 2).sum())
+    return total

@@ -1,0 +1,180 @@
+"""One assignment from given centroids, as the judge knows it: which label each point must get
+from a row of a declared precision, and which labels are admissible where rounding could go
+either way. NOTES.md beside this file derives the bounds.
+
+Every point is scored once: in float32 by a matrix product (expanded distances on coordinates
+centred on the data's mean; the judge's own arithmetic, shared with no row), or at low d on the
+CPU by SciPy's k-d tree, which gives the two nearest centroids' float64 distances in
+O(log k) per point where a product costs k. A point whose two best scores are further apart
+than twice the judge's error plus twice the row's is *clear*: its nearest centroid is known exactly, and it is the only admissible label. Only the
+other points are scored again in float64, against every centroid; their admissible labels are
+those within the rounding of the declared precision of the smallest float64 distance, and the
+float64 decision is the smallest (lowest index on ties).
+
+Works with NumPy or CuPy arrays (`xp`); data larger than the GPU stay in host memory and come
+a block at a time (kmbench.protocol.reference.blocks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kmbench.judge.precision import FLOAT32, FLOAT64, Precision, distance_factor
+from kmbench.protocol import reference
+
+SCORE_ELEMENTS = 1 << 24  # points x centroids per float32 score chunk (64 MiB; 512 MiB on a GPU)
+KD_TREE_MAX_DIM = 8  # up to here NumPy's scan finds the two nearest with a k-d tree, not a product
+
+
+@dataclass
+class Geometry:
+    """What every assignment of one problem shares: the data's mean (the judge's anchor)."""
+
+    mean: object  # (d,) float64 on xp
+
+    @classmethod
+    def of(cls, data, xp=np) -> "Geometry":
+        return cls(reference.mean(data, xp))
+
+
+@dataclass
+class Assignment:
+    """The judge's view of one assignment from `centroids` (all arrays on xp, n long):
+    - nearest: the float64 decision (exact nearest centroid, lowest index on exact ties);
+    - unique: the only label a row of the declared precision may give (clear points, and points
+      whose float64 distances leave one label within the rounding);
+    - pairs: (point, centroid) for every admissible label of the other points, sorted by point;
+    - allowance: per point, twice the judge's float64 error plus twice the row's error: how far
+      above the smallest distance an admissible label may lie;
+    - own: per point, the distance to the nearest centroid (float64)."""
+
+    nearest: object
+    unique: object
+    pair_points: object
+    pair_centroids: object
+    allowance: object
+    own: object
+
+    @property
+    def near_ties(self) -> int:
+        return int((~self.unique).sum())
+
+
+def _exact_points(x, centroids, mean, precision: Precision, xp):
+    """Points where every form of the row's arithmetic is exact: integer coordinates, centroids
+    and mean, and every sum of products below the precision's exact-integer limit. Only there
+    does rounding vanish, so only there are exact ties decided by the lowest-index rule."""
+    if not (bool(xp.all(centroids == xp.round(centroids))) and bool(xp.all(mean == xp.round(mean)))):
+        return xp.zeros(x.shape[0], dtype=bool)
+    integral = xp.all(x == xp.round(x), axis=1)
+    largest = xp.abs(x).max(axis=1) + float(xp.abs(centroids).max()) + float(xp.abs(mean).max())
+    return integral & (x.shape[1] * largest * largest * 4 < precision.exact_below)
+
+
+def _row_error(x, x_centred_norm, c_norm_max, c_centred_max, precision: Precision, xp):
+    """E(x): a bound on how far the row's squared distance from x to any centroid is off, over
+    the anchors it may centre on (the origin and the data's mean); NOTES.md, "Distances"."""
+    factor = distance_factor(precision, x.shape[1])
+    raw = xp.sqrt((x * x).sum(axis=1)) + c_norm_max
+    centred = x_centred_norm + c_centred_max
+    return factor * xp.maximum(raw * raw, centred * centred)
+
+
+def _product_best_two(x_centred, c32, c_half, x_centred_norm, xp):
+    """(d1, d2, nearest): the two smallest float32 expanded squared distances and the index of
+    the smallest, from one float32 product of the centred coordinates."""
+    scores = c_half[None, :] - 2 * (x_centred.astype(xp.float32) @ c32.T)
+    rows = xp.arange(x_centred.shape[0])
+    best = xp.argmin(scores, axis=1)
+    common = x_centred_norm ** 2
+    d1 = scores[rows, best].astype(xp.float64) + common
+    if scores.shape[1] > 1:
+        scores[rows, best] = xp.inf
+        d2 = scores.min(axis=1).astype(xp.float64) + common
+    else:
+        d2 = xp.full(x_centred.shape[0], xp.inf)
+    return d1, d2, best
+
+
+def _tree_best_two(tree, x_centred, k: int):
+    """(d1, d2, nearest) from the k-d tree of the centred centroids, float64 distances squared."""
+    distances, index = tree.query(x_centred, k=2, workers=-1)
+    return distances[:, 0] ** 2, distances[:, 1] ** 2, index[:, 0]
+
+
+def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np) -> Assignment:
+    """The judge's assignment from `centroids` (k, d) for a row of `precision`."""
+    k, d = centroids.shape
+    c64 = xp.asarray(centroids, dtype=xp.float64)
+    mean = geometry.mean
+    c_centred = c64 - mean
+    c32 = c_centred.astype(xp.float32)
+    c_half = (c32.astype(xp.float64) ** 2).sum(axis=1).astype(xp.float32)  # |c'|^2, rounded once
+    c_norm_max = float(xp.sqrt((c64 * c64).sum(axis=1)).max())
+    c_centred_max = float(xp.sqrt((c_centred * c_centred).sum(axis=1)).max())
+    judge32, judge64 = distance_factor(FLOAT32, d), distance_factor(FLOAT64, d)
+    parts = {name: [] for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance", "own")}
+    tree = None
+    if xp is np and d <= KD_TREE_MAX_DIM and k > 1:
+        from scipy.spatial import cKDTree
+
+        tree = cKDTree(c_centred)
+    step = max(1, (SCORE_ELEMENTS * (1 if xp is np else 8)) // max(k, 1))
+    for first, block in reference.blocks(data, xp):
+        for start in range(0, block.shape[0], step):
+            x = xp.asarray(block[start : start + step], dtype=xp.float64)
+            offset = first + start
+            x_centred = x - mean
+            x_centred_norm = xp.sqrt((x_centred * x_centred).sum(axis=1))
+            spread_term = (x_centred_norm + c_centred_max) ** 2
+            if tree is not None:  # float64 distances: the judge's error is float64's
+                d1, d2, best = _tree_best_two(tree, x_centred, k)
+                judge_error = judge64 * spread_term
+            else:
+                d1, d2, best = _product_best_two(x_centred, c32, c_half, x_centred_norm, xp)
+                judge_error = judge32 * spread_term
+            row_error = _row_error(x, x_centred_norm, c_norm_max, c_centred_max, precision, xp)
+            exact = _exact_points(x, c64, mean, precision, xp)
+            row_error = xp.where(exact, 0.0, row_error)
+            clear = (d2 - d1) > 2 * judge_error + 2 * row_error
+            nearest = best.astype(xp.int64)
+            unique = clear.copy()
+            allowance = 2 * row_error + 2 * xp.where(exact, 0.0, judge64 * spread_term)
+            own = xp.sqrt(xp.maximum(d1, 0.0))
+            pending = xp.nonzero(~clear)[0]
+            if pending.size:
+                near = x_centred[pending]
+                distances = ((near * near).sum(axis=1)[:, None] - 2 * (near @ c_centred.T)
+                             + (c_centred * c_centred).sum(axis=1)[None, :])
+                closest = xp.argmin(distances, axis=1)
+                smallest = distances[xp.arange(pending.size), closest]
+                admissible = distances <= (smallest + allowance[pending])[:, None]
+                nearest[pending] = closest
+                own[pending] = xp.sqrt(xp.maximum(smallest, 0.0))
+                # Where the arithmetic is exact, an exact tie goes to the lowest index, nowhere else.
+                several_mask = (admissible.sum(axis=1) > 1) & ~exact[pending]
+                unique[pending] = ~several_mask
+                several = xp.nonzero(several_mask)[0]
+                point_index, centroid_index = xp.nonzero(admissible[several])
+                parts["pair_points"].append(pending[several][point_index] + offset)
+                parts["pair_centroids"].append(centroid_index)
+            for name, value in (("nearest", nearest), ("unique", unique), ("allowance", allowance), ("own", own)):
+                parts[name].append(value)
+    joined = {name: (xp.concatenate(values) if values else xp.zeros(0, dtype=xp.int64))
+              for name, values in parts.items()}
+    return Assignment(**joined)
+
+
+def admissible(assignment: Assignment, labels, k: int, xp=np):
+    """Per point: may a row of the declared precision give it `labels`?"""
+    labels = xp.asarray(labels).astype(xp.int64)
+    ok = assignment.unique & (labels == assignment.nearest)
+    tied = xp.nonzero(~assignment.unique)[0]
+    if tied.size:
+        keys = assignment.pair_points * k + assignment.pair_centroids
+        wanted = tied * k + labels[tied]
+        place = xp.minimum(xp.searchsorted(keys, wanted), keys.size - 1)
+        ok[tied] = keys[place] == wanted  # every tied point has at least two pairs
+    return ok

@@ -1,0 +1,159 @@
+"""Certify a row's whole trajectory, and that its timed runs ended where that trajectory ends.
+
+The trajectory comes from the row itself, in untimed validation runs:
+- a row that can report it cheaply (`Implementation.traces`) is run once with `Problem.trace`
+  set and returns every iteration's centroids (`Result.trace`) and its last labels;
+- every other row (scikit-learn, subprocesses, third parties) is stepped: run for one
+  iteration at a time, each from its own previous output.
+Each step is certified (kmbench.judge.certify). A timed run's final centroids must then be the
+trajectory's end, or, where the row is not deterministic, themselves a certified step from the
+trajectory's last-but-one centroids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from kmbench.judge.certify import Certifier, Failure
+from kmbench.judge.precision import declared
+from kmbench.protocol import reference
+
+
+@dataclass
+class Certificate:
+    """What the judge found along one row's trajectory."""
+
+    precision: str
+    source: str = "stepped"  # "trace" or "stepped"
+    steps: int = 0  # steps certified
+    failure: Failure | None = None
+    parted_at: int | None = None  # first iteration whose step is not float64's from the same centroids
+    near_ties: int = 0  # points with more than one admissible label, summed over the steps
+    ties_as_float64: int = 0  # of those, with labels known: decided as float64 decides
+    ties_other_way: int = 0
+    labels_known: int = 0  # steps whose labels the row reported
+    inadmissible: list = field(default_factory=list)  # per step with labels: share not admissible
+    fixed_point: bool = False  # the trajectory's end is a step from itself (Lloyd has converged)
+
+    @property
+    def certified(self) -> bool:
+        return self.failure is None
+
+    def as_dict(self) -> dict:
+        return {"precision": self.precision, "source": self.source, "steps": self.steps,
+                "failure": self.failure.as_dict() if self.failure else None, "parted_at": self.parted_at,
+                "near_ties": self.near_ties, "ties_as_float64": self.ties_as_float64,
+                "ties_other_way": self.ties_other_way, "labels_known": self.labels_known,
+                "inadmissible": self.inadmissible, "fixed_point": self.fixed_point}
+
+
+def _as_given(centroids, problem):
+    """Centroids as a row is handed them: in the problem's dtype where that holds them exactly
+    (a float32 row's own output), else as the row returned them (a row that keeps float64
+    centroids on float32 data must go on from exactly where it stopped)."""
+    centroids = np.ascontiguousarray(centroids, dtype=np.float64)
+    narrowed = centroids.astype(problem.data.dtype)
+    return narrowed if np.array_equal(narrowed, centroids) else centroids
+
+
+def _stepped(impl, problem, count: int):
+    """(centroids, labels) of each iteration, the row run for one iteration at a time."""
+    current = problem.initial_centroids
+    for _ in range(count):
+        once = replace(problem, initial_centroids=_as_given(current, problem), iterations=1, tol=None,
+                       warmup=0, repeats=1, max_time=None)
+        result = impl.run(once)
+        yield np.asarray(result.centroids, dtype=np.float64), result.labels
+        current = result.centroids
+
+
+def _traced(impl, problem, count: int):
+    result = impl.run(replace(problem, trace=True))
+    trace = list(result.trace or [])
+    if len(trace) != result.iterations:
+        raise ValueError(f"the row's trace has {len(trace)} steps for {result.iterations} iterations")
+    for index, centroids in enumerate(trace[:count]):
+        yield np.asarray(centroids, dtype=np.float64), result.labels if index == len(trace) - 1 else None
+
+
+def certify(impl, problem, timed: list, precision: str, xp=None) -> Certificate:
+    """Certify `impl`'s trajectory on `problem` and the end of every timed result in `timed`."""
+    xp = xp or reference.array_module(problem.n, problem.k, max(r.iterations for r in timed))
+    certifier = Certifier.of(problem.data, declared(precision), xp)
+    counts = sorted({int(result.iterations) for result in timed})
+    length = counts[-1]
+    traces = getattr(impl, "traces", False)
+    certificate = Certificate(precision, "trace" if traces else "stepped")
+    if counts[0] < 1:
+        certificate.failure = Failure(0, "iterations", text="a timed run claims no iteration at all")
+        return certificate
+    source = _traced(impl, problem, length) if traces else _stepped(impl, problem, length)
+    kept = {0: np.asarray(problem.initial_centroids, dtype=np.float64)}
+    wanted = {c for count in counts for c in (count - 1, count)}
+    previous = kept[0]
+    for iteration, (centroids, labels) in enumerate(source, start=1):
+        if centroids.shape != previous.shape or not np.isfinite(centroids).all():
+            certificate.failure = Failure(iteration, "means", text="centroids of the wrong shape, NaN or infinite")
+            return certificate
+        step = certifier.step(iteration, previous, centroids, labels)
+        _count(certificate, step, labels is not None)
+        if step.failure is not None:
+            certificate.failure = step.failure
+            return certificate
+        if not step.as_float64 and certificate.parted_at is None:
+            certificate.parted_at = iteration
+        certificate.steps = iteration
+        if iteration in wanted:
+            kept[iteration] = centroids
+        previous = centroids
+    if certificate.steps < length:
+        certificate.failure = Failure(certificate.steps + 1, "iterations",
+                                      text=f"the validation run gave {certificate.steps} steps of {length}")
+        return certificate
+    certificate.fixed_point = certifier.step(length + 1, previous, previous).failure is None
+    certificate.failure = (_iterations_failure(problem, length, certificate.fixed_point)
+                           or _end_failure(certifier, timed, kept))
+    return certificate
+
+
+def _count(certificate: Certificate, step, labelled: bool) -> None:
+    certificate.near_ties += step.near_ties
+    if labelled:
+        certificate.labels_known += 1
+        certificate.ties_as_float64 += step.ties_as_float64
+        certificate.ties_other_way += step.ties_other_way
+        certificate.inadmissible.append(step.inadmissible)
+
+
+def _iterations_failure(problem, claimed: int, fixed_point: bool) -> Failure | None:
+    """Under the iterations rule a row runs exactly the iterations asked for; fewer only where
+    its trajectory has reached a fixed point (more iterations would change nothing)."""
+    if problem.tol is None and claimed != problem.iterations and not (claimed < problem.iterations and fixed_point):
+        return Failure(0, "iterations", text=f"it claims {claimed} iterations where {problem.iterations} were "
+                                             "asked for, and its end is not a fixed point")
+    if problem.tol is not None and claimed > problem.iterations:
+        return Failure(0, "iterations", text=f"it ran {claimed} iterations, more than the {problem.iterations} allowed")
+    return None
+
+
+def _end_failure(certifier: Certifier, timed: list, kept: dict) -> Failure | None:
+    """Each timed result ends where the trajectory ends, or one certified step from its last
+    but one (a row whose sums are not deterministic ends a rounding away)."""
+    for index, result in enumerate(timed):
+        count = int(result.iterations)
+        end = np.asarray(result.centroids, dtype=np.float64)
+        if end.shape == kept[count].shape and np.array_equal(end, kept[count]):
+            continue
+        if end.shape != kept[count].shape or not np.isfinite(end).all():
+            return Failure(0, "end point", text=f"timed run {index + 1} returned centroids of shape {end.shape} "
+                                                "or with NaN")
+        step = certifier.step(count, kept[count - 1], end, result.labels)
+        if step.failure is not None:
+            failure = step.failure
+            failure.check = "end point"
+            failure.text = (f"timed run {index + 1} did not end where its validated trajectory ends, nor one "
+                            f"step from its last but one ({failure.text})")
+            return failure
+    return None

@@ -1,0 +1,148 @@
+"""Rows known to be wrong, registered as a third party registers a row (the `kmbench.impls` entry
+point), each caught wherever it differs observably; rows known to be right, never called wrong."""
+
+import numpy as np
+import pytest
+
+from kmbench import registry
+from tests.conftest import gpu_cell
+from tests import wrong_rows
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    with wrong_rows.registered(tmp_path_factory.mktemp("entry-points")):
+        found = registry.discover()
+    return found
+
+
+def blobs(n=3000, d=16, centres=12, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    where = rng.uniform(-10, 10, (centres, d))
+    return (where[rng.integers(0, centres, n)] + rng.standard_normal((n, d))).astype(dtype)
+
+
+def unit_norm(n=3000, d=32, seed=1):
+    x = np.random.default_rng(seed).standard_normal((n, d))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def tie_lattice():
+    """Integer points with an integer mean, and two centroids every point is equally near: each
+    point is an exact tie, so only the lowest-index rule decides, and every form of float32
+    arithmetic computes the tie exactly."""
+    rng = np.random.default_rng(2)
+    half = rng.integers(1, 6, (200, 2)).astype(np.float32)
+    data = np.vstack([half, -half, [[0.0, 0.0]] * 4]).astype(np.float32)
+    start = np.array([[1.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [-1.0, 0.0]], dtype=np.float32)
+    return data, start
+
+
+def with_empty_cluster():
+    data = blobs(n=2000, d=4, centres=3)
+    start = np.vstack([data[:3], [[500.0] * 4]]).astype(np.float32)
+    return data, start
+
+
+PROBLEMS = {
+    "blobs": lambda: (blobs(), None),
+    "unit-norm": lambda: (unit_norm(), None),
+    "float64 blobs": lambda: (blobs(dtype=np.float64), None),
+}
+
+
+def cell(rows, name, data, k, iterations=6, start=None):
+    _, record = gpu_cell(rows[name], data, k, iterations, start=start)
+    return record
+
+
+def test_the_rows_are_found_through_the_entry_point(rows):
+    for row in [wrong_rows.PlainLloyd, *wrong_rows.WRONG]:
+        assert isinstance(rows[row.name], row)
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+def test_the_plain_row_is_ok(rows, problem):
+    data, start = PROBLEMS[problem]()
+    record = cell(rows, "plain-lloyd", data, 20, start=start)
+    assert record["status"] == "ok", record["detail"]
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("name, check", [
+    ("wrong-returns-start", "means"),
+    ("wrong-one-short", "means"),
+    ("wrong-half-iterations", "means"),
+    ("wrong-float16-sums", "means"),
+    ("wrong-false-dtype", "means"),
+    ("wrong-perturbed", "means"),
+])
+def test_a_wrong_step_is_a_mismatch_that_names_it(rows, problem, name, check):
+    data, start = PROBLEMS[problem]()
+    record = cell(rows, name, data, 20, start=start)
+    assert record["status"] == "mismatch", record["detail"]
+    failure = record["validation"]["certificate"]["failure"]
+    assert failure["check"] == check and failure["iteration"] == 1, failure
+    assert failure["amount"] > failure["allowance"] > 0
+
+
+@pytest.mark.parametrize("name", ["wrong-claims-instant", "wrong-claims-too-long"])
+def test_a_false_clock_is_an_error(rows, name):
+    record = cell(rows, name, blobs(), 20)
+    assert record["status"] == "error"
+    assert ("physical floor" if name.endswith("instant") else "inside a call the harness timed") in record["detail"]
+
+
+def test_a_row_that_moves_an_empty_cluster_is_caught(rows):
+    data, start = with_empty_cluster()
+    record = cell(rows, "wrong-moves-empty", data, 4, start=start)
+    assert record["status"] == "mismatch"
+    failure = record["validation"]["certificate"]["failure"]
+    assert failure["check"] == "empty cluster" and failure["where"] == "centroid 3"
+    assert cell(rows, "plain-lloyd", data, 4, start=start)["status"] == "ok"
+
+
+def test_ties_to_the_higher_index_are_named_where_ties_are_exact(rows):
+    data, start = tie_lattice()
+    record = cell(rows, "wrong-ties-to-highest", data, 4, iterations=3, start=start)
+    assert record["status"] == "mismatch"
+    assert "an exact tie: the lowest index wins" in record["detail"]
+    assert cell(rows, "plain-lloyd", data, 4, iterations=3, start=start)["status"] == "ok"
+
+
+def test_a_row_one_iteration_short_is_caught_when_its_timed_run_is_checked():
+    """Stepped one iteration at a time it is right (each call runs its one iteration); only its
+    timed run, one short of the trajectory, gives it away."""
+
+    class ShortOnlyWhenLong(wrong_rows.PlainLloyd):
+        name = "short-only-when-long"
+
+        def iterations_to_run(self, problem):
+            return max(1, problem.iterations - 1)
+
+    record = cell({"r": ShortOnlyWhenLong()}, "r", blobs(), 20)
+    assert record["status"] == "mismatch"
+    assert record["validation"]["certificate"]["failure"]["check"] == "end point"
+
+
+def test_one_iteration_short_on_converged_data_cannot_be_seen():
+    """Once Lloyd has converged, one iteration more changes nothing: no judge can tell, and the
+    result is the right one."""
+
+    class ShortOnlyWhenLong(wrong_rows.PlainLloyd):
+        name = "short-only-when-long"
+
+        def iterations_to_run(self, problem):
+            return max(1, problem.iterations - 1)
+
+    data = blobs(n=600, d=2, centres=3)
+    record = cell({"r": ShortOnlyWhenLong()}, "r", data, 3, iterations=40)
+    assert record["status"] == "ok", record["detail"]
+    assert record["validation"]["certificate"]["fixed_point"]
+
+
+def test_a_result_of_the_wrong_precision_fails_its_declaration(rows):
+    """Declaring float64 promises float64's rounding; float32 arithmetic misses it by far."""
+    record = cell(rows, "wrong-false-dtype", blobs(dtype=np.float64), 20)
+    assert record["status"] == "mismatch"
+    assert "in float64" in record["detail"]
