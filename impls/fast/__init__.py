@@ -212,7 +212,7 @@ class KmbenchGpu(GpuImplementation):
                     self._tensor.iterate(track)
                 cupy.cuda.Device().synchronize()
         self._blocks = self._grid(problem)
-        self._graph = None
+        self._graph, self._graph_iterations = None, problem.iterations
         if self.use_graph and self._strategy not in ("gemm", "resident"):
             with host_region(phases, "capture"):
                 self._graph = self._capture(problem)
@@ -425,7 +425,10 @@ class KmbenchGpu(GpuImplementation):
                 self._labels.fill(-1)
         changed = np.frombuffer(self._changed_host, dtype=np.uint64, count=1)
         iterate = self._iteration()
-        stream = self._stream if self._graph is not None and not track else cupy.cuda.get_current_stream()
+        # A graph holds the iterations it was captured with: any other count (the judge's one-step
+        # runs) launches plainly.
+        graph = self._graph if problem.iterations == self._graph_iterations else None
+        stream = self._stream if graph is not None and not track else cupy.cuda.get_current_stream()
         cupy.cuda.Device().synchronize()
         phases: dict[str, float] = {}
         done = problem.iterations
@@ -435,8 +438,8 @@ class KmbenchGpu(GpuImplementation):
             with region:
                 if self._strategy == "tensor" and self._tensor_order:
                     self._tensor.order_by_neighbourhood()
-                if self._graph is not None and not track:
-                    self._graph.launch(stream)
+                if graph is not None and not track:
+                    graph.launch(stream)
                 else:
                     for done in range(1, problem.iterations + 1):
                         if track:

@@ -95,7 +95,7 @@ class TritonFused(Implementation):
             for track in (False, True):
                 self._launch(problem, track)
             torch.cuda.synchronize()
-        self._graph = None
+        self._graph, self._graph_iterations = None, problem.iterations
         if self.use_graph and problem.tol is None:
             with host_region(phases, "capture"):
                 self._graph = self._capture(problem)
@@ -149,7 +149,8 @@ class TritonFused(Implementation):
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         done = problem.iterations
         begin.record()
-        if self._graph is not None and not track:
+        if self._graph is not None and not track and problem.iterations == self._graph_iterations:
+            # (a graph holds the iterations it was captured with; the judge's one-step runs launch plainly)
             self._graph.replay()
         else:
             for done in range(1, problem.iterations + 1):

@@ -14,7 +14,7 @@ parts from float64's, and the float64 step itself is how the reference trajector
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -133,7 +133,7 @@ class Certifier:
     spread: float
     geometry: Geometry
     xp: object = np
-    notes: list = field(default_factory=list)
+    _frozen_slack: float = 0.0
 
     @classmethod
     def of(cls, data, precision: Precision, xp=np) -> "Certifier":
@@ -143,7 +143,11 @@ class Certifier:
     def _spreads(self, value) -> float:
         return float(value) / max(self.spread, 1e-300)
 
-    def step(self, iteration: int, previous, new, labels=None) -> StepResult:
+    def step(self, iteration: int, previous, new, labels=None, end: bool = False) -> StepResult:
+        """Certify `new` as a step from `previous`. end: a timed run's end checked against the
+        validated trajectory's last-but-one centroids; a row whose sums are not deterministic
+        froze its empty clusters at centroids of its own, off those by up to one step's
+        rounding, so an empty cluster may be off by the step's largest mean bound."""
         xp, k = self.xp, previous.shape[0]
         previous = xp.asarray(previous, dtype=xp.float64)
         new = xp.asarray(new, dtype=xp.float64)
@@ -153,6 +157,7 @@ class Certifier:
         own_bound = rounding_bound(by_float64, float64_step, self.precision, xp)
         as_float64 = self._within(new, float64_step, own_bound) is None
         result = StepResult(None, as_float64, float64_step, near_ties=found.near_ties)
+        self._frozen_slack = float(own_bound.max()) if end else 0.0
         if labels is not None:
             result.failure = self._with_labels(iteration, found, previous, new, labels, result)
         else:
@@ -174,7 +179,7 @@ class Certifier:
     def _empty_moved(self, iteration, previous, new, empty):
         """An empty cluster must keep its centroid, to its stored rounding."""
         xp = self.xp
-        bound = 2 * self.precision.store * xp.sqrt((previous * previous).sum(axis=1))
+        bound = 2 * self.precision.store * xp.sqrt((previous * previous).sum(axis=1)) + self._frozen_slack
         moved = self._within(new, previous, bound, filled=empty)
         if moved is None:
             return None
@@ -185,7 +190,7 @@ class Certifier:
     def _with_labels(self, iteration, found: Assignment, previous, new, labels, result: StepResult):
         xp, k = self.xp, previous.shape[0]
         labels = xp.asarray(labels).astype(xp.int64)
-        if labels.shape != found.nearest.shape or int(labels.min(initial=0)) < 0 or int(labels.max(initial=0)) >= k:
+        if labels.shape != found.nearest.shape or (labels.size and (int(labels.min()) < 0 or int(labels.max()) >= k)):
             return Failure(iteration, "assignment", text=f"labels of shape {labels.shape} or out of range 0..{k - 1}")
         good = admissible(found, labels, k, xp)
         tied = ~found.unique

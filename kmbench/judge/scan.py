@@ -21,11 +21,46 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kmbench.judge.precision import FLOAT32, FLOAT64, Precision, distance_factor
+import os
+
+from kmbench.judge.precision import FLOAT32, FLOAT64, PRECISIONS, Precision, distance_factor
 from kmbench.protocol import reference
 
 SCORE_ELEMENTS = 1 << 24  # points x centroids per float32 score chunk (64 MiB; 512 MiB on a GPU)
 KD_TREE_MAX_DIM = 8  # up to here NumPy's scan finds the two nearest with a k-d tree, not a product
+FUSED_MAX_DIM = 8  # up to here CuPy's scan runs the judge's own fused float64 kernel, not a product
+FUSED_ROWS = 1 << 25  # points per fused chunk (their float64 copy: 512 MiB at d = 2)
+FUSED_TILE = 256  # centroids per shared-memory tile
+
+# The judge's own kernel (no row's): each thread one point, float64 squared distances to every
+# centroid, the smallest with its lowest index and the second smallest. Only where d is small
+# enough that a matrix product would spend its time writing n x k scores.
+_FUSED_SOURCE = r"""
+extern "C" __global__ void best_two(const double* x, long long n, int d, const double* centroids, int k,
+                                    const double* mean, double* d1, double* d2, int* best) {
+  extern __shared__ double tile[];
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  double p[8];
+  if (i < n) for (int j = 0; j < d; ++j) p[j] = x[i * d + j] - mean[j];
+  double first = 1.0 / 0.0, second = 1.0 / 0.0;
+  int index = 0;
+  for (int start = 0; start < k; start += blockDim.x) {
+    int m = min((int)blockDim.x, k - start);
+    __syncthreads();
+    for (int t = threadIdx.x; t < m * d; t += blockDim.x) tile[t] = centroids[(long long)start * d + t];
+    __syncthreads();
+    if (i < n) {
+      for (int q = 0; q < m; ++q) {
+        double s = 0.0;
+        for (int j = 0; j < d; ++j) { double v = p[j] - tile[q * d + j]; s += v * v; }
+        if (s < first) { second = first; first = s; index = start + q; }
+        else if (s < second) second = s;
+      }
+    }
+  }
+  if (i < n) { d1[i] = first; d2[i] = second; best[i] = index; }
+}
+"""
 
 
 @dataclass
@@ -47,15 +82,14 @@ class Assignment:
       whose float64 distances leave one label within the rounding);
     - pairs: (point, centroid) for every admissible label of the other points, sorted by point;
     - allowance: per point, twice the judge's float64 error plus twice the row's error: how far
-      above the smallest distance an admissible label may lie;
-    - own: per point, the distance to the nearest centroid (float64)."""
+      above the smallest distance an admissible label may lie (float32, rounded up: for reports).
+    Kept compact (int32 labels, float32 allowances): at 1e9 points they are what the GPU holds."""
 
     nearest: object
     unique: object
     pair_points: object
     pair_centroids: object
     allowance: object
-    own: object
 
     @property
     def near_ties(self) -> int:
@@ -82,6 +116,17 @@ def _row_error(x, x_centred_norm, c_norm_max, c_centred_max, precision: Precisio
     return factor * xp.maximum(raw * raw, centred * centred)
 
 
+def _round_up(values, xp):
+    """float64 values to the float32 at or above each."""
+    rounded = values.astype(xp.float32)
+    return xp.where(rounded.astype(xp.float64) < values, xp.nextafter(rounded, xp.float32(np.inf)), rounded)
+
+
+def _product_precision(xp) -> Precision:
+    """What the judge's own float32 product computes in: TF32 where CuPy is told to use it."""
+    return PRECISIONS["tf32"] if xp is not np and os.environ.get("CUPY_TF32") == "1" else FLOAT32
+
+
 def _product_best_two(x_centred, c32, c_half, x_centred_norm, xp):
     """(d1, d2, nearest): the two smallest float32 expanded squared distances and the index of
     the smallest, from one float32 product of the centred coordinates."""
@@ -95,6 +140,20 @@ def _product_best_two(x_centred, c32, c_half, x_centred_norm, xp):
         d2 = scores.min(axis=1).astype(xp.float64) + common
     else:
         d2 = xp.full(x_centred.shape[0], xp.inf)
+    return d1, d2, best
+
+
+def _fused_best_two(x, c_centred, mean, xp):
+    """(d1, d2, nearest) from the judge's fused float64 kernel (x: float64 points)."""
+    kernel = xp.RawKernel(_FUSED_SOURCE, "best_two")
+    n, d = x.shape
+    k = c_centred.shape[0]
+    d1, d2 = xp.empty(n, xp.float64), xp.empty(n, xp.float64)
+    best = xp.empty(n, xp.int32)
+    blocks = (n + FUSED_TILE - 1) // FUSED_TILE
+    kernel((blocks,), (FUSED_TILE,), (xp.ascontiguousarray(x), np.int64(n), np.int32(d),
+                                      xp.ascontiguousarray(c_centred), np.int32(k), mean, d1, d2, best),
+           shared_mem=FUSED_TILE * d * 8)
     return d1, d2, best
 
 
@@ -114,14 +173,15 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np) -> 
     c_half = (c32.astype(xp.float64) ** 2).sum(axis=1).astype(xp.float32)  # |c'|^2, rounded once
     c_norm_max = float(xp.sqrt((c64 * c64).sum(axis=1)).max())
     c_centred_max = float(xp.sqrt((c_centred * c_centred).sum(axis=1)).max())
-    judge32, judge64 = distance_factor(FLOAT32, d), distance_factor(FLOAT64, d)
-    parts = {name: [] for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance", "own")}
+    judge32, judge64 = distance_factor(_product_precision(xp), d), distance_factor(FLOAT64, d)
+    parts = {name: [] for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance")}
     tree = None
     if xp is np and d <= KD_TREE_MAX_DIM and k > 1:
         from scipy.spatial import cKDTree
 
         tree = cKDTree(c_centred)
-    step = max(1, (SCORE_ELEMENTS * (1 if xp is np else 8)) // max(k, 1))
+    fused = xp is not np and d <= FUSED_MAX_DIM and k > 1
+    step = FUSED_ROWS if fused else max(1, (SCORE_ELEMENTS * (1 if xp is np else 8)) // max(k, 1))
     for first, block in reference.blocks(data, xp):
         for start in range(0, block.shape[0], step):
             x = xp.asarray(block[start : start + step], dtype=xp.float64)
@@ -129,8 +189,9 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np) -> 
             x_centred = x - mean
             x_centred_norm = xp.sqrt((x_centred * x_centred).sum(axis=1))
             spread_term = (x_centred_norm + c_centred_max) ** 2
-            if tree is not None:  # float64 distances: the judge's error is float64's
-                d1, d2, best = _tree_best_two(tree, x_centred, k)
+            if tree is not None or fused:  # float64 distances: the judge's error is float64's
+                d1, d2, best = (_tree_best_two(tree, x_centred, k) if tree is not None
+                                else _fused_best_two(x, c_centred, mean, xp))
                 judge_error = judge64 * spread_term
             else:
                 d1, d2, best = _product_best_two(x_centred, c32, c_half, x_centred_norm, xp)
@@ -139,10 +200,9 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np) -> 
             exact = _exact_points(x, c64, mean, precision, xp)
             row_error = xp.where(exact, 0.0, row_error)
             clear = (d2 - d1) > 2 * judge_error + 2 * row_error
-            nearest = best.astype(xp.int64)
+            nearest = best.astype(xp.int32)
             unique = clear.copy()
             allowance = 2 * row_error + 2 * xp.where(exact, 0.0, judge64 * spread_term)
-            own = xp.sqrt(xp.maximum(d1, 0.0))
             pending = xp.nonzero(~clear)[0]
             if pending.size:
                 near = x_centred[pending]
@@ -152,7 +212,6 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np) -> 
                 smallest = distances[xp.arange(pending.size), closest]
                 admissible = distances <= (smallest + allowance[pending])[:, None]
                 nearest[pending] = closest
-                own[pending] = xp.sqrt(xp.maximum(smallest, 0.0))
                 # Where the arithmetic is exact, an exact tie goes to the lowest index, nowhere else.
                 several_mask = (admissible.sum(axis=1) > 1) & ~exact[pending]
                 unique[pending] = ~several_mask
@@ -160,8 +219,9 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np) -> 
                 point_index, centroid_index = xp.nonzero(admissible[several])
                 parts["pair_points"].append(pending[several][point_index] + offset)
                 parts["pair_centroids"].append(centroid_index)
-            for name, value in (("nearest", nearest), ("unique", unique), ("allowance", allowance), ("own", own)):
-                parts[name].append(value)
+            parts["nearest"].append(nearest)
+            parts["unique"].append(unique)
+            parts["allowance"].append(_round_up(allowance, xp))
     joined = {name: (xp.concatenate(values) if values else xp.zeros(0, dtype=xp.int64))
               for name, values in parts.items()}
     return Assignment(**joined)

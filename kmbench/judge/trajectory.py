@@ -149,7 +149,7 @@ def _end_failure(certifier: Certifier, timed: list, kept: dict) -> Failure | Non
         if end.shape != kept[count].shape or not np.isfinite(end).all():
             return Failure(0, "end point", text=f"timed run {index + 1} returned centroids of shape {end.shape} "
                                                 "or with NaN")
-        step = certifier.step(count, kept[count - 1], end, result.labels)
+        step = certifier.step(count, kept[count - 1], end, result.labels, end=True)
         if step.failure is not None:
             failure = step.failure
             failure.check = "end point"

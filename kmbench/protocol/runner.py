@@ -51,6 +51,7 @@ class _Cell:
         self.wall: list[float] = []
         self.counted: list[Result] = []
         self.stopped_by_budget = False
+        self.validation = None
 
 
 def _timed_run(impl: Implementation, problem: Problem) -> tuple[Result, float]:
@@ -145,7 +146,9 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
             _measure(impl, problem, settings, cell)
         if not cell.counted or not cell.iterate:
             raise RuntimeError("the implementation returned no counted repeat")
+        judging = time.perf_counter()
         verdict, dtype = _judge(cell, problem, oracle, impl)
+        cell.validation = time.perf_counter() - judging
     except Exception as exc:
         message = str(exc).strip() or type(exc).__name__
         record.update(status=validate.ERROR, detail=message.splitlines()[0][:500],
@@ -177,6 +180,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
             "iterate": iterate.as_dict(),
             "wall": summarize(cell.wall).as_dict(),
             "setup": cell.setup,
+            "validation": cell.validation,  # untimed: stepping the row and certifying each step
             "setup_phases": impl.setup_phases(),
             "first_run": cell.first_run,
             "phases": _phase_stats(cell.counted),
