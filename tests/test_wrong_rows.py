@@ -141,6 +141,20 @@ def test_one_iteration_short_on_converged_data_cannot_be_seen():
     assert record["validation"]["certificate"]["fixed_point"]
 
 
+def test_expanded_distances_declared_direct_are_caught_far_from_the_origin(rows):
+    """Near-ties between neighbouring centroids 1e4 from the origin: the expanded form rounds at
+    1e4^2 u ~ 6 (squared units), far past a direct form's rounding, so its labels are not a
+    direct-distance row's; declared as "any" (the plain row, expanded), the same labels are fine."""
+    rng = np.random.default_rng(6)
+    data = (rng.uniform(-1, 1, (20_000, 2)) + 1e4).astype(np.float32)
+    start = data[:200]
+    record = cell(rows, "wrong-expanded-declared-direct", data, 200, iterations=2, start=start)
+    assert record["status"] == "mismatch", record["detail"]
+    assert record["validation"]["certificate"]["failure"]["check"] == "assignment"
+    honest = cell({"r": wrong_rows.PlainLloyd(form="expanded")}, "r", data, 200, iterations=2, start=start)
+    assert honest["status"] == "ok", honest["detail"]
+
+
 def test_a_result_of_the_wrong_precision_fails_its_declaration(rows):
     """Declaring float64 promises float64's rounding; float32 arithmetic misses it by far."""
     record = cell(rows, "wrong-false-dtype", blobs(dtype=np.float64), 20)

@@ -65,6 +65,9 @@ class PlainLloyd(Implementation):
     def iterations_to_run(self, problem):
         return problem.iterations
 
+    def distance_form(self, problem):
+        return "direct" if self.form == "direct" else "any"
+
     def step(self, x, centroids):
         labels = assign(x, centroids, self.form)
         return labels, update(x, labels, centroids, self.work)
@@ -180,6 +183,19 @@ class TiesToHighest(PlainLloyd):
         return labels, update(x, labels, centroids, self.work)
 
 
+class ExpandedDeclaredDirect(PlainLloyd):
+    """Declares direct distances and expands them on the raw coordinates: far from the origin its
+    rounding is at the size of |x|^2, not of |x - c|^2."""
+
+    name = "wrong-expanded-declared-direct"
+
+    def __init__(self, dtype=None, form=None):
+        super().__init__(dtype, "expanded")
+
+    def distance_form(self, problem):
+        return "direct"
+
+
 class ClaimsInstant(PlainLloyd):
     name = "wrong-claims-instant"
 
@@ -195,7 +211,7 @@ class ClaimsTooLong(PlainLloyd):
 
 
 WRONG = [ReturnsStart, OneShort, HalfClaimedAll, Float16Sums, FalseDtype, Perturbed, MovesEmpty, TiesToHighest,
-         ClaimsInstant, ClaimsTooLong]
+         ExpandedDeclaredDirect, ClaimsInstant, ClaimsTooLong]
 
 
 @contextmanager

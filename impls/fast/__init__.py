@@ -511,6 +511,12 @@ class KmbenchGpu(GpuImplementation):
         # The points, read once; labels read and written under the tolerance rule.
         return problem.n * problem.d * 4 + (problem.n * 8 if problem.tol is not None else 0)
 
+    def distance_form(self, problem: Problem) -> str:
+        chosen = self.strategy_for(problem)
+        if chosen in ("resident", "small-k") or (chosen == "tiled" and tiled_distance(problem.d) == "direct"):
+            return "direct"
+        return "any"
+
     def fp32_per_distance(self, problem: Problem) -> float:
         chosen = self.strategy_for(problem)
         if chosen in ("resident", "small-k"):

@@ -133,12 +133,13 @@ class Certifier:
     spread: float
     geometry: Geometry
     xp: object = np
+    direct: bool = False  # the row declares direct distances, sum of (x - c)^2 (scan.assign)
     _frozen_slack: float = 0.0
 
     @classmethod
-    def of(cls, data, precision: Precision, xp=np) -> "Certifier":
+    def of(cls, data, precision: Precision, xp=np, direct: bool = False) -> "Certifier":
         data = reference.resident(data, xp)
-        return cls(data, precision, reference.spread(data, xp), Geometry.of(data, xp), xp)
+        return cls(data, precision, reference.spread(data, xp), Geometry.of(data, xp), xp, direct)
 
     def _spreads(self, value) -> float:
         return float(value) / max(self.spread, 1e-300)
@@ -151,7 +152,7 @@ class Certifier:
         xp, k = self.xp, previous.shape[0]
         previous = xp.asarray(previous, dtype=xp.float64)
         new = xp.asarray(new, dtype=xp.float64)
-        found = assign(self.data, previous, self.precision, self.geometry, xp)
+        found = assign(self.data, previous, self.precision, self.geometry, xp, self.direct)
         by_float64 = group(self.data, found.nearest, previous, self.geometry.mean, xp)
         float64_step, _ = by_float64.means(previous, xp)
         own_bound = rounding_bound(by_float64, float64_step, self.precision, xp)

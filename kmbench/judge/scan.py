@@ -23,7 +23,7 @@ import numpy as np
 
 import os
 
-from kmbench.judge.precision import FLOAT32, FLOAT64, PRECISIONS, Precision, distance_factor
+from kmbench.judge.precision import FLOAT32, FLOAT64, PRECISIONS, Precision, distance_factor, gamma
 from kmbench.protocol import reference
 
 SCORE_ELEMENTS = 1 << 24  # points x centroids per float32 score chunk (64 MiB; 512 MiB on a GPU)
@@ -163,9 +163,20 @@ def _tree_best_two(tree, x_centred, k: int):
     return distances[:, 0] ** 2, distances[:, 1] ** 2, index[:, 0]
 
 
-def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np) -> Assignment:
-    """The judge's assignment from `centroids` (k, d) for a row of `precision`."""
+def _direct_error(d_a, d_b, reach, factor: float, unit: float):
+    """E(x, c_a) + E(x, c_b) for a row that declares direct distances, sum of (x - c)^2: each is
+    off by gamma_{d+2} |x - c|^2 plus what rounding the shifted coordinates or the stored centroid
+    moves it, 2 u |x - c| S + u^2 S^2 (NOTES.md, "Direct distances")."""
+    roots = d_a.clip(0) ** 0.5 + d_b.clip(0) ** 0.5
+    return factor * (d_a + d_b) + 2 * unit * reach * roots + 2 * unit * unit * reach * reach
+
+
+def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, direct: bool = False) -> Assignment:
+    """The judge's assignment from `centroids` (k, d) for a row of `precision`; direct: the row
+    declares that it computes sum of (x - c)^2 (a bound relative to each distance, not to |x|^2)."""
     k, d = centroids.shape
+    direct = direct and precision.input == precision.accumulate == precision.store
+    direct_factor = gamma(d + 2, precision.accumulate)
     c64 = xp.asarray(centroids, dtype=xp.float64)
     mean = geometry.mean
     c_centred = c64 - mean
@@ -196,21 +207,37 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np) -> 
             else:
                 d1, d2, best = _product_best_two(x_centred, c32, c_half, x_centred_norm, xp)
                 judge_error = judge32 * spread_term
-            row_error = _row_error(x, x_centred_norm, c_norm_max, c_centred_max, precision, xp)
             exact = _exact_points(x, c64, mean, precision, xp)
+            if direct:
+                reach = xp.maximum(xp.sqrt((x * x).sum(axis=1)) + c_norm_max, x_centred_norm + c_centred_max)
+                pair_error = _direct_error(d1, d2, reach, direct_factor, precision.accumulate)
+                row_error = xp.zeros_like(d1)
+            else:
+                row_error = _row_error(x, x_centred_norm, c_norm_max, c_centred_max, precision, xp)
+                pair_error = 2 * row_error
+            pair_error = xp.where(exact, 0.0, pair_error)
             row_error = xp.where(exact, 0.0, row_error)
-            clear = (d2 - d1) > 2 * judge_error + 2 * row_error
+            clear = (d2 - d1) > 2 * judge_error + pair_error
             nearest = best.astype(xp.int32)
             unique = clear.copy()
-            allowance = 2 * row_error + 2 * xp.where(exact, 0.0, judge64 * spread_term)
-            pending = xp.nonzero(~clear)[0]
-            if pending.size:
+            allowance = pair_error + 2 * xp.where(exact, 0.0, judge64 * spread_term)
+            waiting = xp.nonzero(~clear)[0]
+            rows_at_once = max(1, (SCORE_ELEMENTS * (1 if xp is np else 8)) // max(k, 1))
+            for part in range(0, waiting.size, rows_at_once):  # float64 rows: bounded memory
+                pending = waiting[part : part + rows_at_once]
                 near = x_centred[pending]
                 distances = ((near * near).sum(axis=1)[:, None] - 2 * (near @ c_centred.T)
                              + (c_centred * c_centred).sum(axis=1)[None, :])
                 closest = xp.argmin(distances, axis=1)
                 smallest = distances[xp.arange(pending.size), closest]
-                admissible = distances <= (smallest + allowance[pending])[:, None]
+                if direct:
+                    judged = 2 * xp.where(exact[pending], 0.0, judge64 * spread_term[pending])
+                    slack = _direct_error(distances, smallest[:, None], reach[pending][:, None], direct_factor,
+                                          precision.accumulate)
+                    slack = xp.where(exact[pending][:, None], 0.0, slack) + judged[:, None]
+                    admissible = distances <= smallest[:, None] + slack
+                else:
+                    admissible = distances <= (smallest + allowance[pending])[:, None]
                 nearest[pending] = closest
                 # Where the arithmetic is exact, an exact tie goes to the lowest index, nowhere else.
                 several_mask = (admissible.sum(axis=1) > 1) & ~exact[pending]

@@ -81,7 +81,7 @@ def _traced(impl, problem, count: int):
 def certify(impl, problem, timed: list, precision: str, xp=None) -> Certificate:
     """Certify `impl`'s trajectory on `problem` and the end of every timed result in `timed`."""
     xp = xp or reference.array_module(problem.n, problem.k, max(r.iterations for r in timed))
-    certifier = Certifier.of(problem.data, declared(precision), xp)
+    certifier = Certifier.of(problem.data, declared(precision), xp, direct=impl.distance_form(problem) == "direct")
     counts = sorted({int(result.iterations) for result in timed})
     length = counts[-1]
     traces = getattr(impl, "traces", False)

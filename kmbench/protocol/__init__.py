@@ -140,6 +140,12 @@ class Implementation:
         """Seconds of each part of the last `prepare` (compile, build, upload, ...)."""
         return {}
 
+    def distance_form(self, problem: Problem) -> str:
+        """How it compares distances on this problem: "direct" where it computes sum (x - c)^2 in
+        its declared precision (the judge then bounds each distance's rounding by the distance
+        itself), "any" where it may expand |x|^2 - 2 x.c + |c|^2 (bounded by |x|^2: far looser)."""
+        return "any"
+
     def bytes_per_iteration(self, problem: Problem) -> int | None:
         """The fewest bytes one iteration must move through device memory (each input read
         once), declared by GPU implementations so a record can say what fraction of the
