@@ -160,3 +160,33 @@ def test_a_result_of_the_wrong_precision_fails_its_declaration(rows):
     record = cell(rows, "wrong-false-dtype", blobs(dtype=np.float64), 20)
     assert record["status"] == "mismatch"
     assert "in float64" in record["detail"]
+
+
+class Jittery(wrong_rows.PlainLloyd):
+    """Sums that differ from run to run below float32's rounding, as atomics do."""
+
+    name = "jittery"
+
+    def __init__(self):
+        super().__init__()
+        self.rng = np.random.default_rng()
+
+    def finish(self, centroids, problem):
+        return centroids * (1 + 1e-9 * self.rng.standard_normal(centroids.shape))
+
+
+@pytest.mark.parametrize("row, status", [(wrong_rows.PlainLloyd, "mismatch"), (Jittery, "ok")])
+def test_a_timed_end_off_the_trajectory_is_wrong_unless_the_row_is_not_deterministic(row, status):
+    """A timed end no step from the validated trajectory leads to: a deterministic row is wrong;
+    one whose first step differs between two runs (atomics) is said to have parted, not blamed."""
+    from kmbench.judge import trajectory
+    from kmbench.protocol import Problem
+
+    data = blobs(n=2000, d=4, centres=6)
+    problem = Problem(data, data[:6].copy(), 5, warmup=0, repeats=1)
+    impl = row()
+    timed = impl.run(problem)
+    timed.centroids = timed.centroids + 0.5  # a timed run that ended elsewhere
+    certificate = trajectory.certify(impl, problem, [timed], "float32")
+    assert certificate.certified == (status == "ok")
+    assert bool(certificate.nondeterministic) == (status == "ok")

@@ -159,8 +159,12 @@ def certified_text(certificate, end: Verdict) -> str:
     ties = f"{certificate.near_ties} near-tie decisions"
     if certificate.labels_known:
         ties += f" ({certificate.ties_as_float64} as float64, {certificate.ties_other_way} the other way)"
-    return (f"{certificate.steps} steps certified in {certificate.precision}; {parted}; {ties}; end point "
+    text = (f"{certificate.steps} steps certified in {certificate.precision}; {parted}; {ties}; end point "
             f"{end.centroid_error:.2g} spreads from float64's")
+    if certificate.nondeterministic:
+        text += ("; its sums are not deterministic and a timed run ended off the certified trajectory "
+                 f"({certificate.nondeterministic})")
+    return text
 
 
 def worst(verdicts: list[Verdict]) -> Verdict:
