@@ -108,6 +108,13 @@ def judgement(results: list[Result], oracle: validate.Oracle, problem: Problem,
     return validate.worst([validate.verdict(certificate, end, oracle, impl.approximate) for end in ends])
 
 
+def _build_info(impl: Implementation) -> dict:
+    try:
+        return impl.build_info()
+    except Exception as exc:
+        return {"error": str(exc)}
+
+
 def _as_followed(impl: Implementation, problem: Problem, oracle) -> tuple[Problem, str]:
     """The problem as this implementation will run it. One that cannot stop by the tolerance
     rule itself gets the oracle's iteration count under the iterations rule: the same work,
@@ -146,6 +153,9 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
             _measure(impl, problem, settings, cell)
         if not cell.counted or not cell.iterate:
             raise RuntimeError("the implementation returned no counted repeat")
+        # What the timed runs did (strategy, filter counts): before validation's one-step runs
+        # overwrite it.
+        record["build"] = _build_info(impl)
         judging = time.perf_counter()
         verdict, dtype = _judge(cell, problem, oracle, impl)
         cell.validation = time.perf_counter() - judging
@@ -159,10 +169,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
             impl.release()
         except Exception:
             pass
-        try:
-            record["build"] = impl.build_info()
-        except Exception as exc:
-            record["build"] = {"error": str(exc)}
+        record.setdefault("build", _build_info(impl))
     last = cell.counted[-1]
     iterate = summarize(cell.iterate)
     iterations = last.iterations
