@@ -70,6 +70,7 @@ class FlashKMeans(TorchLloyd):
 
     name = "flash-kmeans"
     label = "flash-kmeans (fp32 input)"
+    dtype = "tf32"  # tl.dot on float32 input: judged by TF32's bounds (kmbench.judge.precision)
     description = "flash_kmeans.batch_kmeans_Euclid(x, k, tol=-1, init_centroids=given); fp32 input, TF32 dots"
     source = "peer users pick (the embeddings issue): flash-kmeans, Triton"
     library = "flash_kmeans"
@@ -112,6 +113,7 @@ class FlashKMeans(TorchLloyd):
 class FlashKMeansHalf(FlashKMeans):
     name = "flash-kmeans-fp16"
     label = "flash-kmeans (fp16)"
+    dtype = "float16"  # half-precision data and centroids, float32 sums
     description = "flash-kmeans on float16 data and centroids (its fastest documented precision)"
     half = True
 

@@ -3,7 +3,9 @@
 The expanded distance |c|^2 - 2 x.c cancels catastrophically when the data sit far from the
 origin: at 1e6, |c|^2 is 1e12 and float32 keeps it to about 6e4, far more than the distances
 between clusters. So this row is wrong there in float32 (measured: inertia 3x the reference on
-unit-spread data at 1e6) and even slightly off in float64; the validator marks it `mismatch`.
+unit-spread data at 1e6) and even slightly off in float64. That is float32 arithmetic as declared,
+so the judge certifies it (its bound for the expanded form grows with |x|^2 too); the figures show
+how far it ends from float64's. It reports its trajectory to the judge itself (`traces`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class NumpyFast(Implementation):
     description = ("vectorised NumPy: expanded distances by matrix product, bincount update; "
                    "the expansion cancels far from the origin")
     source = "kmbench's own; the algorithm of document 000's Python section, restated"
+    traces = True  # a copy of the centroids per iteration costs nothing next to the product
 
     def follows_tolerance(self, tol: float) -> bool:
         return True
@@ -33,6 +36,7 @@ class NumpyFast(Implementation):
         centroids = np.array(problem.initial_centroids, dtype=data.dtype)
         labels = np.empty(n, dtype=np.intp)
         previous = np.full(n, -1, dtype=np.intp) if problem.tol is not None else None
+        trace = [] if problem.trace else None
         phases: dict[str, float] = {}
         done = 0
         with host_region(phases, "iterate"):
@@ -49,6 +53,8 @@ class NumpyFast(Implementation):
                 for dim in range(d):
                     sums = np.bincount(labels, weights=data[:, dim], minlength=k)
                     centroids[filled, dim] = sums[filled] / counts[filled]
+                if trace is not None:
+                    trace.append(centroids.astype(np.float64))
                 if previous is not None:
                     changed = int(np.count_nonzero(labels != previous))
                     previous, labels = labels, previous
@@ -56,4 +62,4 @@ class NumpyFast(Implementation):
                         labels = previous
                         break
         return Result(centroids=centroids.astype(np.float64), iterations=done,
-                      phases=phases, labels=labels)
+                      phases=phases, labels=labels, trace=trace)

@@ -199,3 +199,27 @@ def test_an_expanded_float32_row_far_from_the_origin_is_certified_not_blamed():
     data = _far_unit_spread(offset=1e4, dtype=np.float32)
     _, record = gpu_cell(ExpandedFloat32(), data, 4, 10)
     assert record["status"] == "ok", record["detail"]
+
+
+def test_a_row_that_traces_is_certified_from_its_trace():
+    record = _cell(NumpyFast())
+    assert record["validation"]["certificate"]["source"] == "trace"
+    assert record["validation"]["certificate"]["labels_known"] == 1  # the last step's labels
+
+
+class TraceSkipsAStep(NumpyFast):
+    """Its trace leaves out the first iteration: the second is then no step from the start."""
+
+    name = "trace-skips-a-step"
+
+    def run(self, problem):
+        result = super().run(problem)
+        if result.trace:
+            result.trace = result.trace[1:] + [result.trace[-1]]
+        return result
+
+
+def test_a_trace_that_skips_a_step_is_caught():
+    record = _cell(TraceSkipsAStep())
+    assert record["status"] == "mismatch"
+    assert record["validation"]["certificate"]["failure"]["iteration"] == 1

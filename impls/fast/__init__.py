@@ -531,4 +531,5 @@ class KmbenchGpuTf32(KmbenchGpu):
     name = "kmbench-gpu-tf32"
     label = "kmbench-gpu (TF32)"
     description = "kmbench-gpu's GEMM path with TF32 tensor-core products (not exact FP32)"
+    dtype = "tf32"  # certified to TF32's bounds (kmbench.judge.precision), not FP32's
     tf32 = True
