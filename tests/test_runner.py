@@ -21,7 +21,7 @@ class Spy(NumpyFast):
         self.prepared += 1
 
     def run(self, problem):
-        if problem.iterations == 1:  # the judge stepping it (untimed validation)
+        if problem.iterations == 1 or problem.trace:  # the judge's untimed validation runs
             self.steps += 1
         else:
             self.calls += 1
@@ -64,7 +64,7 @@ def test_everyone_gets_the_same_start_and_counted_repeats(tmp_path):
     settings = runner.Settings(k=5, iterations=12, warmup=2, repeats=3)
     records = runner.run([a, b], [_dataset()], settings, store=tmp_path / "r.jsonl")
     assert a.calls == b.calls == 5  # 2 warm-up + 3 counted
-    assert a.steps == b.steps == 12  # then stepped once per iteration for the judge, untimed
+    assert a.steps == b.steps == 1  # then one untimed run that reports its trajectory (numpy traces)
     assert a.prepared == 1
     for start in a.starts + b.starts:
         np.testing.assert_array_equal(start, a.starts[0])

@@ -5,11 +5,12 @@ either way. NOTES.md beside this file derives the bounds.
 Every point is scored once: in float32 by a matrix product (expanded distances on coordinates
 centred on the data's mean; the judge's own arithmetic, shared with no row), or at low d on the
 CPU by SciPy's k-d tree, which gives the two nearest centroids' float64 distances in
-O(log k) per point where a product costs k. A point whose two best scores are further apart
-than twice the judge's error plus twice the row's is *clear*: its nearest centroid is known exactly, and it is the only admissible label. Only the
-other points are scored again in float64, against every centroid; their admissible labels are
-those within the rounding of the declared precision of the smallest float64 distance, and the
-float64 decision is the smallest (lowest index on ties).
+O(log k) per point where a product costs k, or at low d on the GPU by the judge's own fused
+float64 kernel. A point whose two best scores are further apart than twice the judge's error
+plus twice the row's is *clear*: its nearest centroid is known exactly, and it is the only
+admissible label. Only the other points are scored again in float64, against every centroid;
+their admissible labels are those within the rounding of the declared precision of the
+smallest float64 distance, and the float64 decision is the smallest (lowest index on ties).
 
 Works with NumPy or CuPy arrays (`xp`); data larger than the GPU stay in host memory and come
 a block at a time (kmbench.protocol.reference.blocks).
