@@ -190,3 +190,51 @@ def test_a_timed_end_off_the_trajectory_is_wrong_unless_the_row_is_not_determini
     certificate = trajectory.certify(impl, problem, [timed], "float32")
     assert certificate.certified == (status == "ok")
     assert bool(certificate.nondeterministic) == (status == "ok")
+
+
+class StopsAtOnce(wrong_rows.PlainLloyd):
+    """Under the tolerance rule, claims convergence after its first iteration."""
+
+    name = "stops-at-once"
+
+    def follows_tolerance(self, tol):
+        return True
+
+    def iterations_to_run(self, problem):
+        return 1 if problem.tol is not None else problem.iterations
+
+    def run(self, problem):
+        result = super().run(problem)
+        result.iterations = self.iterations_to_run(problem)
+        return result
+
+
+class NeverStops(StopsAtOnce):
+    """Under the tolerance rule, runs every allowed iteration however early Lloyd converged."""
+
+    name = "never-stops"
+
+    def iterations_to_run(self, problem):
+        return problem.iterations
+
+
+@pytest.mark.parametrize("row, said", [(StopsAtOnce, "it stopped after iteration 1"),
+                                       (NeverStops, "it went on after iteration")])
+def test_a_row_that_breaks_the_tolerance_rule_is_caught(row, said):
+    from tests.conftest import gpu_cell as cell_of
+
+    data = blobs(n=1500, d=2, centres=4)
+    _, record = cell_of(row(), data, 4, 60, tol=0.0)
+    assert record["status"] == "mismatch", record["detail"]
+    failure = record["validation"]["certificate"]["failure"]
+    assert failure["check"] == "stop" and said in failure["text"]
+
+
+def test_the_plain_row_under_the_tolerance_rule_is_ok():
+    from tests.conftest import gpu_cell as cell_of
+    from impls.numpy_fast import NumpyFast
+
+    data = blobs(n=1500, d=2, centres=4)
+    oracle, record = cell_of(NumpyFast(), data, 4, 60, tol=0.0)
+    assert record["status"] == "ok", record["detail"]
+    assert record["iterations_executed"] < 60

@@ -122,6 +122,7 @@ class StepResult:
     ties_as_float64: int = 0  # with labels: near-ties decided as float64 decides them
     ties_other_way: int = 0
     inadmissible: float = 0.0  # share of the row's labels that are not admissible
+    assignment: Assignment | None = None  # the judge's view of this step's assignment
 
 
 @dataclass
@@ -157,7 +158,7 @@ class Certifier:
         float64_step, _ = by_float64.means(previous, xp)
         own_bound = rounding_bound(by_float64, float64_step, self.precision, xp)
         as_float64 = self._within(new, float64_step, own_bound) is None
-        result = StepResult(None, as_float64, float64_step, near_ties=found.near_ties)
+        result = StepResult(None, as_float64, float64_step, near_ties=found.near_ties, assignment=found)
         self._frozen_slack = float(own_bound.max()) if end else 0.0
         if labels is not None:
             result.failure = self._with_labels(iteration, found, previous, new, labels, result)

@@ -96,16 +96,18 @@ def certify(impl, problem, timed: list, precision: str, xp=None) -> Certificate:
     source = _traced(impl, problem, length) if traces else _stepped(impl, problem, length)
     kept = {0: np.asarray(problem.initial_centroids, dtype=np.float64)}
     wanted = {1} | {c for count in counts for c in (count - 1, count)}
-    previous = kept[0]
+    previous, before = kept[0], None
     for iteration, (centroids, labels) in enumerate(source, start=1):
         if centroids.shape != previous.shape or not np.isfinite(centroids).all():
             certificate.failure = Failure(iteration, "means", text="centroids of the wrong shape, NaN or infinite")
             return certificate
         step = certifier.step(iteration, previous, centroids, labels)
         _count(certificate, step, labels is not None)
+        step.failure = step.failure or _stop_failure(problem, iteration, length, before, step.assignment)
         if step.failure is not None:
             certificate.failure = step.failure
             return certificate
+        before = step.assignment
         if not step.as_float64 and certificate.parted_at is None:
             certificate.parted_at = iteration
         certificate.steps = iteration
@@ -144,6 +146,29 @@ def _count(certificate: Certificate, step, labelled: bool) -> None:
         certificate.ties_as_float64 += step.ties_as_float64
         certificate.ties_other_way += step.ties_other_way
         certificate.inadmissible.append(step.inadmissible)
+
+
+def _stop_failure(problem, iteration: int, length: int, before, after) -> Failure | None:
+    """Under the tolerance rule (stop after an iteration in which at most tol * n points changed
+    cluster), a row must stop where the rule holds for every admissible labelling and go on where
+    it holds for none. Between two assignments, points clear in both with different labels have
+    surely changed; all but those clear in both with the same label may have."""
+    if problem.tol is None:
+        return None
+    n, limit = problem.n, problem.tol * problem.n
+    if before is None:  # the first iteration: every point counts as changed
+        least = most = n
+    else:
+        both = before.unique & after.unique
+        least = int((both & (before.nearest != after.nearest)).sum())
+        most = n - int((both & (before.nearest == after.nearest)).sum())
+    if iteration < length and most <= limit:
+        return Failure(iteration, "stop", text=f"it went on after iteration {iteration}, where at most {most} of "
+                                               f"{n} points could change cluster (the rule stops at {limit:g})")
+    if iteration == length < problem.iterations and least > limit:
+        return Failure(iteration, "stop", text=f"it stopped after iteration {iteration}, where at least {least} of "
+                                               f"{n} points changed cluster (more than {limit:g})")
+    return None
 
 
 def _iterations_failure(problem, claimed: int, fixed_point: bool) -> Failure | None:
