@@ -131,3 +131,22 @@ def test_the_float64_reference_is_the_plain_float64_lloyd(seed, k, d):
     np.testing.assert_array_equal(labels, plain.labels)
     np.testing.assert_allclose(fast, plain.centroids, rtol=0, atol=1e-12)
     assert certify.inertia(data, fast) == pytest.approx(reference.inertia(data, plain.centroids), rel=1e-12)
+
+
+def test_a_cluster_without_a_bound_hides_no_other():
+    """A precision coarse enough that a 200-point sum has no worst-case bound (gamma_n >= 1/2):
+    that cluster goes unchecked and is counted, and a centroid 50 spreads off elsewhere still fails."""
+    coarse = precision.Precision("coarse", 2.0 ** -8, 2.0 ** -8, 2.0 ** -8, 2.0 ** 8)
+    rng = np.random.default_rng(8)
+    data = np.vstack([rng.standard_normal((200, 2)), rng.standard_normal((50, 2)) + 30]).astype(np.float32)
+    previous = np.array([[0.0, 0.0], [30.0, 30.0]])
+    certifier = Certifier.of(data, coarse)
+    labels = np.r_[np.zeros(200, int), np.ones(50, int)]
+    means, _ = group(certifier.data, labels, previous, certifier.geometry.mean, np).means(previous, np)
+    step = certifier.step(1, previous, means, labels)
+    assert step.failure is None and step.unbounded == 1
+    moved = means.copy()
+    moved[1] += 50 * certifier.spread
+    for given in (labels, None):
+        failure = certifier.step(1, previous, moved, given).failure
+        assert failure is not None and failure.where == "centroid 1"

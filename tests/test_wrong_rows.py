@@ -238,3 +238,19 @@ def test_the_plain_row_under_the_tolerance_rule_is_ok():
     oracle, record = cell_of(NumpyFast(), data, 4, 60, tol=0.0)
     assert record["status"] == "ok", record["detail"]
     assert record["iterations_executed"] < 60
+
+
+def test_every_timed_run_is_held_to_the_iteration_count():
+    """Two counted runs, one of all ten iterations and one of three: the short one is caught
+    though the long one alone would pass."""
+    from kmbench.judge import trajectory
+    from kmbench.protocol import Problem
+
+    data = blobs(n=2000, d=4, centres=6)
+    problem = Problem(data, data[:6].copy(), 10, warmup=0, repeats=1)
+    row = wrong_rows.PlainLloyd()
+    full = row.run(problem)
+    short = row.run(Problem(data, data[:6].copy(), 3, warmup=0, repeats=1))
+    assert trajectory.certify(row, problem, [full], "float32").certified
+    certificate = trajectory.certify(row, problem, [full, short], "float32")
+    assert certificate.failure is not None and certificate.failure.check == "iterations"

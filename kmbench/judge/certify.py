@@ -123,6 +123,7 @@ class StepResult:
     ties_other_way: int = 0
     inadmissible: float = 0.0  # share of the row's labels that are not admissible
     assignment: Assignment | None = None  # the judge's view of this step's assignment
+    unbounded: int = 0  # clusters too large for a worst-case sum bound: means not checked
 
 
 @dataclass
@@ -159,7 +160,11 @@ class Certifier:
         own_bound = rounding_bound(by_float64, float64_step, self.precision, xp)
         as_float64 = self._within(new, float64_step, own_bound) is None
         result = StepResult(None, as_float64, float64_step, near_ties=found.near_ties, assignment=found)
-        self._frozen_slack = float(own_bound.max()) if end else 0.0
+        finite = own_bound[xp.isfinite(own_bound)]
+        self._frozen_slack = float(finite.max()) if end and finite.size else 0.0
+        # A cluster of 2^23 points or more has no worst-case float32 sum bound (gamma_n >= 1/2):
+        # its mean is not checked, and the certificate counts it.
+        result.unbounded = int((~xp.isfinite(own_bound) & (by_float64.counts > 0)).sum())
         if labels is not None:
             result.failure = self._with_labels(iteration, found, previous, new, labels, result)
         else:
@@ -173,7 +178,10 @@ class Certifier:
         excess = gap - bound
         if filled is not None:
             excess = xp.where(filled, excess, -xp.inf)
-        worst = int(xp.argmax(excess / xp.maximum(bound, 1e-300)))
+        # An unbounded cluster (bound inf) cannot fail, and must not hide the others (inf/inf).
+        bounded = xp.isfinite(bound)
+        ratio = xp.where(bounded, excess / xp.maximum(xp.where(bounded, bound, 1.0), 1e-300), -xp.inf)
+        worst = int(xp.argmax(ratio))
         if float(excess[worst]) <= 0:
             return None
         return worst, float(gap[worst]), float(bound[worst])

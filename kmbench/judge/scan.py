@@ -167,9 +167,11 @@ def _tree_best_two(tree, x_centred, k: int):
 def _direct_error(d_a, d_b, reach, factor: float, unit: float):
     """E(x, c_a) + E(x, c_b) for a row that declares direct distances, sum of (x - c)^2: each is
     off by gamma_{d+2} |x - c|^2 plus what rounding the shifted coordinates or the stored centroid
-    moves it, 2 u |x - c| S + u^2 S^2 (NOTES.md, "Direct distances")."""
+    moves it: each point and centroid may be rounded twice (to the working format, then after the
+    shift), so |x - c| moves by at most 2 u S, adding 4 u |x - c| S + 4 u^2 S^2 (NOTES.md,
+    "Direct distances")."""
     roots = d_a.clip(0) ** 0.5 + d_b.clip(0) ** 0.5
-    return factor * (d_a + d_b) + 2 * unit * reach * roots + 2 * unit * unit * reach * reach
+    return factor * (d_a + d_b) + 4 * unit * reach * roots + 8 * unit * unit * reach * reach
 
 
 def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, direct: bool = False) -> Assignment:

@@ -39,6 +39,7 @@ class Certificate:
     # Where a timed end is not one certified step from the trajectory's last but one, and the row
     # is not deterministic (its first step, run twice, differs): why it was let pass.
     nondeterministic: str = ""
+    unbounded: int = 0  # most clusters in one step too large for a worst-case sum bound (unchecked)
 
     @property
     def certified(self) -> bool:
@@ -50,7 +51,7 @@ class Certificate:
                 "near_ties": self.near_ties, "ties_as_float64": self.ties_as_float64,
                 "ties_other_way": self.ties_other_way, "labels_known": self.labels_known,
                 "inadmissible": self.inadmissible, "fixed_point": self.fixed_point,
-                "nondeterministic": self.nondeterministic}
+                "nondeterministic": self.nondeterministic, "unbounded": self.unbounded}
 
 
 def _as_given(centroids, problem):
@@ -96,14 +97,15 @@ def certify(impl, problem, timed: list, precision: str, xp=None) -> Certificate:
     source = _traced(impl, problem, length) if traces else _stepped(impl, problem, length)
     kept = {0: np.asarray(problem.initial_centroids, dtype=np.float64)}
     wanted = {1} | {c for count in counts for c in (count - 1, count)}
-    previous, before = kept[0], None
+    previous, before, changes = kept[0], None, {}
     for iteration, (centroids, labels) in enumerate(source, start=1):
         if centroids.shape != previous.shape or not np.isfinite(centroids).all():
             certificate.failure = Failure(iteration, "means", text="centroids of the wrong shape, NaN or infinite")
             return certificate
         step = certifier.step(iteration, previous, centroids, labels)
         _count(certificate, step, labels is not None)
-        step.failure = step.failure or _stop_failure(problem, iteration, length, before, step.assignment)
+        changes[iteration] = _changes(before, step.assignment, problem.n)
+        step.failure = step.failure or _stop_failure(problem, iteration, length, changes[iteration])
         if step.failure is not None:
             certificate.failure = step.failure
             return certificate
@@ -118,8 +120,12 @@ def certify(impl, problem, timed: list, precision: str, xp=None) -> Certificate:
         certificate.failure = Failure(certificate.steps + 1, "iterations",
                                       text=f"the validation run gave {certificate.steps} steps of {length}")
         return certificate
-    certificate.fixed_point = certifier.step(length + 1, previous, previous).failure is None
-    certificate.failure = _iterations_failure(problem, length, certificate.fixed_point)
+    fixed = {count: certifier.step(count + 1, kept[count], kept[count]).failure is None for count in counts}
+    certificate.fixed_point = fixed[length]
+    # Every timed run's count is held to the rule, not only the longest's.
+    certificate.failure = next((failure for count in counts for failure in
+                                [_iterations_failure(problem, count, fixed[count]),
+                                 _stop_failure(problem, count, count, changes[count])] if failure), None)
     if certificate.failure is None:
         end = _end_failure(certifier, timed, kept)
         if end is not None and not _deterministic(impl, problem):
@@ -141,6 +147,7 @@ def _deterministic(impl, problem) -> bool:
 
 def _count(certificate: Certificate, step, labelled: bool) -> None:
     certificate.near_ties += step.near_ties
+    certificate.unbounded = max(certificate.unbounded, step.unbounded)
     if labelled:
         certificate.labels_known += 1
         certificate.ties_as_float64 += step.ties_as_float64
@@ -148,20 +155,25 @@ def _count(certificate: Certificate, step, labelled: bool) -> None:
         certificate.inadmissible.append(step.inadmissible)
 
 
-def _stop_failure(problem, iteration: int, length: int, before, after) -> Failure | None:
+def _changes(before, after, n: int) -> tuple[int, int]:
+    """(fewest, most) points that changed cluster between two assignments: points clear in both
+    with different labels surely changed; all but those clear in both with the same label may
+    have. In the first iteration every point counts as changed."""
+    if before is None:
+        return n, n
+    both = before.unique & after.unique
+    return (int((both & (before.nearest != after.nearest)).sum()),
+            n - int((both & (before.nearest == after.nearest)).sum()))
+
+
+def _stop_failure(problem, iteration: int, length: int, changed: tuple[int, int]) -> Failure | None:
     """Under the tolerance rule (stop after an iteration in which at most tol * n points changed
     cluster), a row must stop where the rule holds for every admissible labelling and go on where
-    it holds for none. Between two assignments, points clear in both with different labels have
-    surely changed; all but those clear in both with the same label may have."""
+    it holds for none."""
     if problem.tol is None:
         return None
     n, limit = problem.n, problem.tol * problem.n
-    if before is None:  # the first iteration: every point counts as changed
-        least = most = n
-    else:
-        both = before.unique & after.unique
-        least = int((both & (before.nearest != after.nearest)).sum())
-        most = n - int((both & (before.nearest == after.nearest)).sum())
+    least, most = changed
     if iteration < length and most <= limit:
         return Failure(iteration, "stop", text=f"it went on after iteration {iteration}, where at most {most} of "
                                                f"{n} points could change cluster (the rule stops at {limit:g})")
@@ -198,6 +210,8 @@ def _end_failure(certifier: Certifier, timed: list, kept: dict) -> Failure | Non
             failure = step.failure
             failure.check = "end point"
             failure.text = (f"timed run {index + 1} did not end where its validated trajectory ends, nor one "
-                            f"step from its last but one ({failure.text})")
+                            f"step from its last but one ({failure.text}); a row that keeps state across "
+                            "iterations that its centroids do not carry runs differently when stepped, and "
+                            "should report its trajectory instead (`traces`)")
             return failure
     return None

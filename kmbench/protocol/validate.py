@@ -161,6 +161,9 @@ def certified_text(certificate, end: Verdict) -> str:
         ties += f" ({certificate.ties_as_float64} as float64, {certificate.ties_other_way} the other way)"
     text = (f"{certificate.steps} steps certified in {certificate.precision}; {parted}; {ties}; end point "
             f"{end.centroid_error:.2g} spreads from float64's")
+    if certificate.unbounded:
+        text += (f"; {certificate.unbounded} cluster(s) too large for a worst-case {certificate.precision} sum "
+                 "bound: their means were not checked")
     if certificate.nondeterministic:
         text += ("; its sums are not deterministic and a timed run ended off the certified trajectory "
                  f"({certificate.nondeterministic})")
