@@ -6,6 +6,7 @@ import pytest
 
 from kmbench import registry
 from tests.conftest import gpu_cell
+from kmbench.protocol import Result
 from tests import wrong_rows
 
 
@@ -112,7 +113,7 @@ def test_ties_to_the_higher_index_are_named_where_ties_are_exact(rows):
 
 def test_a_row_one_iteration_short_is_caught_when_its_timed_run_is_checked():
     """Stepped one iteration at a time it is right (each call runs its one iteration); only its
-    timed run, one short of the trajectory, gives it away."""
+    timed run, one short of the trajectory, gives it away, and then its runs of every length."""
 
     class ShortOnlyWhenLong(wrong_rows.PlainLloyd):
         name = "short-only-when-long"
@@ -122,7 +123,9 @@ def test_a_row_one_iteration_short_is_caught_when_its_timed_run_is_checked():
 
     record = cell({"r": ShortOnlyWhenLong()}, "r", blobs(), 20)
     assert record["status"] == "mismatch"
-    assert record["validation"]["certificate"]["failure"]["check"] == "end point"
+    # Its timed end is off the stepped trajectory, so its runs of 1, 2, ... iterations are
+    # checked in turn: the run of 2 (one iteration) is no step from the run of 1.
+    assert "its run of 2 iterations is no Lloyd step from its run of 1" in record["detail"]
 
 
 def test_one_iteration_short_on_converged_data_cannot_be_seen():
@@ -254,3 +257,67 @@ def test_every_timed_run_is_held_to_the_iteration_count():
     assert trajectory.certify(row, problem, [full], "float32").certified
     certificate = trajectory.certify(row, problem, [full, short], "float32")
     assert certificate.failure is not None and certificate.failure.check == "iterations"
+
+
+class CentredInside(wrong_rows.PlainLloyd):
+    """Correct and deterministic, but it centres the data and its centroids on the data's float32
+    mean and iterates in that frame (as scikit-learn does): handed its own output back, it rounds
+    the centroids into the frame again, so one step at a time it is not the run it makes whole."""
+
+    name = "centred-inside"
+
+    def run(self, problem):
+        x = np.asarray(problem.data, np.float32)
+        middle = x.mean(axis=0, dtype=np.float64).astype(np.float32)
+        centred = x - middle
+        c = np.asarray(problem.initial_centroids, np.float32) - middle
+        labels = None
+        for _ in range(self.iterations_to_run(problem)):
+            labels = (-2 * (centred @ c.T) + (c * c).sum(axis=1)[None]).argmin(axis=1)
+            c = np.array([centred[labels == j].mean(axis=0, dtype=np.float64) if (labels == j).any() else c[j]
+                          for j in range(len(c))], np.float32)
+        return Result(centroids=(c + middle).astype(np.float64), iterations=problem.iterations,
+                      phases={"iterate": 1e-3}, labels=labels)
+
+
+class CentredInsideWrongWhenLong(CentredInside):
+    """Right for one iteration, a spread off for more: stepping alone cannot see it."""
+
+    name = "centred-inside-wrong"
+
+    def run(self, problem):
+        result = super().run(problem)
+        if problem.iterations > 1:
+            result.centroids = result.centroids + 1.0
+        return result
+
+
+def _stateful_problem():
+    from kmbench.protocol import Problem
+
+    rng = np.random.default_rng(1)
+    x = (rng.integers(0, 30, (5000, 2)) * 0.1 + 7.3).astype(np.float32)
+    return Problem(x, x[rng.choice(5000, 60, replace=False)].copy(), 30, warmup=0, repeats=1)
+
+
+def test_a_deterministic_row_that_steps_differently_is_certified_by_its_prefix_runs():
+    from kmbench.judge import trajectory
+
+    problem = _stateful_problem()
+    row = CentredInside()
+    stepped_end = list(trajectory._stepped(row, problem, problem.iterations))[-1][0]
+    timed = row.run(problem)
+    assert not np.array_equal(stepped_end, timed.centroids)  # the premise: stepping parts from the run
+    certificate = trajectory.certify(row, problem, [timed], "float32")
+    assert certificate.certified, certificate.failure.sentence()
+    assert certificate.source == "prefixes"
+
+
+def test_prefix_runs_still_catch_a_row_wrong_when_it_runs_long():
+    from kmbench.judge import trajectory
+
+    problem = _stateful_problem()
+    row = CentredInsideWrongWhenLong()
+    certificate = trajectory.certify(row, problem, [row.run(problem)], "float32")
+    assert not certificate.certified
+    assert "its run of 2 iterations is no Lloyd step from its run of 1" in certificate.failure.text

@@ -128,7 +128,13 @@ def certify(impl, problem, timed: list, precision: str, xp=None) -> Certificate:
                                  _stop_failure(problem, count, count, changes[count])] if failure), None)
     if certificate.failure is None:
         end = _end_failure(certifier, timed, kept)
-        if end is not None and not _deterministic(impl, problem):
+        deterministic = end is None or _deterministic(impl, problem)
+        if end is not None and deterministic and length <= PREFIX_MAX_ITERATIONS:
+            # A deterministic row that runs differently when stepped (state its centroids do not
+            # carry): certify its continuous runs instead, one prefix length at a time.
+            end = _prefix_failure(impl, problem, certifier, timed, length)
+            certificate.source = "prefixes" if end is None else certificate.source
+        if end is not None and not deterministic:
             # Sums in an order that changes from run to run (atomics) part the timed run from the
             # validated one at some near-tie: its end is then no step from this trajectory's, and
             # nothing short of its own trajectory could certify it. Said, not hidden.
@@ -136,6 +142,30 @@ def certify(impl, problem, timed: list, precision: str, xp=None) -> Certificate:
         else:
             certificate.failure = end
     return certificate
+
+
+PREFIX_MAX_ITERATIONS = 50  # prefix runs cost T (T + 1) / 2 iterations of the row
+
+
+def _prefix_failure(impl, problem, certifier, timed: list, length: int) -> Failure | None:
+    """Run the row for 1, 2, ..., T iterations from the start: each run's end must be a certified
+    step from the one before, and each timed run's end the prefix run's of its count."""
+    previous = np.asarray(problem.initial_centroids, dtype=np.float64)
+    ends = {}
+    for count in range(1, length + 1):
+        result = impl.run(replace(problem, iterations=count, tol=None, warmup=0, repeats=1, max_time=None))
+        centroids = np.asarray(result.centroids, dtype=np.float64)
+        failure = certifier.step(count, previous, centroids, result.labels).failure
+        if failure is not None:
+            failure.text = (f"its run of {count} iterations is no Lloyd step from its run of {count - 1} "
+                            f"({failure.text})")
+            return failure
+        ends[count] = previous = centroids
+    for index, result in enumerate(timed):
+        if not np.array_equal(np.asarray(result.centroids, dtype=np.float64), ends[int(result.iterations)]):
+            return Failure(0, "end point", text=f"timed run {index + 1} did not end where the same row's untimed "
+                                                f"run of {result.iterations} iterations ends")
+    return None
 
 
 def _deterministic(impl, problem) -> bool:
