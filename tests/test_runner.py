@@ -138,3 +138,25 @@ def test_an_availability_check_that_raises_is_a_skip(tmp_path):
     settings = runner.Settings(k=5, iterations=2, warmup=0, repeats=1)
     (record,) = runner.run([AvailabilityRaises()], [_dataset()], settings, store=tmp_path / "r.jsonl")
     assert record["status"] == "skipped" and "driver library missing" in record["detail"]
+
+
+def test_the_progress_line_follows_the_judges_steps(tmp_path):
+    from kmbench.protocol.task import run_cells
+
+    class Notes:
+        def __init__(self):
+            self.seen = []
+
+        def start(self, impl, workload):
+            pass
+
+        def note(self, text):
+            self.seen.append(text)
+
+        def done(self, record):
+            pass
+
+    notes = Notes()
+    settings = runner.Settings(k=5, iterations=3, warmup=0, repeats=1)
+    run_cells(runner.LloydTask(settings, tmp_path), [_dataset()], [Spy("spy")], tmp_path / "r.jsonl", reporter=notes)
+    assert "validating spy: step 3/3" in notes.seen

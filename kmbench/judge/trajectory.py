@@ -83,8 +83,9 @@ def _traced(impl, problem, count: int):
         yield np.asarray(centroids, dtype=np.float64), result.labels if index == len(trace) - 1 else None
 
 
-def certify(impl, problem, timed: list, precision: str, xp=None) -> Certificate:
-    """Certify `impl`'s trajectory on `problem` and the end of every timed result in `timed`."""
+def certify(impl, problem, timed: list, precision: str, xp=None, progress=None) -> Certificate:
+    """Certify `impl`'s trajectory on `problem` and the end of every timed result in `timed`;
+    `progress(text)` hears of each step."""
     xp = xp or reference.array_module(problem.n, problem.k, max(r.iterations for r in timed))
     certifier = Certifier.of(problem.data, declared(precision), xp, direct=impl.distance_form(problem) == "direct")
     counts = sorted({int(result.iterations) for result in timed})
@@ -102,6 +103,8 @@ def certify(impl, problem, timed: list, precision: str, xp=None) -> Certificate:
         if centroids.shape != previous.shape or not np.isfinite(centroids).all():
             certificate.failure = Failure(iteration, "means", text="centroids of the wrong shape, NaN or infinite")
             return certificate
+        if progress is not None:
+            progress(f"validating {impl.name}: step {iteration}/{length}")
         step = certifier.step(iteration, previous, centroids, labels)
         _count(certificate, step, labels is not None)
         changes[iteration] = _changes(before, step.assignment, problem.n)

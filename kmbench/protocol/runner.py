@@ -90,21 +90,21 @@ def _measure(impl: Implementation, problem: Problem, settings: Settings, cell: _
             break
 
 
-def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Implementation):
+def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Implementation, progress=None):
     """The row's trajectory certified step by step (untimed validation runs), every counted
     repeat's end checked against it; the float64 figures of each repeat beside (the oracle
     remembers the inertia of centroids it has seen); the cell shows the worst."""
-    return judgement(cell.counted, oracle, problem, impl), impl.dtype or str(problem.dtype)
+    return judgement(cell.counted, oracle, problem, impl, progress), impl.dtype or str(problem.dtype)
 
 
 def judgement(results: list[Result], oracle: validate.Oracle, problem: Problem,
-              impl: Implementation) -> validate.Verdict:
+              impl: Implementation, progress=None) -> validate.Verdict:
     """The verdict of a row's counted results: certified in the precision it declares."""
     ends = [validate.figures(result.centroids, oracle, problem.data) for result in results]
     broken = [end for end in ends if end.status != validate.OK]
     if broken:
         return broken[0]
-    certificate = trajectory.certify(impl, problem, results, impl.dtype or str(problem.dtype))
+    certificate = trajectory.certify(impl, problem, results, impl.dtype or str(problem.dtype), progress=progress)
     return validate.worst([validate.verdict(certificate, end, oracle, impl.approximate) for end in ends])
 
 
@@ -127,7 +127,7 @@ def _as_followed(impl: Implementation, problem: Problem, oracle) -> tuple[Proble
 
 
 def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | None,
-             dataset: Dataset, settings: Settings, run_id: str) -> dict:
+             dataset: Dataset, settings: Settings, run_id: str, progress=None) -> dict:
     """Measure and validate one implementation on one problem; never raises."""
     record = {
         "run_id": run_id,
@@ -157,7 +157,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         # overwrite it.
         record["build"] = _build_info(impl)
         judging = time.perf_counter()
-        verdict, dtype = _judge(cell, problem, oracle, impl)
+        verdict, dtype = _judge(cell, problem, oracle, impl, progress)
         cell.validation = time.perf_counter() - judging
     except Exception as exc:
         message = str(exc).strip() or type(exc).__name__
@@ -267,7 +267,7 @@ class LloydTask(Task):
         return verdict.status, verdict.detail
 
     def measure(self, impl, problem, oracle, dataset, run_id: str) -> dict:
-        return run_cell(impl, problem, oracle, dataset, self.settings, run_id)
+        return run_cell(impl, problem, oracle, dataset, self.settings, run_id, self.progress)
 
     def floor(self, impls, problem: Problem, env: dict) -> dict:
         floor = gemm_floor(problem, env)

@@ -32,6 +32,7 @@ class Task:
     """The interface; a subclass fills every method but floor and extra_fields."""
 
     name = ""
+    progress = None  # note(text) while a cell is measured and judged (run_cells sets it)
 
     def describe(self, workload) -> dict:
         raise NotImplementedError
@@ -138,6 +139,7 @@ def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None,
                       "impl": impl.name, "label": impl.label or impl.name, "impl_source": impl.source,
                       **task.describe(workload)}
             # A row that cannot run here is measured as skipped, possibly before any problem exists.
+            task.progress = reporter.note if reporter else None  # the judge's steps, as they go
             record.update(task.measure(impl, problem, oracle, workload, run_id))
             record.update(env=env, **floor)
             results.append(record, store)
