@@ -157,8 +157,11 @@ def certified_text(certificate, end: Verdict) -> str:
     parted = (f"parted from float64's at iteration {certificate.parted_at}" if certificate.parted_at
               else "float64's decisions at every step")
     ties = f"{certificate.near_ties} near-tie decisions"
-    if certificate.labels_known:
+    if certificate.labels_known == certificate.steps:
         ties += f" ({certificate.ties_as_float64} as float64, {certificate.ties_other_way} the other way)"
+    elif certificate.labels_known:
+        ties += (f" (in the {certificate.labels_known} step(s) with labels: {certificate.ties_as_float64} as "
+                 f"float64, {certificate.ties_other_way} the other way)")
     text = (f"{certificate.steps} steps certified in {certificate.precision}; {parted}; {ties}; end point "
             f"{end.centroid_error:.2g} spreads from float64's")
     if certificate.unbounded:
