@@ -37,7 +37,7 @@ LOGGED_WIDTH = 10_000
 console = Console(width=None if Console().is_terminal else LOGGED_WIDTH)
 errors = Console(stderr=True, width=None if Console(stderr=True).is_terminal else LOGGED_WIDTH)
 
-STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "error": "red", "skipped": "yellow"}
+STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "approximate": "magenta", "error": "red", "skipped": "yellow"}
 # Help and messages go through rich markup, which would take "[default: ...]" or
 # "kmbench[plot]" for a style tag and drop it: every bracket is escaped.
 DataDir = typer.Option(None, "--data-dir", help=escape("Dataset cache folder, also where oracle results are cached [default: $KMBENCH_DATA or ./datasets]."))

@@ -119,7 +119,8 @@ def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), ti
         return "\n".join(out + ["No records yet: run `kmbench run` first.", ""])
     out.append(f"{len(cells)} cells from `{source}`. Times are the Lloyd loop only (the region "
                "document 000 timed), mean of the counted repeats after a warm-up. Status `ok` means "
-               "the centroids agree with our float64 reference run from the same start.")
+               "every Lloyd step of the row was certified in the precision it declares "
+               "(kmbench/judge/NOTES.md); how far it ends from our float64 reference is a figure.")
     for group_name, group in cells.groupby("group", sort=False):
         machines = ", ".join(sorted(group["machine"].unique()))
         out += ["", f"## {group_name}", "", f"Machine: {machines}", ""]
