@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from kmbench.data.datasets import Dataset, fill_radial, radial_centers
+from kmbench.plans.in_memory import generate_blobs
 from kmbench.protocol import runner, validate
 from kmbench.registry import discover
 
@@ -35,15 +36,8 @@ CELLS = {  # name: (maker, k, iterations, rows)
 
 
 def _blobs(n, d, centers, seed=0):
-    import cupy
-
-    middles = cupy.asarray(np.random.default_rng(seed).uniform(-10, 10, (centers, d)).astype(np.float32))
-    rng = cupy.random.default_rng(seed)
     out = np.empty((n, d), np.float32)
-    for first in range(0, n, 1 << 21):
-        m = min(1 << 21, n - first)
-        (middles[rng.integers(0, centers, m)] + rng.standard_normal((m, d), dtype=cupy.float32)).get(
-            out=out[first:first + m])
+    generate_blobs(n, d, centers, seed, out)  # on the GPU, as the scaling plans make them
     return out
 
 

@@ -103,14 +103,23 @@ def group(data, labels, previous, mean, xp, rows=None) -> Groups:
     return Groups(counts, sums, weights)
 
 
+def _sum_factors(counts, precision: Precision, xp):
+    """Per cluster of `counts` points: the row's sum_factor plus the judge's own float64 sum's."""
+    return xp.asarray([sum_factor(precision, int(c)) + gamma(int(c) + 2, FLOAT64.accumulate)
+                       for c in reference.to_numpy(xp.maximum(counts, 1))])
+
+
+def _kept_bound(previous, precision: Precision, xp):
+    """How far a kept centroid may move: its stored rounding, twice."""
+    return 2 * precision.store * xp.sqrt((previous * previous).sum(axis=1))
+
+
 def rounding_bound(groups: Groups, means, precision: Precision, xp):
     """Per cluster: how far a row's mean of these points may lie from their exact mean, summed
     in any order in `precision` (sum_factor), plus the judge's own float64 sum's error."""
-    counts = xp.maximum(groups.counts, 1)
-    factor = xp.asarray([sum_factor(precision, int(c)) + gamma(int(c) + 2, FLOAT64.accumulate)
-                         for c in reference.to_numpy(counts)])
     centre = xp.sqrt((means * means).sum(axis=1))
-    return factor * groups.weights / counts + 3 * precision.store * centre
+    return (_sum_factors(groups.counts, precision, xp) * groups.weights / xp.maximum(groups.counts, 1)
+            + 3 * precision.store * centre)
 
 
 @dataclass
@@ -136,7 +145,6 @@ class Certifier:
     geometry: Geometry
     xp: object = np
     direct: bool = False  # the row declares direct distances, sum of (x - c)^2 (scan.assign)
-    _frozen_slack: float = 0.0
 
     @classmethod
     def of(cls, data, precision: Precision, xp=np, direct: bool = False) -> "Certifier":
@@ -161,14 +169,14 @@ class Certifier:
         as_float64 = self._within(new, float64_step, own_bound) is None
         result = StepResult(None, as_float64, float64_step, near_ties=found.near_ties, assignment=found)
         finite = own_bound[xp.isfinite(own_bound)]
-        self._frozen_slack = float(finite.max()) if end and finite.size else 0.0
+        slack = float(finite.max()) if end and finite.size else 0.0  # for frozen empty clusters
         # A cluster of 2^23 points or more has no worst-case float32 sum bound (gamma_n >= 1/2):
         # its mean is not checked, and the certificate counts it.
         result.unbounded = int((~xp.isfinite(own_bound) & (by_float64.counts > 0)).sum())
         if labels is not None:
-            result.failure = self._with_labels(iteration, found, previous, new, labels, result)
+            result.failure = self._with_labels(iteration, found, previous, new, labels, result, slack)
         else:
-            result.failure = self._without_labels(iteration, found, by_float64, previous, new)
+            result.failure = self._without_labels(iteration, found, by_float64, previous, new, slack)
         return result
 
     def _within(self, new, target, bound, filled=None):
@@ -186,10 +194,9 @@ class Certifier:
             return None
         return worst, float(gap[worst]), float(bound[worst])
 
-    def _empty_moved(self, iteration, previous, new, empty):
-        """An empty cluster must keep its centroid, to its stored rounding."""
-        xp = self.xp
-        bound = 2 * self.precision.store * xp.sqrt((previous * previous).sum(axis=1)) + self._frozen_slack
+    def _empty_moved(self, iteration, previous, new, empty, slack: float):
+        """An empty cluster must keep its centroid, to its stored rounding (plus `slack`)."""
+        bound = _kept_bound(previous, self.precision, self.xp) + slack
         moved = self._within(new, previous, bound, filled=empty)
         if moved is None:
             return None
@@ -197,7 +204,7 @@ class Certifier:
         return Failure(iteration, "empty cluster", f"centroid {cluster}", self._spreads(gap), self._spreads(allowed),
                        "no point may join it, so it keeps its centroid; the row moved it")
 
-    def _with_labels(self, iteration, found: Assignment, previous, new, labels, result: StepResult):
+    def _with_labels(self, iteration, found: Assignment, previous, new, labels, result: StepResult, slack):
         xp, k = self.xp, previous.shape[0]
         labels = xp.asarray(labels).astype(xp.int64)
         if labels.shape != found.nearest.shape or (labels.size and (int(labels.min()) < 0 or int(labels.max()) >= k)):
@@ -212,7 +219,7 @@ class Certifier:
             return self._label_failure(iteration, found, previous, labels, good)
         groups = group(self.data, labels, previous, self.geometry.mean, xp)
         means, filled = groups.means(previous, xp)
-        return (self._empty_moved(iteration, previous, new, ~filled)
+        return (self._empty_moved(iteration, previous, new, ~filled, slack)
                 or self._mean_failure(iteration, new, means, rounding_bound(groups, means, self.precision, xp),
                                       filled, "the mean of the points it labelled"))
 
@@ -239,7 +246,7 @@ class Certifier:
         return Failure(iteration, "means", f"centroid {cluster}", self._spreads(gap), self._spreads(allowed),
                        f"it is not {what} to the rounding of a {self.precision.name} sum")
 
-    def _without_labels(self, iteration, found: Assignment, by_float64: Groups, previous, new):
+    def _without_labels(self, iteration, found: Assignment, by_float64: Groups, previous, new, slack):
         """The clear points fix each mean to within the ambiguous points' share of it."""
         xp, k = self.xp, previous.shape[0]
         mean = self.geometry.mean
@@ -271,8 +278,7 @@ class Certifier:
                 cupyx.scatter_max(high, owners, x)
         fixed_count = xp.maximum(fixed.counts, 1)
         most = Groups(fixed.counts + extra.counts, fixed.sums, fixed.weights + extra.weights)
-        factor = xp.asarray([sum_factor(self.precision, int(c)) + gamma(int(c) + 2, FLOAT64.accumulate)
-                             for c in reference.to_numpy(xp.maximum(most.counts, 1))])
+        factor = _sum_factors(most.counts, self.precision, xp)
         centre = xp.sqrt((fixed_means * fixed_means).sum(axis=1)) + slack / fixed_count
         bound = factor * most.weights / fixed_count + 3 * self.precision.store * centre + slack / fixed_count
         failure = self._mean_failure(iteration, new, fixed_means, bound, has_fixed,
@@ -282,12 +288,11 @@ class Certifier:
         none_fixed = ~has_fixed
         candidates = extra.counts > 0
         empty = none_fixed & ~candidates
-        moved = self._empty_moved(iteration, previous, new, empty)
+        moved = self._empty_moved(iteration, previous, new, empty, slack)
         if moved is not None or low is None:
             return moved
         # Only ambiguous points may join: the centroid is kept, or a mean of some of them.
-        store = 2 * self.precision.store * xp.sqrt((previous * previous).sum(axis=1))
-        kept = xp.sqrt(((new - previous) ** 2).sum(axis=1)) <= store
+        kept = xp.sqrt(((new - previous) ** 2).sum(axis=1)) <= _kept_bound(previous, self.precision, xp)
         reach = xp.where(candidates[:, None], xp.abs(high), 0.0).max(axis=1)
         margin = (factor * extra.weights + 3 * self.precision.store * reach)[:, None]
         low, high = xp.where(candidates[:, None], low, 0.0), xp.where(candidates[:, None], high, 0.0)
@@ -306,12 +311,13 @@ def float64_lloyd(data, start, iterations: int, tol=None, xp=np, progress=None):
     tolerance rule (kmbench.protocol.stop_done) where `tol` is given."""
     from kmbench.protocol import stop_done
 
-    certifier = Certifier.of(data, FLOAT64, xp)
+    data = reference.resident(data, xp)
+    geometry = Geometry.of(data, xp)
     centroids = xp.asarray(start, dtype=xp.float64)
     labels, done, emptied = None, 0, xp.zeros(centroids.shape[0], dtype=bool)
     for done in range(1, iterations + 1):
-        found = assign(certifier.data, centroids, FLOAT64, certifier.geometry, xp)
-        groups = group(certifier.data, found.nearest, centroids, certifier.geometry.mean, xp)
+        found = assign(data, centroids, FLOAT64, geometry, xp)
+        groups = group(data, found.nearest, centroids, geometry.mean, xp)
         changed = found.nearest.size if labels is None else int((found.nearest != labels).sum())
         labels = found.nearest
         centroids, filled = groups.means(centroids, xp)

@@ -32,8 +32,7 @@ def key(checksum: str, initial_centroids: np.ndarray, stop: dict) -> str:
     digest = hashlib.sha256()
     digest.update(json.dumps({"version": ORACLE_VERSION, "data": checksum, "stop": stop},
                              sort_keys=True).encode())
-    start = np.ascontiguousarray(initial_centroids)
-    digest.update(str(start.dtype).encode() + str(start.shape).encode() + start.tobytes())
+    digest.update(validate.start_digest(initial_centroids).encode())
     return digest.hexdigest()[:32]
 
 
