@@ -150,3 +150,80 @@ def test_a_cluster_without_a_bound_hides_no_other():
     for given in (labels, None):
         failure = certifier.step(1, previous, moved, given).failure
         assert failure is not None and failure.where == "centroid 1"
+
+
+def _far_from_the_origin(n=3000, d=16, k=40, seed=11):
+    """Data 1,000 from the origin: in float32 nearly every point may take nearly any centroid."""
+    rng = np.random.default_rng(seed)
+    data = (rng.standard_normal((n, d)) + 1000).astype(np.float32)
+    certifier = Certifier.of(data, precision.FLOAT32)
+    previous = data[:k].astype(np.float64)
+    found = assign(certifier.data, previous, precision.FLOAT32, certifier.geometry)
+    assert found.pair_points.size > n * k // 2  # the case the bounds at large are for
+    return certifier, previous, found
+
+
+def test_bounds_at_large_contain_the_pairwise_ones():
+    certifier, previous, found = _far_from_the_origin()
+    tied = np.nonzero(~found.unique)[0]
+    fixed_means = previous + 0.1  # any centroids serve: both bound the same distances from them
+    exact, away, low, high = certifier._candidates(found, previous, fixed_means)
+    large, away_large, low_large, high_large = certifier._candidates_at_large(found, tied, previous, fixed_means)
+    np.testing.assert_array_equal(large.counts, exact.counts)
+    assert (large.weights >= exact.weights).all() and (away_large >= away).all()
+    joined = exact.counts > 0
+    assert (low_large[joined] <= low[joined]).all() and (high_large[joined] >= high[joined]).all()
+    assert (large.weights[joined] < 3 * exact.weights[joined]).all()  # wider, not limitless
+
+
+@pytest.mark.parametrize("pairwise", [True, False])
+def test_without_labels_far_from_the_origin_a_step_passes_and_a_stray_centroid_fails(monkeypatch, pairwise):
+    monkeypatch.setattr(certify, "PAIR_ELEMENTS", 1 << 40 if pairwise else 0)
+    certifier, previous, found = _far_from_the_origin()
+    means, _ = group(certifier.data, found.nearest, previous, certifier.geometry.mean, np).means(previous, np)
+    assert certifier.step(1, previous, means).failure is None
+    stray = means.copy()
+    # Outside every point's box by more than a worst-case float32 sum of 3,000 points near
+    # |x| = 4,000 may be off (the margin is that large: this precision decides little here).
+    stray[7] += 1000 * certifier.spread
+    failure = certifier.step(1, previous, stray).failure
+    assert failure is not None and failure.where == "centroid 7", failure and failure.sentence()
+
+
+@pytest.mark.parametrize("with_labels", [True, False])
+def test_a_frozen_empty_cluster_gets_the_end_slack_with_or_without_labels(with_labels):
+    """A timed end is checked with one step's largest mean bound for clusters no point joins
+    (NOTES.md, "Nondeterminism"); without it the same move fails."""
+    rng = np.random.default_rng(12)
+    data = rng.standard_normal((2000, 3)).astype(np.float32)
+    previous = np.array([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [20.0, 20.0, 20.0]])  # the last stays empty
+    certifier = Certifier.of(data, precision.FLOAT32)
+    found = assign(certifier.data, previous, precision.FLOAT32, certifier.geometry)
+    groups = group(certifier.data, found.nearest, previous, certifier.geometry.mean, np)
+    means, filled = groups.means(previous, np)
+    assert not filled[2]
+    slack = rounding_bound(groups, means, precision.FLOAT32, np)[filled].max()
+    assert slack > 10 * certify._kept_bound(previous, precision.FLOAT32, np)[2]
+    moved = means.copy()
+    moved[2, 0] += slack / 2
+    labels = found.nearest if with_labels else None
+    assert certifier.step(1, previous, moved, labels, end=True).failure is None
+    failure = certifier.step(1, previous, moved, labels).failure
+    assert failure is not None and failure.check == "empty cluster"
+
+
+def test_a_cluster_with_a_few_clear_points_stays_in_their_mean_and_the_ambiguous_box():
+    """300 from the origin a handful of points are clear: their mean alone bounds a centroid too
+    loosely (most of its points may be elsewhere), the box of that mean and its candidates does not."""
+    rng = np.random.default_rng(11)
+    data = (rng.standard_normal((3000, 16)) + 300).astype(np.float32)
+    certifier = Certifier.of(data, precision.FLOAT32)
+    previous = data[:40].astype(np.float64)
+    found = assign(certifier.data, previous, precision.FLOAT32, certifier.geometry)
+    means, _ = group(certifier.data, found.nearest, previous, certifier.geometry.mean, np).means(previous, np)
+    assert found.unique[found.nearest == 1].any()  # centroid 1 has a clear point
+    stray = means.copy()
+    stray[1] += 100 * certifier.spread
+    failure = certifier.step(1, previous, stray).failure
+    assert failure is not None and failure.where == "centroid 1" and "box" in failure.text
+    assert "not kept" not in failure.text

@@ -22,6 +22,8 @@ from kmbench.judge.precision import FLOAT64, Precision, gamma, sum_factor
 from kmbench.judge.scan import Assignment, Geometry, admissible, assign
 from kmbench.protocol import reference
 
+PAIR_ELEMENTS = 1 << 27  # (point, centroid) pairs x d visited one by one; past it, bounds at large
+
 
 @dataclass
 class Failure:
@@ -84,12 +86,37 @@ def _rows(data, index, xp):
     return xp.asarray(np.asarray(data)[reference.to_numpy(index)], dtype=xp.float64)
 
 
+def _chosen_chunks(data, rows, labels, xp):
+    """(float64 rows, their labels) for the chosen `rows`, a bounded number of elements at a
+    time: where every point is ambiguous, `rows` names each point once per admissible centroid."""
+    step = max(1, reference.CHUNK_ELEMENTS // max(data.shape[1], 1))
+    for start in range(0, rows.size, step):
+        yield _rows(data, rows[start : start + step], xp), labels[start : start + step]
+
+
+def _widen_boxes(low, high, labels, x, xp):
+    """low/high (k, d): the per-cluster box of the rows of `x`, widened in place."""
+    if xp is not np:
+        import cupyx
+
+        cupyx.scatter_min(low, labels, x)
+        cupyx.scatter_max(high, labels, x)
+        return
+    # ufunc.at is slow for millions of rows: sort by cluster and reduce each run at once.
+    order = np.argsort(labels, kind="stable")
+    labels, x = labels[order], x[order]
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    owners = labels[starts]
+    low[owners] = np.minimum(low[owners], np.minimum.reduceat(x, starts, axis=0))
+    high[owners] = np.maximum(high[owners], np.maximum.reduceat(x, starts, axis=0))
+
+
 def group(data, labels, previous, mean, xp, rows=None) -> Groups:
     """Groups of the points by `labels` (all points, or only `rows`, with labels for them)."""
     k, d = previous.shape
     counts, sums, weights = xp.zeros(k), xp.zeros((k, d)), xp.zeros(k)
     if rows is not None:
-        chunks = [(_rows(data, rows, xp), labels)] if rows.size else []
+        chunks = _chosen_chunks(data, rows, labels, xp)
     else:
         chunks = ((x, labels[start : start + x.shape[0]]) for start, x in
                   reference._chunks(data, xp, max(1, reference.CHUNK_ELEMENTS // max(d, 1))))
@@ -246,6 +273,37 @@ class Certifier:
         return Failure(iteration, "means", f"centroid {cluster}", self._spreads(gap), self._spreads(allowed),
                        f"it is not {what} to the rounding of a {self.precision.name} sum")
 
+    def _candidates(self, found: Assignment, previous, fixed_means):
+        """Per cluster, from every (ambiguous point, admissible centroid) pair: the points that may
+        join it (counts, weights), their summed distance from its clear mean, and their box."""
+        xp, (k, d) = self.xp, previous.shape
+        points, owners = found.pair_points, found.pair_centroids
+        extra = group(self.data, owners, previous, self.geometry.mean, xp, rows=points)
+        away, low, high = xp.zeros(k), xp.full((k, d), xp.inf), xp.full((k, d), -xp.inf)
+        for x, own in _chosen_chunks(self.data, points, owners, xp):
+            away += xp.bincount(own, weights=xp.sqrt(((x - fixed_means[own]) ** 2).sum(axis=1)), minlength=k)
+            _widen_boxes(low, high, own, x, xp)
+        return extra, away, low, high
+
+    def _candidates_at_large(self, found: Assignment, tied, previous, fixed_means):
+        """The same figures bounded from above without visiting every pair, where nearly every
+        point may go nearly anywhere (data far from the origin in float32, say): each pair's
+        point is some ambiguous point, within `radius` of the data's mean and inside their box.
+        Wider bounds only let more rows pass a check that cannot decide much here anyway."""
+        xp, (k, d) = self.xp, previous.shape
+        mean = self.geometry.mean
+        radius, low, high = 0.0, xp.full(d, xp.inf), xp.full(d, -xp.inf)
+        for x, _ in _chosen_chunks(self.data, tied, tied, xp):
+            radius = max(radius, float(xp.sqrt(((x - mean) ** 2).sum(axis=1)).max()))
+            low, high = xp.minimum(low, x.min(axis=0)), xp.maximum(high, x.max(axis=0))
+        counts = xp.bincount(found.pair_centroids, minlength=k).astype(xp.float64)
+        from_mean = lambda c: xp.sqrt(((c - mean) ** 2).sum(axis=1))  # noqa: E731
+        # A summand's norm max(|x|, |x - m|, |x - c|) is at most radius + max(|m|, |c - m|).
+        norm = radius + xp.maximum(float(xp.sqrt((mean * mean).sum())), from_mean(previous))
+        extra = Groups(counts, xp.zeros((k, d)), counts * norm)
+        away = counts * (radius + from_mean(fixed_means))
+        return extra, away, xp.broadcast_to(low, (k, d)), xp.broadcast_to(high, (k, d))
+
     def _without_labels(self, iteration, found: Assignment, by_float64: Groups, previous, new, slack):
         """The clear points fix each mean to within the ambiguous points' share of it."""
         xp, k = self.xp, previous.shape[0]
@@ -257,30 +315,19 @@ class Certifier:
             fixed = Groups(by_float64.counts - removed.counts, by_float64.sums - removed.sums,
                            by_float64.weights - removed.weights)
         fixed_means, has_fixed = fixed.means(previous, xp)
-        slack = xp.zeros(k)
+        away = xp.zeros(k)  # per cluster: the ambiguous points' summed distance from its clear mean
         extra = Groups(xp.zeros(k), xp.zeros((k, previous.shape[1])), xp.zeros(k))
         low = high = None
         if found.pair_points.size:
-            points, owners = found.pair_points, found.pair_centroids
-            extra = group(self.data, owners, previous, mean, xp, rows=points)
-            x = _rows(self.data, points, xp)
-            away = xp.sqrt(((x - fixed_means[owners]) ** 2).sum(axis=1))
-            slack = xp.bincount(owners, weights=away, minlength=k)
-            low = xp.full(previous.shape, xp.inf)
-            high = xp.full(previous.shape, -xp.inf)
-            if xp is np:
-                np.minimum.at(low, owners, x)
-                np.maximum.at(high, owners, x)
+            if found.pair_points.size * previous.shape[1] <= PAIR_ELEMENTS:
+                extra, away, low, high = self._candidates(found, previous, fixed_means)
             else:
-                import cupyx
-
-                cupyx.scatter_min(low, owners, x)
-                cupyx.scatter_max(high, owners, x)
+                extra, away, low, high = self._candidates_at_large(found, tied, previous, fixed_means)
         fixed_count = xp.maximum(fixed.counts, 1)
         most = Groups(fixed.counts + extra.counts, fixed.sums, fixed.weights + extra.weights)
         factor = _sum_factors(most.counts, self.precision, xp)
-        centre = xp.sqrt((fixed_means * fixed_means).sum(axis=1)) + slack / fixed_count
-        bound = factor * most.weights / fixed_count + 3 * self.precision.store * centre + slack / fixed_count
+        centre = xp.sqrt((fixed_means * fixed_means).sum(axis=1)) + away / fixed_count
+        bound = factor * most.weights / fixed_count + 3 * self.precision.store * centre + away / fixed_count
         failure = self._mean_failure(iteration, new, fixed_means, bound, has_fixed,
                                      "within reach of the mean of its clear points")
         if failure is not None:
@@ -291,17 +338,22 @@ class Certifier:
         moved = self._empty_moved(iteration, previous, new, empty, slack)
         if moved is not None or low is None:
             return moved
-        # Only ambiguous points may join: the centroid is kept, or a mean of some of them.
+        # The new mean lies between its clear points' mean and some of the ambiguous points: in
+        # their box, widened by the sum's rounding. A cluster of ambiguous points alone may also
+        # keep its centroid (none joined it).
         kept = xp.sqrt(((new - previous) ** 2).sum(axis=1)) <= _kept_bound(previous, self.precision, xp)
-        reach = xp.where(candidates[:, None], xp.abs(high), 0.0).max(axis=1)
-        margin = (factor * extra.weights + 3 * self.precision.store * reach)[:, None]
+        low = xp.where(has_fixed[:, None], xp.minimum(low, fixed_means), low)
+        high = xp.where(has_fixed[:, None], xp.maximum(high, fixed_means), high)
         low, high = xp.where(candidates[:, None], low, 0.0), xp.where(candidates[:, None], high, 0.0)
+        reach = xp.maximum(xp.abs(low), xp.abs(high)).max(axis=1)
+        margin = (factor * most.weights / fixed_count + 3 * self.precision.store * reach)[:, None]
         inside = ((new >= low - margin) & (new <= high + margin)).all(axis=1)
-        wrong = none_fixed & candidates & ~kept & ~inside
+        wrong = candidates & ~inside & (has_fixed | ~kept)
         if bool(wrong.any()):
             cluster = int(xp.nonzero(wrong)[0][0])
             return Failure(iteration, "means", f"centroid {cluster}",
-                           text="only ambiguous points may join it, yet it is neither kept nor inside their box")
+                           text="it lies outside the box of its clear points' mean and the ambiguous points that "
+                                "may join it" + ("" if bool(has_fixed[cluster]) else ", and it was not kept"))
         return None
 
 
