@@ -27,7 +27,7 @@ import os
 from kmbench.judge.precision import FLOAT32, FLOAT64, PRECISIONS, Precision, distance_factor, gamma
 from kmbench.protocol import reference
 
-SCORE_ELEMENTS = 1 << 24  # points x centroids per float32 score chunk (64 MiB; 512 MiB on a GPU)
+SCORE_ELEMENTS = 1 << 24  # points x centroids per float32 score chunk (64 MiB; up to 2 GiB on a GPU)
 KD_TREE_MAX_DIM = 8  # up to here NumPy's scan finds the two nearest with a k-d tree, not a product
 FUSED_MAX_DIM = 8  # up to here CuPy's scan runs the judge's own fused float64 kernel, not a product
 FUSED_ROWS = 1 << 25  # points per fused chunk (their float64 copy: 512 MiB at d = 2)
@@ -97,15 +97,31 @@ class Assignment:
         return int((~self.unique).sum())
 
 
-def _exact_points(x, centroids, mean, precision: Precision, xp):
-    """Points where every form of the row's arithmetic is exact: integer coordinates, centroids
-    and mean, and every sum of products below the precision's exact-integer limit. Only there
-    does rounding vanish, so only there are exact ties decided by the lowest-index rule."""
-    if not (bool(xp.all(centroids == xp.round(centroids))) and bool(xp.all(mean == xp.round(mean)))):
-        return xp.zeros(x.shape[0], dtype=bool)
+def _exact_points(x, largest_anchor: float, precision: Precision, xp):
+    """Points where every form of the row's arithmetic is exact, given integer centroids and
+    mean (the caller checks those once): integer coordinates, and every sum of products below
+    the precision's exact-integer limit (`largest_anchor`: the largest |centroid| plus |mean|
+    coordinate). Only there does rounding vanish, so only there are exact ties decided by the
+    lowest-index rule."""
     integral = xp.all(x == xp.round(x), axis=1)
-    largest = xp.abs(x).max(axis=1) + float(xp.abs(centroids).max()) + float(xp.abs(mean).max())
+    largest = xp.abs(x).max(axis=1) + largest_anchor
     return integral & (x.shape[1] * largest * largest * 4 < precision.exact_below)
+
+
+def _integer_anchors(centroids, mean, xp) -> float | None:
+    """The largest |centroid| plus |mean| coordinate where both are integers, else None."""
+    if not (bool(xp.all(centroids == xp.round(centroids))) and bool(xp.all(mean == xp.round(mean)))):
+        return None
+    return float(xp.abs(centroids).max()) + float(xp.abs(mean).max())
+
+
+def _score_elements(xp) -> int:
+    """Points x centroids per float32 score chunk: larger on a GPU, where each chunk costs a
+    few launches and synchronisations, within a sixteenth of its free memory (float32 scores
+    and their temporaries)."""
+    if xp is np:
+        return SCORE_ELEMENTS
+    return int(max(SCORE_ELEMENTS, min(32 * SCORE_ELEMENTS, reference._free_bytes(xp) // 64)))
 
 
 def _row_error(x, x_centred_norm, c_norm_max, c_centred_max, precision: Precision, xp):
@@ -195,7 +211,9 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
 
         tree = cKDTree(c_centred)
     fused = xp is not np and d <= FUSED_MAX_DIM and k > 1
-    step = FUSED_ROWS if fused else max(1, (SCORE_ELEMENTS * (1 if xp is np else 8)) // max(k, 1))
+    elements = _score_elements(xp)
+    step = FUSED_ROWS if fused else max(1, elements // max(k, 1))
+    anchors = _integer_anchors(c64, mean, xp)
     for first, block in reference.blocks(data, xp):
         for start in range(0, block.shape[0], step):
             x = xp.asarray(block[start : start + step], dtype=xp.float64)
@@ -210,7 +228,8 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
             else:
                 d1, d2, best = _product_best_two(x_centred, c32, c_half, x_centred_norm, xp)
                 judge_error = judge32 * spread_term
-            exact = _exact_points(x, c64, mean, precision, xp)
+            exact = (xp.zeros(x.shape[0], dtype=bool) if anchors is None
+                     else _exact_points(x, anchors, precision, xp))
             if direct:
                 reach = xp.maximum(xp.sqrt((x * x).sum(axis=1)) + c_norm_max, x_centred_norm + c_centred_max)
                 pair_error = _direct_error(d1, d2, reach, direct_factor, precision.accumulate)
@@ -225,7 +244,7 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
             unique = clear.copy()
             allowance = pair_error + 2 * xp.where(exact, 0.0, judge64 * spread_term)
             waiting = xp.nonzero(~clear)[0]
-            rows_at_once = max(1, (SCORE_ELEMENTS * (1 if xp is np else 8)) // max(k, 1))
+            rows_at_once = max(1, (SCORE_ELEMENTS * (1 if xp is np else 8)) // max(k, 1))  # float64 rows
             for part in range(0, waiting.size, rows_at_once):  # float64 rows: bounded memory
                 pending = waiting[part : part + rows_at_once]
                 near = x_centred[pending]

@@ -83,11 +83,12 @@ def _traced(impl, problem, count: int):
         yield np.asarray(centroids, dtype=np.float64), result.labels if index == len(trace) - 1 else None
 
 
-def certify(impl, problem, timed: list, precision: str, xp=None, progress=None) -> Certificate:
+def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, data=None) -> Certificate:
     """Certify `impl`'s trajectory on `problem` and the end of every timed result in `timed`;
-    `progress(text)` hears of each step."""
+    `progress(text)` hears of each step; `data`: the problem's data already where xp computes."""
     xp = xp or reference.array_module(problem.n, problem.k, max(r.iterations for r in timed))
-    certifier = Certifier.of(problem.data, declared(precision), xp, direct=impl.distance_form(problem) == "direct")
+    certifier = Certifier.of(problem.data if data is None else data, declared(precision), xp,
+                             direct=impl.distance_form(problem) == "direct")
     counts = sorted({int(result.iterations) for result in timed})
     length = counts[-1]
     traces = getattr(impl, "traces", False)

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 from kmbench.data.datasets import Dataset, verified
 from kmbench.judge import trajectory
-from kmbench.protocol import Implementation, Problem, Result, ceilings, clock, explain, oracles, validate
+from kmbench.protocol import Implementation, Problem, Result, ceilings, clock, explain, oracles, reference, validate
 from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
                                        make_problem)
@@ -100,11 +100,15 @@ def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Impleme
 def judgement(results: list[Result], oracle: validate.Oracle, problem: Problem,
               impl: Implementation, progress=None) -> validate.Verdict:
     """The verdict of a row's counted results: certified in the precision it declares."""
-    ends = [validate.figures(result.centroids, oracle, problem.data) for result in results]
+    # One copy of the data where the judge computes, for the figures and every step.
+    xp = reference.array_module(problem.n, problem.k, max((int(result.iterations) for result in results), default=1))
+    data = reference.resident(problem.data, xp)
+    ends = [validate.figures(result.centroids, oracle, data) for result in results]
     broken = [end for end in ends if end.status != validate.OK]
     if broken:
         return broken[0]
-    certificate = trajectory.certify(impl, problem, results, impl.dtype or str(problem.dtype), progress=progress)
+    certificate = trajectory.certify(impl, problem, results, impl.dtype or str(problem.dtype), xp=xp,
+                                     progress=progress, data=data)
     return validate.worst([validate.verdict(certificate, end, oracle, impl.approximate) for end in ends])
 
 

@@ -81,7 +81,8 @@ class Oracle:
         deterministic implementation return the same bytes and cost one pass, not one each."""
         key = hashlib.sha256(np.ascontiguousarray(centroids, dtype=np.float64).tobytes()).hexdigest()
         if key not in self._inertias:
-            xp = reference.array_module(data.shape[0], centroids.shape[0], 1000)
+            xp = (reference.array_module(data.shape[0], centroids.shape[0], 1000) if isinstance(data, np.ndarray)
+                  else reference.device_module())  # data the caller already put on the GPU
             self._inertias[key] = certify.inertia(data, centroids, xp)
         return self._inertias[key]
 
