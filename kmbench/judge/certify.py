@@ -18,8 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kmbench.judge.precision import FLOAT64, Precision, gamma, sum_factor
+from kmbench.judge.precision import FLOAT64, Precision
 from kmbench.judge.scan import Assignment, Geometry, admissible, assign
+from kmbench.judge.sums import (Groups, chosen_chunks, cluster_sum_factors, group, kept_bound, rounding_bound, rows_of,
+                                widen_boxes)
 from kmbench.protocol import reference
 
 PAIR_ELEMENTS = 1 << 27  # (point, centroid) pairs x d visited one by one; past it, bounds at large
@@ -46,107 +48,6 @@ class Failure:
     def as_dict(self) -> dict:
         return {"iteration": self.iteration, "check": self.check, "where": self.where,
                 "amount": self.amount, "allowance": self.allowance, "text": self.text}
-
-
-@dataclass
-class Groups:
-    """Per cluster: how many points, their float64 sum, and sum_i max(|x_i|, |x_i - m|, |x_i - c|)
-    (the largest summand norm any anchor of a row's sum can have: the origin, the data's mean,
-    the old centroid c)."""
-
-    counts: object
-    sums: object
-    weights: object
-
-    def means(self, previous, xp):
-        filled = self.counts > 0
-        out = xp.array(previous, dtype=xp.float64, copy=True)
-        out[filled] = self.sums[filled] / self.counts[filled, None]
-        return out, filled
-
-
-def _scatter(labels, values, k: int, xp):
-    """(k, d) float64 sums of the rows of `values` by label, one pass."""
-    if xp is np:
-        from scipy import sparse
-
-        onehot = sparse.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(k, labels.size))
-        return np.asarray(onehot @ values)
-    import cupyx
-
-    out = xp.zeros((k, values.shape[1]), dtype=xp.float64)
-    cupyx.scatter_add(out, labels, values)
-    return out
-
-
-def _rows(data, index, xp):
-    """Chosen rows of the data as float64 on xp, wherever the data live."""
-    if reference._computes_in_place(data, xp):
-        return xp.asarray(data[index], dtype=xp.float64)
-    return xp.asarray(np.asarray(data)[reference.to_numpy(index)], dtype=xp.float64)
-
-
-def _chosen_chunks(data, rows, labels, xp):
-    """(float64 rows, their labels) for the chosen `rows`, a bounded number of elements at a
-    time: where every point is ambiguous, `rows` names each point once per admissible centroid."""
-    step = max(1, reference.CHUNK_ELEMENTS // max(data.shape[1], 1))
-    for start in range(0, rows.size, step):
-        yield _rows(data, rows[start : start + step], xp), labels[start : start + step]
-
-
-def _widen_boxes(low, high, labels, x, xp):
-    """low/high (k, d): the per-cluster box of the rows of `x`, widened in place."""
-    if xp is not np:
-        import cupyx
-
-        cupyx.scatter_min(low, labels, x)
-        cupyx.scatter_max(high, labels, x)
-        return
-    # ufunc.at is slow for millions of rows: sort by cluster and reduce each run at once.
-    order = np.argsort(labels, kind="stable")
-    labels, x = labels[order], x[order]
-    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
-    owners = labels[starts]
-    low[owners] = np.minimum(low[owners], np.minimum.reduceat(x, starts, axis=0))
-    high[owners] = np.maximum(high[owners], np.maximum.reduceat(x, starts, axis=0))
-
-
-def group(data, labels, previous, mean, xp, rows=None) -> Groups:
-    """Groups of the points by `labels` (all points, or only `rows`, with labels for them)."""
-    k, d = previous.shape
-    counts, sums, weights = xp.zeros(k), xp.zeros((k, d)), xp.zeros(k)
-    if rows is not None:
-        chunks = _chosen_chunks(data, rows, labels, xp)
-    else:
-        chunks = ((x, labels[start : start + x.shape[0]]) for start, x in
-                  reference._chunks(data, xp, max(1, reference.CHUNK_ELEMENTS // max(d, 1))))
-    for x, own in chunks:
-        own = own.astype(xp.int64)
-        norm = xp.maximum(xp.sqrt((x * x).sum(axis=1)), xp.sqrt(((x - mean) ** 2).sum(axis=1)))
-        norm = xp.maximum(norm, xp.sqrt(((x - previous[own]) ** 2).sum(axis=1)))
-        counts += xp.bincount(own, minlength=k)
-        weights += xp.bincount(own, weights=norm, minlength=k)
-        sums += _scatter(own, x, k, xp)
-    return Groups(counts, sums, weights)
-
-
-def _sum_factors(counts, precision: Precision, xp):
-    """Per cluster of `counts` points: the row's sum_factor plus the judge's own float64 sum's."""
-    return xp.asarray([sum_factor(precision, int(c)) + gamma(int(c) + 2, FLOAT64.accumulate)
-                       for c in reference.to_numpy(xp.maximum(counts, 1))])
-
-
-def _kept_bound(previous, precision: Precision, xp):
-    """How far a kept centroid may move: its stored rounding, twice."""
-    return 2 * precision.store * xp.sqrt((previous * previous).sum(axis=1))
-
-
-def rounding_bound(groups: Groups, means, precision: Precision, xp):
-    """Per cluster: how far a row's mean of these points may lie from their exact mean, summed
-    in any order in `precision` (sum_factor), plus the judge's own float64 sum's error."""
-    centre = xp.sqrt((means * means).sum(axis=1))
-    return (_sum_factors(groups.counts, precision, xp) * groups.weights / xp.maximum(groups.counts, 1)
-            + 3 * precision.store * centre)
 
 
 @dataclass
@@ -223,7 +124,7 @@ class Certifier:
 
     def _empty_moved(self, iteration, previous, new, empty, slack: float):
         """An empty cluster must keep its centroid, to its stored rounding (plus `slack`)."""
-        bound = _kept_bound(previous, self.precision, self.xp) + slack
+        bound = kept_bound(previous, self.precision, self.xp) + slack
         moved = self._within(new, previous, bound, filled=empty)
         if moved is None:
             return None
@@ -253,7 +154,7 @@ class Certifier:
     def _label_failure(self, iteration, found, previous, labels, good):
         xp = self.xp
         bad = xp.nonzero(~good)[0]
-        x = _rows(self.data, bad, xp)
+        x = rows_of(self.data, bad, xp)
         chosen = ((x - previous[labels[bad]]) ** 2).sum(axis=1)
         best = ((x - previous[found.nearest[bad]]) ** 2).sum(axis=1)
         excess = chosen - best
@@ -280,9 +181,9 @@ class Certifier:
         points, owners = found.pair_points, found.pair_centroids
         extra = group(self.data, owners, previous, self.geometry.mean, xp, rows=points)
         away, low, high = xp.zeros(k), xp.full((k, d), xp.inf), xp.full((k, d), -xp.inf)
-        for x, own in _chosen_chunks(self.data, points, owners, xp):
+        for x, own in chosen_chunks(self.data, points, owners, xp):
             away += xp.bincount(own, weights=xp.sqrt(((x - fixed_means[own]) ** 2).sum(axis=1)), minlength=k)
-            _widen_boxes(low, high, own, x, xp)
+            widen_boxes(low, high, own, x, xp)
         return extra, away, low, high
 
     def _candidates_at_large(self, found: Assignment, tied, previous, fixed_means):
@@ -293,7 +194,7 @@ class Certifier:
         xp, (k, d) = self.xp, previous.shape
         mean = self.geometry.mean
         radius, low, high = 0.0, xp.full(d, xp.inf), xp.full(d, -xp.inf)
-        for x, _ in _chosen_chunks(self.data, tied, tied, xp):
+        for x, _ in chosen_chunks(self.data, tied, tied, xp):
             radius = max(radius, float(xp.sqrt(((x - mean) ** 2).sum(axis=1)).max()))
             low, high = xp.minimum(low, x.min(axis=0)), xp.maximum(high, x.max(axis=0))
         counts = xp.bincount(found.pair_centroids, minlength=k).astype(xp.float64)
@@ -325,7 +226,7 @@ class Certifier:
                 extra, away, low, high = self._candidates_at_large(found, tied, previous, fixed_means)
         fixed_count = xp.maximum(fixed.counts, 1)
         most = Groups(fixed.counts + extra.counts, fixed.sums, fixed.weights + extra.weights)
-        factor = _sum_factors(most.counts, self.precision, xp)
+        factor = cluster_sum_factors(most.counts, self.precision, xp)
         centre = xp.sqrt((fixed_means * fixed_means).sum(axis=1)) + away / fixed_count
         bound = factor * most.weights / fixed_count + 3 * self.precision.store * centre + away / fixed_count
         failure = self._mean_failure(iteration, new, fixed_means, bound, has_fixed,
@@ -341,7 +242,7 @@ class Certifier:
         # The new mean lies between its clear points' mean and some of the ambiguous points: in
         # their box, widened by the sum's rounding. A cluster of ambiguous points alone may also
         # keep its centroid (none joined it).
-        kept = xp.sqrt(((new - previous) ** 2).sum(axis=1)) <= _kept_bound(previous, self.precision, xp)
+        kept = xp.sqrt(((new - previous) ** 2).sum(axis=1)) <= kept_bound(previous, self.precision, xp)
         low = xp.where(has_fixed[:, None], xp.minimum(low, fixed_means), low)
         high = xp.where(has_fixed[:, None], xp.maximum(high, fixed_means), high)
         low, high = xp.where(candidates[:, None], low, 0.0), xp.where(candidates[:, None], high, 0.0)
