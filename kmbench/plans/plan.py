@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kmbench import registry
-from kmbench.data import datasets, files, results
+from kmbench.data import cells, datasets, files, results
 from kmbench.protocol import environment, runner
 from kmbench.errors import UsageError
 
@@ -127,23 +127,16 @@ def check(steps: list[Step], store=None, data_dir=None) -> None:
     check_before_writing([(step.settings, dict([dataset_name(step.spec)])) for step in steps], store, data_dir)
 
 
-def _cell_key(impl: str, dataset: str, settings: runner.Settings) -> tuple:
-    return (impl, dataset, settings.k, settings.iterations, settings.stop,
-            settings.tol if settings.stop == "tolerance" else None, settings.init, settings.seed)
-
-
-def _record_key(record: dict) -> tuple:
-    params = record["params"]
-    stop = params.get("stop", "iterations")
-    return (record["impl"], record["dataset"]["name"], params["k"], params["iterations"], stop,
-            params.get("tol", 0.0) if stop == "tolerance" else None, params["init"], params["seed"])
+def _planned(impl: str, dataset: str, settings: runner.Settings) -> cells.Cell:
+    return cells.lloyd_cell(impl, dataset, settings.k, settings.iterations, settings.stop, settings.tol,
+                            settings.init, settings.seed)
 
 
 def finished(store=None) -> set:
     """Cells measured to the end with this code on this machine."""
     here = environment.identity()
-    return {_record_key(record) for record in results.load(store)
-            if record.get("status") in SKIPPABLE and environment.identity(record.get("env")) == here}
+    return cells.measured(record for record in results.load(store)
+                          if record.get("status") in SKIPPABLE and environment.identity(record.get("env")) == here)
 
 
 def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=False) -> tuple[list[dict], int]:
@@ -152,7 +145,7 @@ def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=F
     records, skipped = [], 0
     for step in steps:
         dataset = make_dataset(step.spec, data_dir)
-        todo = [impl for impl in step.impls if _cell_key(impl.name, dataset.name, step.settings) not in done]
+        todo = [impl for impl in step.impls if _planned(impl.name, dataset.name, step.settings) not in done]
         skipped += len(step.impls) - len(todo)
         if reporter:
             reporter.skip(len(step.impls) - len(todo))
@@ -163,10 +156,5 @@ def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=F
 
 def latest_records(steps: list[Step], store=None) -> list[dict]:
     """The newest stored record of every cell of the plan (measured now or before)."""
-    wanted = {_cell_key(impl.name, step.name, step.settings) for step in steps for impl in step.impls}
-    latest = {}
-    for record in results.load(store):
-        key = _record_key(record)
-        if key in wanted:
-            latest[key] = record
-    return list(latest.values())
+    wanted = {_planned(impl.name, step.name, step.settings) for step in steps for impl in step.impls}
+    return cells.newest(results.load(store), wanted)

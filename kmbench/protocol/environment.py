@@ -148,3 +148,11 @@ def capture() -> dict:
         "command": shlex.join([Path(sys.argv[0]).name] + sys.argv[1:]),
         "hostname": platform.node(),
     }
+
+
+def describe_machine(env: dict | None) -> str:
+    """One line for the machine a record was measured on: CPU and cores, and the GPU if any."""
+    env = env or {}
+    gpu = (env.get("gpu") or {}).get("name")
+    cpu = f"{env.get('cpu', '?')} ({env.get('cores', '?')} cores)"
+    return f"{cpu} + {gpu}" if gpu else f"{cpu}, no GPU"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from kmbench.protocol import ceilings
+from kmbench.data import cells
+from kmbench.protocol import ceilings, environment
 from kmbench.report import published
 from kmbench.protocol import describe_stop
 
@@ -14,7 +15,6 @@ BASELINE = "sklearn"
 POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "dist_evals_per_s": "higher",
             "memory_fraction": "higher", "arithmetic_fraction": "higher", "roofline_fraction": "higher"}
 NOISE_FRACTION = 0.03  # measured means closer than this (or two std devs) are a tie
-CELL_KEY = ["impl", "dataset", "k", "stop", "init", "seed", "threads"]  # threads: a scaling run's counts
 
 
 def _group(record: dict) -> str:
@@ -30,13 +30,6 @@ def _stop(record: dict) -> str:
     params = record["params"]
     tolerance = params.get("stop", "iterations") == "tolerance"
     return describe_stop(params["iterations"], params.get("tol", 0.0) if tolerance else None)
-
-
-def _machine(record: dict) -> str:
-    env = record.get("env") or {}
-    gpu = env.get("gpu") or {}
-    cpu = f"{env.get('cpu', '?')} ({env.get('cores', '?')} cores)"
-    return f"{cpu} + {gpu['name']}" if gpu.get("name") else cpu
 
 
 def _roofline(record: dict) -> dict:
@@ -96,7 +89,7 @@ def _row(record: dict) -> dict:
         "centroid_error": validation.get("centroid_error"),
         "inertia_difference": validation.get("inertia_difference"),
         "warnings": "; ".join(record.get("warnings") or []),
-        "machine": _machine(record),
+        "machine": environment.describe_machine(record.get("env")),
         "timestamp": record.get("timestamp"),
     }
 
@@ -131,21 +124,17 @@ def cells_frame(records: list[dict]) -> pd.DataFrame:
     """One row per cell; the latest record wins where a cell was measured more than once."""
     if not records:
         return pd.DataFrame()
-    latest: dict[tuple, tuple[dict, dict]] = {}
-    for record in records:
-        row = _row(record)
-        latest[tuple(row[key] for key in CELL_KEY)] = (record, row)
-    chosen = [record for record, _ in latest.values()]
-    cells = pd.DataFrame([row for _, row in latest.values()])
-    cells["speedup_vs_sklearn"] = _speedups(cells, "mean_s")
+    chosen = cells.newest(records)
+    frame = pd.DataFrame([_row(record) for record in chosen])
+    frame["speedup_vs_sklearn"] = _speedups(frame, "mean_s")
     # scikit-learn stops at convergence; per iteration compares the same unit of work.
-    cells["speedup_per_iter_vs_sklearn"] = _speedups(cells, "per_iter_s")
-    cells = _published_columns(cells, chosen)
+    frame["speedup_per_iter_vs_sklearn"] = _speedups(frame, "per_iter_s")
+    frame = _published_columns(frame, chosen)
     order = {name: index for index, name in enumerate(_row_order())}
-    cells["_order"] = cells["impl"].map(lambda name: order.get(name, len(order)))
+    frame["_order"] = frame["impl"].map(lambda name: order.get(name, len(order)))
     # Groups by their smallest dataset, then k, so k = 3 comes before k = 10.
-    cells["_size"] = cells.groupby("group")["n"].transform("min")
-    return (cells.sort_values(["_size", "k", "group", "_order", "n"]).drop(columns=["_order", "_size"])
+    frame["_size"] = frame.groupby("group")["n"].transform("min")
+    return (frame.sort_values(["_size", "k", "group", "_order", "n"]).drop(columns=["_order", "_size"])
             .reset_index(drop=True))
 
 

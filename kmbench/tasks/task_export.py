@@ -6,13 +6,8 @@ in its numbers."""
 from __future__ import annotations
 
 from kmbench.report import published
+from kmbench.protocol import environment
 from kmbench.protocol.timing import format_seconds
-
-
-def _machine(records: list[dict]) -> str:
-    env = next((r.get("env") for r in records if r.get("env")), {}) or {}
-    gpu = (env.get("gpu") or {}).get("name") or "no GPU"
-    return f"{gpu}; CPU {env.get('cpu', '?')} ({env.get('cores', '?')} cores)"
 
 
 def _status(record: dict) -> str:
@@ -46,7 +41,8 @@ def _published_steps(key: str | None) -> dict[str, str]:
 
 
 def _heading(suite, records: list[dict], timing: str) -> list[str]:
-    return [f"# kmbench reproduce {suite.name}: {suite.title}", "", f"Machine: {_machine(records)}. {timing}", ""]
+    machine = environment.describe_machine(next((r.get("env") for r in records if r.get("env")), None))
+    return [f"# kmbench reproduce {suite.name}: {suite.title}", "", f"Machine: {machine}. {timing}", ""]
 
 
 def assign_markdown(suite, records: list[dict]) -> str:

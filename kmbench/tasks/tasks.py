@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kmbench import registry
-from kmbench.data import results
+from kmbench.data import cells, results
 from kmbench.errors import UsageError
 from kmbench.protocol import environment, reference
 from kmbench.protocol.task import Task, measure_cell, run_cells, usable
@@ -191,10 +191,6 @@ def task_of(suite: TaskSuite) -> SuiteTask:
     return TASK_CLASSES[suite.task](suite)
 
 
-def _key(record: dict) -> tuple:
-    return record.get("suite"), record.get("workload"), record.get("impl")
-
-
 class _TextReporter:
     """run_cells' reporter for the text lines a task suite prints."""
 
@@ -217,11 +213,12 @@ def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool 
     measured on this machine is taken from the store unless `force`."""
     impls = registry.select(impl_names or ",".join(suite.impls), task=suite.task)
     here = environment.identity(environment.capture())
-    earlier = {_key(r): r for r in results.load(store, task=suite.task)
+    earlier = {cells.cell_of(r): r for r in results.load(store, task=suite.task)
                if environment.identity(r.get("env") or {}) == here}
 
     def stored(spec: dict, impl):
-        return None if force else earlier.get((suite.name, workload_name(suite.task, spec), impl.name))
+        return None if force else earlier.get(
+            cells.Cell(suite.task, impl.name, f"{suite.name}/{workload_name(suite.task, spec)}"))
 
     return run_cells(task_of(suite), suite.workloads, impls, store, stored,
                      _TextReporter(reporter, suite.task) if reporter else None)
@@ -229,8 +226,4 @@ def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool 
 
 def latest(suite: TaskSuite, store=None) -> list[dict]:
     """The newest stored record of each of the suite's cells (for --no-run)."""
-    found = {}
-    for record in results.load(store, task=suite.task):
-        if record.get("suite") == suite.name:
-            found[_key(record)] = record
-    return list(found.values())
+    return cells.newest(record for record in results.load(store, task=suite.task) if record.get("suite") == suite.name)
