@@ -4,8 +4,8 @@ winner of a benchmark into their own code.
     from kmbench import KMeans
     model = KMeans(n_clusters=8, impl="kmbench-gpu").fit(X)
 
-It follows kmbench's protocol, not scikit-learn's in two places, both said here and in the
-README: `tol` is the fraction of points that may still change cluster in the last iteration
+It follows kmbench's protocol, not scikit-learn's in two places, both said here and in
+docs/usage.md: `tol` is the fraction of points that may still change cluster in the last iteration
 (kmbench's tolerance rule; 0 stops when no label changes), and an empty cluster keeps its
 centroid. The initial centroids come from the harness's own seeding (k-means++ or k distinct
 points), so every implementation starts from the same place for the same random_state.
