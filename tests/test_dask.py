@@ -6,7 +6,8 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from impls.dask_impl import SCHEDULER_ENV, DaskCudaLloyd, DaskLloyd  # noqa: E402
+from impls.dask_impl import DaskCudaLloyd, DaskLloyd  # noqa: E402
+from kmbench.protocol.device import SCHEDULER_ENV  # noqa: E402
 from kmbench.protocol import runner, validate  # noqa: E402
 from kmbench.data.datasets import Dataset  # noqa: E402
 from tests.conftest import blob_data  # noqa: E402

@@ -18,6 +18,7 @@ import numpy as np
 from kmbench.data import files
 from kmbench.errors import UsageError
 from kmbench.protocol import validate
+from kmbench.protocol.device import PinnedHost, cuda_status
 from kmbench.protocol.runner import LloydTask
 
 GENERATE_ROWS = 1 << 21  # rows generated on the GPU per chunk
@@ -103,13 +104,7 @@ def host_points(n: int, d: int, what: str):
 
 
 def _pin(data: np.ndarray):
-    from impls.cuda import cuda_status
-
-    if not cuda_status()[0]:
-        return None
-    from impls.fast.stream import PinnedHost
-
-    return PinnedHost(data)
+    return PinnedHost(data) if cuda_status()[0] else None
 
 
 def finish(table: str, out: str | None, records: list[dict]) -> int:

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from impls.dask_impl import GPUS_ENV
 from kmbench.data.datasets import Dataset, fill_radial, radial_centers, radial_name
 from kmbench.errors import UsageError
 from kmbench.plans.in_memory import (InMemoryLloydTask, Lines, add_protocol_arguments, finish, gpu_blobs,
                                      host_points, run_main)
+from kmbench.protocol.device import GPUS_ENV
 from kmbench.protocol.runner import Settings, check_settings
 from kmbench.protocol.task import run_cells
 
