@@ -22,7 +22,7 @@ from kmbench.protocol import runner
 from kmbench.protocol.device import SCHEDULER_ENV
 from kmbench.report import export, report
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
-from kmbench.tasks import tasks
+from kmbench.tasks import lloyd, tasks
 
 
 @gen_app.command("blobs")
@@ -187,8 +187,8 @@ def reproduce(
     # "seconds" and "best-peer" need no published key; the rate comparisons name theirs.
     comparisons = {"none": [], "seconds": ["seconds"], "best-peer": ["best-peer"]}.get(
         chosen.comparison, [(chosen.comparison, chosen.published)])
-    lloyd = runner.LloydTask(comparisons=comparisons, title=f"kmbench reproduce {name}: {chosen.title}")
-    write_text(lloyd.render(records, chosen, str(results.store_path(store))), out)
+    task = lloyd.LloydTask(comparisons=comparisons, title=f"kmbench reproduce {name}: {chosen.title}")
+    write_text(task.render(records, chosen, str(results.store_path(store))), out)
     write_plots(report.cells_frame(records), chosen.plots, out.with_suffix(""))
 
 

@@ -19,7 +19,7 @@ from kmbench.data import files
 from kmbench.errors import UsageError
 from kmbench.protocol import validate
 from kmbench.protocol.device import PinnedHost, cuda_status
-from kmbench.protocol.runner import LloydTask
+from kmbench.tasks.lloyd import LloydTask
 
 GENERATE_ROWS = 1 << 21  # rows generated on the GPU per chunk
 HOST_SHARE = 0.9  # of the host's available memory the data may take
