@@ -64,14 +64,14 @@ DASK_GPU_SETS ?= 0 0,1
 SCALING_SCALE ?= 1
 
 scale-dask-cuda:  ## strong scaling of the Dask GPU rows at 1e9 x 2 (k = 3, 1000) and 1e8 x 128 (k = 1024) per GPU set, against kmbench-gpu alone, into $(GPU_RESULTS)/scaling
-	$(GPU_PATH) $(PYTHON) -m kmbench.plans.scaling --gpus "$(DASK_GPU_SETS)" --scale $(SCALING_SCALE) \
+	$(GPU_PATH) $(PYTHON) -m kmbench scale --gpus "$(DASK_GPU_SETS)" --scale $(SCALING_SCALE) \
 	  --store $(GPU_RESULTS)/scaling/records.jsonl --out $(GPU_RESULTS)/scaling/scaling.md
 
 # Shares of the GPU's memory the out-of-core data take (1.2: larger than the GPU).
 OUT_OF_CORE_SHARES ?= 1.2
 
 out-of-core:  ## kmbench-gpu-stream on d = 128, k = 1024 blobs of 1.2x the GPU's memory, against the copy floor, into $(GPU_RESULTS)/out-of-core
-	$(GPU_PATH) $(PYTHON) -m kmbench.plans.out_of_core --share $(OUT_OF_CORE_SHARES) --d 128 --k 1024 --iters 3 \
+	$(GPU_PATH) $(PYTHON) -m kmbench out-of-core --share $(OUT_OF_CORE_SHARES) --d 128 --k 1024 --iters 3 \
 	  --store $(GPU_RESULTS)/out-of-core/records.jsonl --out $(GPU_RESULTS)/out-of-core/table.md
 
 clean:

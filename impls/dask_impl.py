@@ -27,10 +27,9 @@ import numpy as np
 
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Problem, Result, stop_done
+from kmbench.protocol.device import GPUS_ENV, SCHEDULER_ENV, cuda_status
 from kmbench.protocol.timing import host_region
 
-SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"
-GPUS_ENV = "KMBENCH_DASK_GPUS"
 CHUNKS_PER_WORKER = 4
 # Below this many rows a chunk's task costs more in scheduling than in arithmetic (measured:
 # 48 ms per iteration for 16 chunks of 6,250 points, on 2 cores).
@@ -100,8 +99,6 @@ def worker_loss_is_one_sentence(chunks: int):
 
 def dask_cuda_status() -> tuple[bool, str]:
     """Whether a dask-cuda cluster can start here: a GPU that CuPy sees, and dask-cuda."""
-    from impls.cuda import cuda_status
-
     ready, why = cuda_status()
     if not ready:
         return False, why

@@ -23,10 +23,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from impls.dask_impl import GPUS_ENV, SCHEDULER_ENV, dask_cuda_status, worker_loss_is_one_sentence
+from impls.dask_impl import dask_cuda_status, worker_loss_is_one_sentence
 from impls.fast import KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Problem, Result, reference
+from kmbench.protocol.device import GPUS_ENV, SCHEDULER_ENV
 from kmbench.protocol.timing import host_region
 
 # This worker process's shards, by run token (a worker may serve several runs in turn).

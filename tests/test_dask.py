@@ -6,9 +6,11 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from impls.dask_impl import SCHEDULER_ENV, DaskCudaLloyd, DaskLloyd  # noqa: E402
+from impls.dask_impl import DaskCudaLloyd, DaskLloyd  # noqa: E402
+from kmbench.protocol.device import SCHEDULER_ENV  # noqa: E402
 from kmbench.protocol import runner, validate  # noqa: E402
 from kmbench.data.datasets import Dataset  # noqa: E402
+from kmbench.tasks import lloyd  # noqa: E402
 from tests.conftest import blob_data  # noqa: E402
 
 
@@ -120,8 +122,8 @@ def test_a_worker_lost_mid_run_is_one_sentence_and_a_closed_cluster(tmp_path, mo
     impl = _LosesAWorker()
     impl.min_chunk_rows = 1000
     store = tmp_path / "records.jsonl"
-    records = runner.run([impl], [Dataset("dask", data, None, {"generator": "test"})],
-                         runner.Settings(k=6, iterations=10, warmup=0, repeats=1), store)
+    records = lloyd.run([impl], [Dataset("dask", data, None, {"generator": "test"})],
+                        runner.Settings(k=6, iterations=10, warmup=0, repeats=1), store)
     assert [r["status"] for r in records] == ["error"]
     assert records[0]["detail"].startswith("a Dask worker was lost mid-run") and "\n" not in records[0]["detail"]
     assert len(calls) >= 1

@@ -10,6 +10,7 @@ import pytest
 
 from kmbench.protocol import oracles, runner, validate
 from kmbench.data.datasets import Dataset, checksum
+from kmbench.tasks import lloyd
 from impls.numpy_fast import NumpyFast
 from tests.conftest import blob_data
 
@@ -127,8 +128,8 @@ def test_the_oracle_reports_progress_while_it_runs(tmp_path):
 
 def test_run_uses_the_cache_across_runs(tmp_path):
     dataset, _, settings = _problem()
-    first = runner.run([NumpyFast()], [dataset], settings, tmp_path / "r.jsonl", data_dir=tmp_path)
+    first = lloyd.run([NumpyFast()], [dataset], settings, tmp_path / "r.jsonl", data_dir=tmp_path)
     assert len(list((tmp_path / "oracles").glob("*.npz"))) == 1
-    second = runner.run([NumpyFast()], [dataset], settings, tmp_path / "r.jsonl", data_dir=tmp_path)
+    second = lloyd.run([NumpyFast()], [dataset], settings, tmp_path / "r.jsonl", data_dir=tmp_path)
     assert first[0]["validation"]["centroid_error"] == second[0]["validation"]["centroid_error"]
     assert first[0]["status"] == second[0]["status"] == "ok"

@@ -4,6 +4,7 @@ import numpy as np
 from kmbench.data import datasets
 from kmbench.protocol import runner
 from kmbench.report import export, report
+from kmbench.tasks import lloyd
 from impls.numpy_fast import NumpyFast
 from tests.test_validate import SkipsLastPoint
 
@@ -20,7 +21,7 @@ def _records(tmp_path):
     settings = runner.Settings(k=5, iterations=300, warmup=0, repeats=1)
     sklearn_like = NumpyFast()
     sklearn_like.name, sklearn_like.label = "sklearn", "scikit-learn"
-    return runner.run([WrongBlog(), sklearn_like], [data], settings, store=tmp_path / "r.jsonl")
+    return lloyd.run([WrongBlog(), sklearn_like], [data], settings, store=tmp_path / "r.jsonl")
 
 
 def test_a_mismatch_is_shown_in_every_table(tmp_path):

@@ -6,6 +6,7 @@ from kmbench.protocol import runner
 from kmbench.data.datasets import Dataset
 from kmbench.errors import UsageError
 from kmbench.protocol import Implementation
+from kmbench.tasks import lloyd
 from impls.numpy_fast import NumpyFast
 from tests.conftest import blob_data
 
@@ -62,7 +63,7 @@ def _dataset(n=600):
 def test_everyone_gets_the_same_start_and_counted_repeats(tmp_path):
     a, b = Spy("a"), Spy("b")
     settings = runner.Settings(k=5, iterations=12, warmup=2, repeats=3)
-    records = runner.run([a, b], [_dataset()], settings, store=tmp_path / "r.jsonl")
+    records = lloyd.run([a, b], [_dataset()], settings, store=tmp_path / "r.jsonl")
     assert a.calls == b.calls == 5  # 2 warm-up + 3 counted
     assert a.steps == b.steps == 1  # then one untimed run that reports its trajectory (numpy traces)
     assert a.prepared == 1
@@ -86,7 +87,7 @@ def test_initial_centroids_are_distinct_points_and_seeded():
 def test_failures_become_statuses_and_the_run_goes_on(tmp_path):
     store = tmp_path / "r.jsonl"
     settings = runner.Settings(k=5, iterations=5, warmup=0, repeats=2)
-    records = runner.run([Explodes(), Missing(), Spy("fine")], [_dataset()], settings, store=store)
+    records = lloyd.run([Explodes(), Missing(), Spy("fine")], [_dataset()], settings, store=store)
     statuses = {r["impl"]: r["status"] for r in records}
     assert statuses == {"explodes": "error", "missing": "skipped", "fine": "ok"}
     assert "kernel fell over" in records[0]["detail"]
@@ -96,13 +97,13 @@ def test_failures_become_statuses_and_the_run_goes_on(tmp_path):
 
 def test_time_budget_stops_repeating(tmp_path):
     settings = runner.Settings(k=5, iterations=2, warmup=0, repeats=50, max_time=0.12)
-    (record,) = runner.run([Slow()], [_dataset()], settings, store=tmp_path / "r.jsonl")
+    (record,) = lloyd.run([Slow()], [_dataset()], settings, store=tmp_path / "r.jsonl")
     assert record["stopped_by_budget"] and 1 <= record["repeats_done"] < 50
 
 
 def test_record_carries_environment_and_throughput(tmp_path):
     settings = runner.Settings(k=5, iterations=4, warmup=0, repeats=1)
-    (record,) = runner.run([Spy("x")], [_dataset(n=800)], settings, store=tmp_path / "r.jsonl")
+    (record,) = lloyd.run([Spy("x")], [_dataset(n=800)], settings, store=tmp_path / "r.jsonl")
     env = record["env"]
     for key in ("cpu", "cores", "ram_bytes", "os", "python", "libraries", "threads", "command", "git_commit"):
         assert key in env
@@ -136,7 +137,7 @@ class AvailabilityRaises(Implementation):
 
 def test_an_availability_check_that_raises_is_a_skip(tmp_path):
     settings = runner.Settings(k=5, iterations=2, warmup=0, repeats=1)
-    (record,) = runner.run([AvailabilityRaises()], [_dataset()], settings, store=tmp_path / "r.jsonl")
+    (record,) = lloyd.run([AvailabilityRaises()], [_dataset()], settings, store=tmp_path / "r.jsonl")
     assert record["status"] == "skipped" and "driver library missing" in record["detail"]
 
 
@@ -158,5 +159,5 @@ def test_the_progress_line_follows_the_judges_steps(tmp_path):
 
     notes = Notes()
     settings = runner.Settings(k=5, iterations=3, warmup=0, repeats=1)
-    run_cells(runner.LloydTask(settings, tmp_path), [_dataset()], [Spy("spy")], tmp_path / "r.jsonl", reporter=notes)
+    run_cells(lloyd.LloydTask(settings, tmp_path), [_dataset()], [Spy("spy")], tmp_path / "r.jsonl", reporter=notes)
     assert "validating spy: step 3/3" in notes.seen

@@ -1,14 +1,21 @@
-"""The strong-scaling plan (kmbench/plans/scaling.py): its arguments, the sizes of its
-workloads, data identical to the cached generator's, and a whole run on the CPU with the
-`dask` row standing in for the GPU rows: one oracle per k judges every GPU set."""
+"""The strong-scaling plan (kmbench/plans/scaling.py) and its command, `kmbench scale`: its
+arguments, the sizes of its workloads, data identical to the cached generator's, and a whole
+run on the CPU with the `dask` row standing in for the GPU rows: one oracle per k judges every
+GPU set."""
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from kmbench.cli import app
 from kmbench.data import datasets, results
 from kmbench.errors import UsageError
 from kmbench.plans import scaling
 from kmbench.protocol import validate
+
+
+def scale(*args):
+    return CliRunner().invoke(app, ["scale", *(str(a) for a in args)])
 
 
 def test_gpu_sets_are_space_separated_lists_of_distinct_gpus():
@@ -51,30 +58,48 @@ def test_a_run_judges_every_gpu_set_by_one_oracle_per_k(tmp_path, monkeypatch):
 
     monkeypatch.setattr(validate.Oracle, "compute", classmethod(counted))
     store, out = tmp_path / "records.jsonl", tmp_path / "scaling.md"
-    code = scaling.main(["--workload", "radial-1e9", "--scale", "1e-4", "--k", "3", "--gpus", "0 0,1",
-                         "--impl", "dask", "--alone", "numpy", "--repeats", "1", "--store", str(store),
-                         "--out", str(out)])
-    assert code == 0
+    ran = scale("--workload", "radial-1e9", "--scale", "1e-4", "--k", "3", "--gpus", "0 0,1",
+                "--impl", "dask", "--alone", "numpy", "--repeats", "1", "--store", store, "--out", out)
+    assert ran.exit_code == 0, ran.output
     stored = results.load(store)
     assert [r["impl"] for r in stored] == ["numpy", "dask", "dask"]
     assert all(r["status"] == "ok" and r["dataset"]["n"] == 100_000 and r["params"]["k"] == 3 for r in stored)
     assert computed == [(100_000, 2)]
-    assert "| numpy | radial-b10x20-b5x2-m2000-sc0.1-s0-float32 | 100,000 | 3 | 1 |" in out.read_text()
+    table = out.read_text()
+    assert "| numpy | radial-b10x20-b5x2-m2000-sc0.1-s0-float32 | 100,000 | 3 | 1 |" in table
+    assert ran.output.endswith(table)  # printed as written
 
 
-def test_unknown_names_are_one_sentence_before_any_data_are_made(tmp_path, capsys):
-    assert scaling.main(["--workload", "radial-1e10", "--store", str(tmp_path / "r.jsonl")]) == 2
-    assert "unknown workload radial-1e10; known: radial-1e9, blobs-1e8x128." in capsys.readouterr().err
-    assert scaling.main(["--k", "three", "--store", str(tmp_path / "r.jsonl")]) == 2
-    assert "--k takes whole numbers" in capsys.readouterr().err
+def test_help_says_what_it_measures_and_names_every_option():
+    shown = scale("--help")
+    assert shown.exit_code == 0
+    text = " ".join(shown.output.split())
+    assert "Strong scaling of the multi-GPU rows per GPU set" in text
+    for option in ("--workload", "--gpus", "--k", "--scale", "--impl", "--alone", "--iters", "--warmup",
+                   "--repeats", "--seed", "--store", "--out"):
+        assert option in text
 
 
-def test_data_the_host_cannot_hold_are_one_sentence_before_any_are_made(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("args, sentence", [
+    (["--workload", "radial-1e10"], "Error: unknown workload radial-1e10; known: radial-1e9, blobs-1e8x128."),
+    (["--k", "three"], "Error: --k takes whole numbers, comma-separated; got 'three'."),
+    (["--gpus", "0,0"], "Error: --gpus: '0,0' is not a list of distinct GPU numbers such as 0,1."),
+    (["--scale", "2"], "Error: --scale must be in (0, 1]; got 2.0."),
+    (["--repeats", "0"], "Error: --repeats must be at least 1; got 0."),
+])
+def test_a_bad_argument_is_one_sentence_and_exit_2_before_any_data_are_made(tmp_path, args, sentence):
+    ran = scale(*args, "--store", tmp_path / "r.jsonl")
+    assert ran.exit_code == 2
+    assert " ".join(ran.output.split()) == sentence and "Traceback" not in ran.output
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_data_the_host_cannot_hold_are_one_sentence_before_any_are_made(tmp_path, monkeypatch):
     from kmbench.plans import in_memory
 
     monkeypatch.setattr(in_memory, "available_host_bytes", lambda: 2**30)
-    code = scaling.main(["--workload", "blobs-1e8x128", "--store", str(tmp_path / "r.jsonl")])
-    assert code == 2
+    ran = scale("--workload", "blobs-1e8x128", "--store", tmp_path / "r.jsonl")
+    assert ran.exit_code == 2
     assert ("100,000,000 x 128 does not fit: the data take 48 GiB; this host has 1 GiB of memory available."
-            in capsys.readouterr().err)
+            in " ".join(ran.output.split()))
     assert not (tmp_path / "r.jsonl").exists()

@@ -81,21 +81,22 @@ def test_streamed_float64_data_and_offset(monkeypatch):
 def test_host_memory_is_pinned_for_the_run_and_given_back():
     import cupy
 
-    from impls.fast.stream import ChunkStream, PinnedHost, _is_pinned
+    from impls.fast.stream import ChunkStream
+    from kmbench.protocol.device import PinnedHost, is_pinned
 
     data = blob_data(np.random.default_rng(1), n=50_000, d=4, k=3)
     pinned = PinnedHost(data)
-    assert _is_pinned(data)
+    assert is_pinned(data)
     inner = PinnedHost(data)  # already pinned: used as it is, and left pinned by its release
     inner.release()
-    assert _is_pinned(data)
+    assert is_pinned(data)
     stream = ChunkStream(data, rows=7_000)
     with cupy.cuda.Stream(non_blocking=True):
         sums = stream.column_sums().get()
         assert stream.copy_seconds() > 0
     np.testing.assert_allclose(sums, data.sum(axis=0, dtype=np.float64), rtol=1e-12)
     pinned.release()
-    assert not _is_pinned(data)
+    assert not is_pinned(data)
 
     _, _, problem = memory_problem(data, 3, 2)
     impl = KmbenchGpuStream()

@@ -13,13 +13,13 @@ from kmbench.data import results
 from kmbench.data.datasets import Dataset
 from kmbench.protocol import runner, task as task_module
 from kmbench.protocol.task import Task, run_cells
-from kmbench.tasks import assign, tasks
+from kmbench.tasks import assign, lloyd, tasks
 from tests.conftest import blob_data
 
 
 def _lloyd():
     data = blob_data(np.random.default_rng(5), n=600)
-    return runner.LloydTask(runner.Settings(k=3, iterations=4, repeats=2, warmup=1)), Dataset("blobs-t", data, None, {"generator": "test"})
+    return lloyd.LloydTask(runner.Settings(k=3, iterations=4, repeats=2, warmup=1)), Dataset("blobs-t", data, None, {"generator": "test"})
 
 
 def _assign():

@@ -197,10 +197,11 @@ def test_exact_ties_go_to_the_harness_lower_index_in_either_order(order, monkeyp
 def test_high_d_cells_carry_the_measured_gemm_floor(tmp_path):
     from kmbench.protocol import runner
     from kmbench.data.datasets import Dataset
+    from kmbench.tasks import lloyd
 
     data = Dataset("floor", _blobs(5_000, 64, 20), None, {"generator": "test"})
     settings = runner.Settings(k=20, iterations=3, warmup=0, repeats=1)
-    record, = runner.run([_tensor()], [data], settings, store=tmp_path / "r.jsonl")
+    record, = lloyd.run([_tensor()], [data], settings, store=tmp_path / "r.jsonl")
     assert record["status"] == "ok", record.get("detail")
     assert record["gemm_floor_s"]["fp32"] > 0 and record["gemm_floor_s"]["tf32"] > 0
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Problem, Result
+from kmbench.protocol.device import cuda_status
 from kmbench.protocol.timing import CudaEventRegion, host_region
 
 from .sources import with_local_includes
@@ -28,21 +29,6 @@ HERE = Path(__file__).resolve().parent
 MAX_K = 4096  # 2 * 4096 floats = 32 KiB of staged means, under the 48 KiB default
 DEFAULT_BLOCK = 256
 INT_POINTS_LIMIT = 2**31 - 1 - 1024 * 8  # the last block's indices must not overflow int
-
-
-def cuda_status() -> tuple[bool, str]:
-    """Whether CuPy can run kernels here, and if not, why (one sentence)."""
-    try:
-        import cupy
-    except ImportError:
-        return False, "CuPy is not installed (pip install 'kmbench[cuda12]' or 'kmbench[cuda13]')"
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDARuntimeError when no driver or no device
-        return False, f"no usable NVIDIA GPU ({str(exc).strip() or type(exc).__name__})"
-    if count < 1:
-        return False, "no NVIDIA GPU visible"
-    return True, ""
 
 
 class GpuImplementation(Implementation):

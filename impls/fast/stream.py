@@ -23,6 +23,7 @@ import numpy as np
 from impls.fast import BLOCK, BLOCKS_PER_SM, MAX_K, TILED_MAX_DIM, KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
+from kmbench.protocol.device import PinnedHost  # the harness pins the data it makes, too
 from kmbench.protocol.timing import CudaEventRegion, host_region
 
 # Bytes of points per chunk. 512 MiB takes 10 ms over a 50 GB/s link: the twenty-odd launches
@@ -40,42 +41,6 @@ def chunk_rows(n: int, d: int, chunk_bytes: int | None = None) -> int:
 def chunks(n: int, rows: int) -> list[tuple[int, int]]:
     """(first row, row count) of each chunk, in order."""
     return [(start, min(rows, n - start)) for start in range(0, n, rows)]
-
-
-class PinnedHost:
-    """A host array's own memory, page-locked so the copy engine reads it at the link's full
-    rate (pageable memory went at 8 GB/s on the H100 machine, pinned at 50); release() unpins
-    it. Memory someone already pinned is used as it is and left pinned."""
-
-    def __init__(self, array: np.ndarray):
-        import cupy
-
-        if not array.flags.c_contiguous:
-            raise ImplementationError("streamed points must be one C-contiguous block of host memory")
-        self.array = array
-        self._pinned_here = not _is_pinned(array)
-        if self._pinned_here:
-            try:
-                cupy.cuda.runtime.hostRegister(array.ctypes.data, array.nbytes, 0)
-            except cupy.cuda.runtime.CUDARuntimeError as exc:
-                raise ImplementationError(f"cannot pin the {array.nbytes / 2**30:.1f} GiB of points in host "
-                                          f"memory for streaming ({exc})") from None
-
-    def release(self) -> None:
-        import cupy
-
-        if self._pinned_here:
-            self._pinned_here = False
-            cupy.cuda.runtime.hostUnregister(self.array.ctypes.data)
-
-
-def _is_pinned(array: np.ndarray) -> bool:
-    import cupy
-
-    try:  # cudaMemoryTypeHost: page-locked host memory the runtime knows of
-        return cupy.cuda.runtime.pointerGetAttributes(array.ctypes.data).type == 1
-    except cupy.cuda.runtime.CUDARuntimeError:
-        return False
 
 
 class ChunkStream:

@@ -19,9 +19,10 @@ from kmbench.data import datasets, files, results
 from kmbench.errors import UsageError
 from kmbench.plans import plan, suite
 from kmbench.protocol import runner
+from kmbench.protocol.device import SCHEDULER_ENV
 from kmbench.report import export, report
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
-from kmbench.tasks import tasks
+from kmbench.tasks import lloyd, tasks
 
 
 @gen_app.command("blobs")
@@ -102,7 +103,7 @@ def run(
     refuse_ignored(stop, tol, max_iters, dataset, label_column,
                     {"--n": n, "--d": d, "--centers": centers, "--dtype": dtype})
     if scheduler:
-        os.environ["KMBENCH_DASK_SCHEDULER"] = scheduler  # read by impls/dask_impl.py
+        os.environ[SCHEDULER_ENV] = scheduler  # read by the dask rows
     counts = thread_counts(threads)
     settings = runner.Settings(k=k, iterations=max_iters if max_iters is not None else iters,
                                stop=stop, tol=tol or 0.0, init=init_method(init), seed=seed, warmup=warmup,
@@ -186,8 +187,8 @@ def reproduce(
     # "seconds" and "best-peer" need no published key; the rate comparisons name theirs.
     comparisons = {"none": [], "seconds": ["seconds"], "best-peer": ["best-peer"]}.get(
         chosen.comparison, [(chosen.comparison, chosen.published)])
-    lloyd = runner.LloydTask(comparisons=comparisons, title=f"kmbench reproduce {name}: {chosen.title}")
-    write_text(lloyd.render(records, chosen, str(results.store_path(store))), out)
+    task = lloyd.LloydTask(comparisons=comparisons, title=f"kmbench reproduce {name}: {chosen.title}")
+    write_text(task.render(records, chosen, str(results.store_path(store))), out)
     write_plots(report.cells_frame(records), chosen.plots, out.with_suffix(""))
 
 

@@ -15,10 +15,10 @@ from kmbench import progress
 from kmbench.cli.app import STATUS_STYLE, console, errors
 from kmbench.data import files, results
 from kmbench.plans import plan
-from kmbench.protocol import runner
 from kmbench.protocol.timing import format_seconds
 from kmbench.report import export, report
 from kmbench.report.plot import per_iteration_chart, sweep_charts
+from kmbench.tasks import lloyd
 
 
 def summary_table(records: list[dict]) -> Table:
@@ -59,7 +59,7 @@ def show_warnings(records: list[dict]) -> None:
 
 def run_and_show(impls, data, settings, store, data_dir=None):
     with progress.reporting(console, len(impls) * len(data)) as reporter:
-        records = runner.run(impls, data, settings, store, reporter, data_dir)
+        records = lloyd.run(impls, data, settings, store, reporter, data_dir)
     console.print(summary_table(records))
     show_seeding_times(records)
     show_warnings(records)

@@ -8,17 +8,17 @@ generated where they are used, each time, from a seed, and never cached.
 
 from __future__ import annotations
 
-import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 
-from kmbench.data import files
 from kmbench.errors import UsageError
 from kmbench.protocol import validate
-from kmbench.protocol.runner import LloydTask
+from kmbench.protocol.device import PinnedHost, cuda_status
+from kmbench.protocol.runner import Settings, check_settings
+from kmbench.tasks.lloyd import LloydTask
 
 GENERATE_ROWS = 1 << 21  # rows generated on the GPU per chunk
 HOST_SHARE = 0.9  # of the host's available memory the data may take
@@ -66,23 +66,21 @@ def fits_host(nbytes: int) -> tuple[bool, str]:
     return True, ""
 
 
-def add_protocol_arguments(parser, out_help: str) -> None:
-    """The options both plans share: the protocol's counts, the seed, where records and the table go."""
-    parser.add_argument("--iters", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--store", required=True, help="records.jsonl to append to")
-    parser.add_argument("--out", help=out_help)
+@dataclass(frozen=True)
+class Counts:
+    """What both plans share of the protocol (kmbench scale and out-of-core take the same
+    options for them): counted and warm-up runs, iterations, the seed of data and start."""
 
+    iters: int = 3
+    warmup: int = 1
+    repeats: int = 2
+    seed: int = 0
 
-def run_main(run, args) -> int:
-    """A plan's exit status: `run(args)`'s, or 2 with the one sentence of a usage error."""
-    try:
-        return run(args)
-    except UsageError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 2
+    def settings(self, k: int) -> Settings:
+        """The settings of every cell at this k, checked (a bad count is one sentence)."""
+        settings = Settings(k=k, iterations=self.iters, warmup=self.warmup, repeats=self.repeats, seed=self.seed)
+        check_settings(settings)
+        return settings
 
 
 @contextmanager
@@ -103,21 +101,12 @@ def host_points(n: int, d: int, what: str):
 
 
 def _pin(data: np.ndarray):
-    from impls.cuda import cuda_status
-
-    if not cuda_status()[0]:
-        return None
-    from impls.fast.stream import PinnedHost
-
-    return PinnedHost(data)
+    return PinnedHost(data) if cuda_status()[0] else None
 
 
-def finish(table: str, out: str | None, records: list[dict]) -> int:
-    """Write the table (atomically, where asked) and print it: 0 unless a cell is `mismatch`."""
-    if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        files.write_text_atomically(Path(out), table)
-    sys.stdout.write(table)
+def exit_status(records: list[dict]) -> int:
+    """What the commands exit with: 0 unless a cell's verdict is neither ok nor error nor skipped
+    (mismatch, approximate). A row that cannot run or fails is a cell like any, and the run goes on."""
     return 0 if all(r.get("status") in ("ok", "error", "skipped") for r in records) else 1
 
 

@@ -1,7 +1,7 @@
 """The out-of-core benchmark: Lloyd on data larger than the GPU's memory, each iteration set
 against the floor that no streamed iteration can beat, one host-to-device copy of the data.
 
-    python3 -m kmbench.plans.out_of_core --share 1.2,0.3 --d 128 --k 1024 \\
+    kmbench out-of-core --share 1.2,0.3 --d 128 --k 1024 \\
         --store results/<machine>/out-of-core/records.jsonl --out results/<machine>/out-of-core/table.md
 
 For each share, n is chosen so that the float32 points take that share of the GPU's total
@@ -17,13 +17,11 @@ error that says so.
 
 from __future__ import annotations
 
-import argparse
-import sys
-
+from kmbench import registry
 from kmbench.data.datasets import Dataset
-from kmbench.plans.in_memory import (InMemoryLloydTask, Lines, add_protocol_arguments, finish, gpu_blobs,
-                                     host_points, run_main)
-from kmbench.protocol.runner import Settings, check_settings
+from kmbench.errors import UsageError
+from kmbench.plans.in_memory import Counts, InMemoryLloydTask, Lines, gpu_blobs, host_points
+from kmbench.protocol.device import cuda_status
 from kmbench.protocol.task import run_cells
 
 
@@ -70,46 +68,46 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _arguments(argv):
-    parser = argparse.ArgumentParser(prog="python3 -m kmbench.plans.out_of_core", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--share", default="1.2", help="data size as shares of the GPU's memory, comma-separated")
-    parser.add_argument("--d", type=int, default=128)
-    parser.add_argument("--k", type=int, default=1024)
-    parser.add_argument("--centers", type=int, default=None, help="blobs (default: k)")
-    parser.add_argument("--impl", default="kmbench-gpu-stream,kmbench-gpu", help="rows, comma-separated")
-    add_protocol_arguments(parser, out_help="markdown table of this run's records")
-    return parser.parse_args(argv)
-
-
-def main(argv=None) -> int:
-    return run_main(_run, _arguments(argv))
-
-
-def _run(args) -> int:
+def gpu_memory_bytes() -> int:
+    """The GPU's total memory, which the shares are of."""
     import cupy
 
-    from kmbench.registry import select
+    return cupy.cuda.runtime.memGetInfo()[1]
 
-    settings = Settings(k=args.k, iterations=args.iters, warmup=args.warmup, repeats=args.repeats, seed=args.seed)
-    check_settings(settings)
-    impls = select(args.impl)
-    _, gpu_bytes = cupy.cuda.runtime.memGetInfo()
+
+def shares(text: str) -> list[float]:
+    """--share: data sizes as positive shares of the GPU's memory, comma-separated (1.2,0.3)."""
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or not all(value > 0 for value in values):
+        raise UsageError(f"--share takes positive numbers, comma-separated (e.g. 1.2,0.3); got {text!r}.")
+    return values
+
+
+def run(chosen: list[float], d: int, k: int, centers: int | None, impl: str, counts: Counts, store) -> list[dict]:
+    """Every share in turn: its data made in pinned host memory, every row of `impl` on them,
+    each record appended to `store` as it exists. Returns this run's records. The options are
+    checked before the GPU is asked for: a machine without one hears why in one sentence."""
+    settings = counts.settings(k)
+    impls = registry.select(impl)
+    ready, why = cuda_status()
+    if not ready:
+        raise UsageError(f"kmbench out-of-core makes its data on a GPU: {why}.")
+    gpu_bytes = gpu_memory_bytes()
     records = []
-    for share in (float(value) for value in args.share.split(",")):
-        records += _one_share(args, settings, impls, share, points_for(share, args.d, gpu_bytes))
-    return finish(markdown(records), args.out, records)
+    for share in chosen:
+        n = points_for(share, d, gpu_bytes)
+        records += _one_share(share, n, d, centers or k, settings, impls, store)
+    return records
 
 
-def _one_share(args, settings, impls, share: float, n: int) -> list[dict]:
+def _one_share(share: float, n: int, d: int, centers: int, settings, impls, store) -> list[dict]:
     """Its own function, so the data are gone before the next share's are made."""
-    with host_points(n, args.d, f"{share}x the GPU's memory") as data:
+    with host_points(n, d, f"{share}x the GPU's memory") as data:
         lines = Lines()
-        lines.note(f"generating {n:,} x {args.d} ({n * args.d * 4 / 1e9:.1f} GB, {share}x GPU memory)")
-        name, meta = gpu_blobs(n, args.d, args.centers or args.k, args.seed, data, share=share)
+        lines.note(f"generating {n:,} x {d} ({n * d * 4 / 1e9:.1f} GB, {share}x GPU memory)")
+        name, meta = gpu_blobs(n, d, centers, settings.seed, data, share=share)
         return run_cells(OutOfCoreTask(settings), [Dataset(name, data, None, meta)], impls,
-                         store=args.store, reporter=lines)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+                         store=store, reporter=lines)

@@ -16,6 +16,7 @@ from kmbench import registry
 from kmbench.data import cells, datasets, files, results
 from kmbench.protocol import environment, runner
 from kmbench.errors import UsageError
+from kmbench.tasks import lloyd
 
 BLOBS_DEFAULTS = {"d": 2, "centers": 5, "std": 1.0, "seed": 0, "dtype": "float32"}
 RADIAL_DEFAULTS = {"branches1": 10, "dist1": 20.0, "branches2": 5, "dist2": 2.0, "cluster_size": 20000,
@@ -150,7 +151,7 @@ def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=F
         if reporter:
             reporter.skip(len(step.impls) - len(todo))
         if todo:
-            records += runner.run(todo, [dataset], step.settings, store, reporter, data_dir)
+            records += lloyd.run(todo, [dataset], step.settings, store, reporter, data_dir)
     return records, skipped
 
 

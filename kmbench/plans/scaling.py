@@ -3,7 +3,7 @@
     radial-1e9     the radial tree, 1e9 x 2 (8 GB), k = 3 and 1000
     blobs-1e8x128  Gaussian blobs, 1e8 x 128 (51 GB), k = 1024
 
-    python3 -m kmbench.plans.scaling --gpus "0 0,1" \\
+    kmbench scale --gpus "0 0,1" \\
         --store results/<machine>/scaling/records.jsonl --out results/<machine>/scaling/scaling.md
 
 Every dataset is made once, in memory (the radial tree on the CPU by the same generator and
@@ -17,19 +17,16 @@ shrinks every n (0.01: a smoke run of the same code).
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from impls.dask_impl import GPUS_ENV
+from kmbench import registry
 from kmbench.data.datasets import Dataset, fill_radial, radial_centers, radial_name
 from kmbench.errors import UsageError
-from kmbench.plans.in_memory import (InMemoryLloydTask, Lines, add_protocol_arguments, finish, gpu_blobs,
-                                     host_points, run_main)
-from kmbench.protocol.runner import Settings, check_settings
+from kmbench.plans.in_memory import Counts, InMemoryLloydTask, Lines, gpu_blobs, host_points
+from kmbench.protocol.device import GPUS_ENV
 from kmbench.protocol.task import run_cells
 
 RADIAL = {"branches1": 10, "dist1": 20.0, "branches2": 5, "dist2": 2.0, "scale": 0.1}  # document 002's tree
@@ -84,71 +81,63 @@ def fill(workload: Workload, n: int, seed: int, out: np.ndarray) -> tuple[str, d
     return gpu_blobs(n, workload.d, max(workload.ks), seed, out)
 
 
-def _arguments(argv):
-    parser = argparse.ArgumentParser(prog="python3 -m kmbench.plans.scaling", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
-    parser.add_argument("--gpus", default="0", help="GPU sets, space-separated, each comma-separated: \"0 0,1\"")
-    parser.add_argument("--k", default=None, help="only these k, comma-separated (default: each workload's)")
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply every n (a smoke run: 0.01)")
-    parser.add_argument("--impl", default="kmbench-gpu-dask,dask-cuda", help="the rows run on each GPU set")
-    parser.add_argument("--alone", default="kmbench-gpu", help="the rows run once, on one GPU, without Dask")
-    add_protocol_arguments(parser, out_help="the strong-scaling table of the whole store, as markdown")
-    return parser.parse_args(argv)
+@dataclass(frozen=True)
+class Plan:
+    """Everything `kmbench scale` names, checked before any data are made."""
+
+    workloads: list[Workload]
+    sets: list[str]  # GPU sets, each a new cluster of the multi-GPU rows
+    alone: list  # rows run once, on one GPU, without Dask
+    spread: list  # rows run on each GPU set
+    only: set[int] | None  # only these k; None: each workload's
+    scale: float  # every n multiplied by this
+    counts: Counts
 
 
-def main(argv=None) -> int:
-    return run_main(_run, _arguments(argv))
-
-
-def _one_workload(args, workload: Workload, ks: list[int], sets, alone, spread, lines) -> list[dict]:
-    """Its own function, so the data are gone before the next workload's are made."""
-    n = rows_of(workload, args.scale)
-    records = []
-    with host_points(n, workload.d, f"{n:,} x {workload.d}") as data:
-        lines.note(f"making {n:,} x {workload.d} ({n * workload.d * 4 / 1e9:.1f} GB)")
-        name, meta = fill(workload, n, args.seed, data)
-        dataset = Dataset(name, data, None, meta)
-        for k in ks:
-            settings = Settings(k=k, iterations=args.iters, warmup=args.warmup, repeats=args.repeats, seed=args.seed)
-            check_settings(settings)
-            task = InMemoryLloydTask(settings)  # one oracle for every cell of this k
-            records += run_cells(task, [dataset], alone, store=args.store, reporter=lines)
-            for chosen in sets:
-                os.environ[GPUS_ENV] = chosen
-                lines.note(f"GPU set {chosen}")
-                records += run_cells(task, [dataset], spread, store=args.store, reporter=lines)
-    return records
-
-
-def _plan(args) -> tuple[list[Workload], list[str], list, list, set[int] | None]:
-    """Everything the arguments name, checked before any data are made."""
-    from kmbench.registry import select
-
-    unknown = [name for name in args.workload.split(",") if name not in WORKLOADS]
+def check(workload: str, gpus: str, k: str | None, alone: str, impl: str, scale: float = 1.0,
+          counts: Counts = Counts()) -> Plan:
+    """The plan the options name; an unknown name, a bad list or count is one sentence
+    (UsageError), before any data are made."""
+    unknown = [name for name in workload.split(",") if name not in WORKLOADS]
     if unknown:
         raise UsageError(f"unknown workload {', '.join(unknown)}; known: {', '.join(WORKLOADS)}.")
     try:
-        only = {int(k) for k in args.k.split(",")} if args.k else None
+        only = {int(one) for one in k.split(",")} if k else None
     except ValueError:
-        raise UsageError(f"--k takes whole numbers, comma-separated; got {args.k!r}.") from None
-    return ([WORKLOADS[name] for name in args.workload.split(",")], gpu_sets(args.gpus),
-            select(args.alone) if args.alone else [], select(args.impl) if args.impl else [], only)
+        raise UsageError(f"--k takes whole numbers, comma-separated; got {k!r}.") from None
+    workloads = [WORKLOADS[name] for name in workload.split(",")]
+    for chosen in workloads:
+        rows_of(chosen, scale)
+    counts.settings(1)  # the counts; each k's settings are made again once its data are
+    return Plan(workloads, gpu_sets(gpus), registry.select(alone) if alone else [],
+                registry.select(impl) if impl else [], only, scale, counts)
 
 
-def _run(args) -> int:
-    from kmbench.data import results
-    from kmbench.report.scaling import markdown
-
-    workloads, sets, alone, spread, only = _plan(args)
+def run(plan: Plan, store) -> list[dict]:
+    """Every workload of the plan in turn, each k, the rows alone then each GPU set; every
+    record is appended to `store` as it exists. Returns this run's records."""
     lines = Lines()
     records = []
-    for workload in workloads:
-        ks = [k for k in workload.ks if only is None or k in only]
+    for workload in plan.workloads:
+        ks = [k for k in workload.ks if plan.only is None or k in plan.only]
         if ks:
-            records += _one_workload(args, workload, ks, sets, alone, spread, lines)
-    return finish(markdown(results.load(args.store)), args.out, records)
+            records += _one_workload(plan, workload, ks, store, lines)
+    return records
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _one_workload(plan: Plan, workload: Workload, ks: list[int], store, lines: Lines) -> list[dict]:
+    """Its own function, so the data are gone before the next workload's are made."""
+    n = rows_of(workload, plan.scale)
+    records = []
+    with host_points(n, workload.d, f"{n:,} x {workload.d}") as data:
+        lines.note(f"making {n:,} x {workload.d} ({n * workload.d * 4 / 1e9:.1f} GB)")
+        name, meta = fill(workload, n, plan.counts.seed, data)
+        dataset = Dataset(name, data, None, meta)
+        for k in ks:
+            task = InMemoryLloydTask(plan.counts.settings(k))  # one oracle for every cell of this k
+            records += run_cells(task, [dataset], plan.alone, store=store, reporter=lines)
+            for chosen in plan.sets:
+                os.environ[GPUS_ENV] = chosen
+                lines.note(f"GPU set {chosen}")
+                records += run_cells(task, [dataset], plan.spread, store=store, reporter=lines)
+    return records

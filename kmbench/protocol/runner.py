@@ -1,5 +1,9 @@
 """Run the fair protocol: same problem for everyone, warm-up, counted repeats, validation,
-one record per cell. A cell that fails becomes a record with status `error`; the run goes on."""
+one record per cell. A cell that fails becomes a record with status `error`; the run goes on.
+
+This is Lloyd's measuring (run_cell) and judging (judgement); the task that puts them to work,
+with its tables, is kmbench.tasks.lloyd's LloydTask, above report in the layering (a view is
+drawn with report's pieces, and the protocol may not import report)."""
 
 from __future__ import annotations
 
@@ -8,20 +12,20 @@ import traceback
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 
-from kmbench.data.datasets import Dataset, verified
+from kmbench.data.datasets import Dataset
 from kmbench.judge import trajectory
-from kmbench.protocol import Implementation, Problem, Result, ceilings, clock, explain, oracles, reference, validate
+from kmbench.protocol import Implementation, Problem, Result, ceilings, clock, explain, reference, validate
 from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
                                        make_problem)
-from kmbench.protocol.task import Task, run_cells, usable
+from kmbench.protocol.task import usable
 from kmbench.protocol.timing import spread_warning, summarize
 
 # Settings and problems are made in settings.py; callers read them from the runner that uses them.
-__all__ = ["INITS", "LloydTask", "Settings", "check_settings", "check_sizes", "choose_start", "gemm_floor",
-           "initial_centroids", "iteration_warnings", "judgement", "make_problem", "run", "run_cell", "usable"]
+__all__ = ["INITS", "Settings", "check_settings", "check_sizes", "choose_start", "describe_dataset", "gemm_floor",
+           "initial_centroids", "iteration_warnings", "judgement", "make_problem", "run_cell", "usable"]
 
-def _describe_dataset(dataset: Dataset) -> dict:
+def describe_dataset(dataset: Dataset) -> dict:
     meta = dataset.meta
     return {
         "name": dataset.name,
@@ -139,7 +143,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         "impl": impl.name,
         "label": impl.label or impl.name,
         "impl_source": impl.source,
-        "dataset": _describe_dataset(dataset),
+        "dataset": describe_dataset(dataset),
         "params": asdict(settings),
         "seeding": problem.seeding if problem is not None else {},
         "warnings": [],
@@ -231,53 +235,3 @@ def gemm_floor(problem: Problem, env: dict) -> dict | None:
     if problem.d <= ceilings.HIGH_DIM or not env.get("gpu"):
         return None
     return ceilings.gemm_floor(problem.n, problem.d, problem.k)
-
-
-def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings,
-        store=None, reporter=None, data_dir=None) -> list[dict]:
-    """Every implementation on every dataset; each record is stored as soon as it exists.
-    The oracle comes from the cache under `data_dir` where an earlier run left it."""
-    check_settings(settings)
-    datasets = [verified(dataset) for dataset in datasets]  # before any cell: a stale cache is refused
-    return run_cells(LloydTask(settings, data_dir), datasets, impls, store, reporter=reporter)
-
-
-class LloydTask(Task):
-    """Lloyd's algorithm under the fair protocol: a workload is a dataset; the settings (k,
-    iterations, stop rule, start) are the same for every row."""
-
-    name = "lloyd"
-
-    def __init__(self, settings: Settings | None = None, data_dir=None, comparisons=("seconds",),
-                 title="kmbench report"):
-        """settings: what every cell runs (not needed to render records)."""
-        self.settings, self.data_dir = settings, data_dir
-        self.comparisons, self.title = comparisons, title
-
-    def describe(self, dataset: Dataset) -> dict:
-        return {"dataset": _describe_dataset(dataset), "params": asdict(self.settings)}
-
-    def problem(self, dataset: Dataset) -> Problem:
-        return make_problem(dataset, self.settings)
-
-    def oracle(self, dataset: Dataset, problem: Problem, progress=None) -> validate.Oracle:
-        note = (lambda text: progress(f"{text} on {dataset.name}")) if progress else None
-        if note:
-            note("float64 reference")
-        return oracles.get(dataset, problem, self.data_dir, progress=note)[0]
-
-    def judge(self, result: Result, oracle: validate.Oracle, problem: Problem, impl: Implementation):
-        verdict = judgement([result], oracle, problem, impl)
-        return verdict.status, verdict.detail
-
-    def measure(self, impl, problem, oracle, dataset, run_id: str) -> dict:
-        return run_cell(impl, problem, oracle, dataset, self.settings, run_id, self.progress)
-
-    def floor(self, impls, problem: Problem, env: dict) -> dict:
-        floor = gemm_floor(problem, env)
-        return {"gemm_floor_s": floor} if floor else {}
-
-    def render(self, records: list[dict], suite=None, source: str = "") -> str:
-        from kmbench.report import export, report
-
-        return export.markdown(report.cells_frame(records), source, self.comparisons, title=self.title)

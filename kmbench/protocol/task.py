@@ -1,4 +1,4 @@
-"""What kmbench measures, as one small interface: a task. Lloyd (kmbench.protocol.runner's
+"""What kmbench measures, as one small interface: a task. Lloyd (kmbench.tasks.lloyd's
 LloydTask), one assignment pass (kmbench.tasks.assign's AssignTask) and many small problems
 (kmbench.tasks.batched's BatchedTask) each fill it in:
 

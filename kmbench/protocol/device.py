@@ -1,0 +1,69 @@
+"""What the harness and the rows both need to know of a GPU: whether CuPy can run kernels here
+(and if not, why, in one sentence), host memory page-locked for fast copies, and the names of
+the environment variables through which the harness tells the multi-GPU rows where to run.
+
+It lives in protocol, beside timing's CUDA events, because both sides reach it from there: the
+plans (which pin the data they make in memory, and pick each GPU set of a scaling run) may not
+import an implementation, and every row already imports the protocol.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kmbench.errors import ImplementationError
+
+# Set by the harness, read by the Dask rows (impls/dask_impl.py, impls/dask_nccl.py).
+SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"  # `kmbench run --scheduler ADDRESS`: a running cluster
+GPUS_ENV = "KMBENCH_DASK_GPUS"  # `kmbench scale --gpus`: this GPU set ("0" or "0,1") for a new cluster
+
+
+def cuda_status() -> tuple[bool, str]:
+    """Whether CuPy can run kernels here, and if not, why (one sentence)."""
+    try:
+        import cupy
+    except ImportError:
+        return False, "CuPy is not installed (pip install 'kmbench[cuda12]' or 'kmbench[cuda13]')"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDARuntimeError when no driver or no device
+        return False, f"no usable NVIDIA GPU ({str(exc).strip() or type(exc).__name__})"
+    if count < 1:
+        return False, "no NVIDIA GPU visible"
+    return True, ""
+
+
+class PinnedHost:
+    """A host array's own memory, page-locked so the copy engine reads it at the link's full
+    rate (pageable memory went at 8 GB/s on the H100 machine, pinned at 50); release() unpins
+    it. Memory someone already pinned is used as it is and left pinned."""
+
+    def __init__(self, array: np.ndarray):
+        import cupy
+
+        if not array.flags.c_contiguous:
+            raise ImplementationError("streamed points must be one C-contiguous block of host memory")
+        self.array = array
+        self._pinned_here = not is_pinned(array)
+        if self._pinned_here:
+            try:
+                cupy.cuda.runtime.hostRegister(array.ctypes.data, array.nbytes, 0)
+            except cupy.cuda.runtime.CUDARuntimeError as exc:
+                raise ImplementationError(f"cannot pin the {array.nbytes / 2**30:.1f} GiB of points in host "
+                                          f"memory for streaming ({exc})") from None
+
+    def release(self) -> None:
+        import cupy
+
+        if self._pinned_here:
+            self._pinned_here = False
+            cupy.cuda.runtime.hostUnregister(self.array.ctypes.data)
+
+
+def is_pinned(array: np.ndarray) -> bool:
+    import cupy
+
+    try:  # cudaMemoryTypeHost: page-locked host memory the runtime knows of
+        return cupy.cuda.runtime.pointerGetAttributes(array.ctypes.data).type == 1
+    except cupy.cuda.runtime.CUDARuntimeError:
+        return False
