@@ -130,7 +130,6 @@ class YinyangGpu(KmbenchGpu):
 
         self.check(problem)
         n, d, k = problem.n, problem.d, problem.k
-        self._strategy = "gemm"
         self._groups = group_count(k)
         phases: dict[str, float] = {}
         with host_region(phases, "compile"):
@@ -142,7 +141,10 @@ class YinyangGpu(KmbenchGpu):
             for kernel in self._kernels.values():
                 kernel.compile()
         with host_region(phases, "upload"):
-            self._upload(problem)
+            self._upload_points(problem)  # kmbench-gpu's centred points, shift and changed counter
+            self._labels = cupy.full(n, -1, dtype=cupy.int32)
+            self._centroids = cupy.empty((k, d), dtype=cupy.float32)
+            self._centroids64 = cupy.empty((k, d), dtype=cupy.float64)
             self._point_norms = self._norms_chunked(problem)
             self._upper = cupy.empty(n, dtype=cupy.float32)
             self._lower = cupy.empty((n, self._groups), dtype=cupy.float32)
@@ -344,9 +346,9 @@ class YinyangGpu(KmbenchGpu):
 
     def release(self) -> None:
         super().release()
-        for name in ("_tensor", "_point_norms", "_upper", "_lower", "_previous", "_counts", "_sums2d", "_active",
-                     "_active_count", "_norms", "_cmax", "_drift", "_group_drift", "_group_start", "_group_of",
-                     "_group_member"):
+        for name in ("_labels", "_centroids", "_centroids64", "_tensor", "_point_norms", "_upper", "_lower",
+                     "_previous", "_counts", "_sums2d", "_active", "_active_count", "_norms", "_cmax", "_drift",
+                     "_group_drift", "_group_start", "_group_of", "_group_member"):
             self.__dict__.pop(name, None)
 
     def bytes_per_iteration(self, problem: Problem):
