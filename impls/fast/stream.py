@@ -156,7 +156,7 @@ class KmbenchGpuStream(KmbenchGpu):
         rows = chunk_rows(n, d)
         needed = 2 * rows * d * 4 + n * 4 + k * (d + 1) * 24
         if self.strategy_for(problem) == "tensor":
-            from impls.fast.tensor_path import device_bytes, tensor_status
+            from impls.fast.tensor_settings import device_bytes, tensor_status
 
             ready, why = tensor_status()
             if not ready:

@@ -33,7 +33,8 @@ import os
 import numpy as np
 
 from impls.fast import GEMM_ROWS, TILED_MAX_DIM, KmbenchGpu, _matmul_precision
-from impls.fast.tensor_path import MAX_POINTS, TensorPath, device_bytes, tensor_status
+from impls.fast.tensor_path import TensorPath
+from impls.fast.tensor_settings import MAX_POINTS, device_bytes, tensor_status
 from impls.yinyang.groups import group_count, group_layout
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done

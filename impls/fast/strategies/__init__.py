@@ -54,7 +54,7 @@ def choose(problem: Problem, tf32: bool = False, force: str | None = None) -> st
     if force:
         return force
     if problem.d > TILED_MAX_DIM:
-        from impls.fast.tensor_path import tensor_status
+        from impls.fast.tensor_settings import tensor_status
 
         return strategy(problem.n, problem.d, problem.k, tensor_cores=tensor_status()[0])
     return strategy(problem.n, problem.d, problem.k)

@@ -19,7 +19,7 @@ class Tensor(Strategy):
     @classmethod
     def memory(cls, problem: Problem) -> int:
         """The path's own buffers; it refuses where Triton cannot run or n passes int32."""
-        from impls.fast.tensor_path import MAX_POINTS, device_bytes, tensor_status
+        from impls.fast.tensor_settings import MAX_POINTS, device_bytes, tensor_status
 
         ready, why = tensor_status()
         if not ready:
