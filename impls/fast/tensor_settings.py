@@ -20,7 +20,7 @@ def default_tilings(d: int) -> tuple[tuple, tuple]:
     """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages) of certified_assign and of
     exact_assign for d; BLOCK_D >= d keeps the rows on chip. The re-check streams its rows in
     chunks of 32 at every d: it holds two copies of them (FP32 and TF32), and on chip they cost
-    it 3.6x at 1e6 x 128 (`tensor_experiments rechecks`, NOTES.md)."""
+    it 3.6x at 1e6 x 128 (`bench/tensor_experiments.py rechecks`, NOTES.md)."""
     pad = 1 << max(4, (d - 1).bit_length())
     exact = (64, 128, 32, 4, 3)
     if pad <= WHOLE_MAX_DIM:
