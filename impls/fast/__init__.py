@@ -22,9 +22,11 @@ import os
 import numpy as np
 
 from impls.cuda import GpuImplementation
+# Besides what the adapter uses, the names that tests, stream.py, dask_nccl.py, yinyang,
+# triton_lloyd and bench/ import from impls.fast; each has its home in a strategy module.
 from impls.fast.strategies import (KINDS, STRATEGIES, Strategy, choose, kind_of, make, pass_strategy,  # noqa: F401
                                    strategy)
-from impls.fast.strategies.base import BLOCK, BLOCKS_PER_SM, multiprocessors  # noqa: F401
+from impls.fast.strategies.base import BLOCK, BLOCKS_PER_SM  # noqa: F401
 from impls.fast.strategies.base import SOURCES as HERE  # noqa: F401
 from impls.fast.strategies.gemm import GEMM_ROWS  # noqa: F401
 from impls.fast.strategies.lowd import (DIRECT_MAX_DIM, SMALL_DIM, TILED_MAX_DIM, points_per_thread,  # noqa: F401
