@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from impls.fast import BLOCK, BLOCKS_PER_SM, MAX_K, TILED_MAX_DIM, KmbenchGpu, pass_strategy
+from impls.fast import MAX_K, TILED_MAX_DIM, KmbenchGpu, make, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
 from kmbench.protocol.device import PinnedHost  # the harness pins the data it makes, too
@@ -121,7 +121,7 @@ class KmbenchGpuStream(KmbenchGpu):
         rows = chunk_rows(n, d)
         needed = 2 * rows * d * 4 + n * 4 + k * (d + 1) * 24
         if self.strategy_for(problem) == "tensor":
-            from impls.fast.tensor_path import device_bytes, tensor_status
+            from impls.fast.tensor_settings import device_bytes, tensor_status
 
             ready, why = tensor_status()
             if not ready:
@@ -142,6 +142,7 @@ class KmbenchGpuStream(KmbenchGpu):
         self.check(problem)
         n, d = problem.n, problem.d
         self._strategy = self.strategy_for(problem)
+        chosen = self._chosen = make(self._strategy, d, problem.k, order=self._tensor_order)
         phases: dict[str, float] = {}
         with host_region(phases, "convert"):  # a float64 dataset is streamed as float32 (a copy)
             host = np.ascontiguousarray(problem.data, dtype=np.float32)
@@ -159,7 +160,9 @@ class KmbenchGpuStream(KmbenchGpu):
                 self._shift_gpu = cupy.asarray(self._shift)
                 self._compute.synchronize()
             with host_region(phases, "compile"):
-                self._allocate(problem)
+                chosen.compile()
+                # The strategy's points are one chunk, centred (load_chunk fills them).
+                chosen.allocate(cupy.zeros((self._rows, d), dtype=cupy.float32), self._changed, labels=False)
                 self._warm_up(problem)
                 self._compute.synchronize()
             with host_region(phases, "copy floor"):
@@ -168,27 +171,8 @@ class KmbenchGpuStream(KmbenchGpu):
         self._info = {"strategy": self._strategy, "streamed": True, "chunk_rows": self._rows,
                       "chunks": len(chunks(n, self._rows)), "chunk_bytes": self._rows * d * 4,
                       "host_memory": "pinned in place" if self._pinned._pinned_here else "already pinned",
-                      "copy_floor_s": self._copy_floor, "cupy": cupy.__version__, "distance": self._distance_form(),
-                      **(self._tensor_info() if self._strategy == "tensor" else
-                         {"points_per_thread": self._points, "block_size": BLOCK}),
-                      "precision": ("tf32 certified by a bound, fp32 re-check, float64 sums"
-                                    if self._strategy == "tensor" else "fp32, float64 sums")}
-
-    def _allocate(self, problem: Problem) -> None:
-        import cupy
-
-        d, k = problem.d, problem.k
-        if self._strategy == "tensor":
-            from impls.fast.tensor_path import TensorPath
-
-            self._tensor = TensorPath(cupy.zeros((self._rows, d), dtype=cupy.float32), k, self._changed)
-            self._centroids64 = self._tensor.centroids64
-            return
-        self._compile_lowd(d)
-        self._x = cupy.empty((self._rows, d), dtype=cupy.float32)  # a chunk, centred
-        self._allocate_centroids(k, d)
-        sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
-        self._most_blocks = sms * BLOCKS_PER_SM
+                      "copy_floor_s": self._copy_floor, "cupy": cupy.__version__, "distance": chosen.distance,
+                      **chosen.pass_info(), "precision": chosen.precision}
 
     def _warm_up(self, problem: Problem) -> None:
         """Every kernel compiled (NVRTC, Triton) on the first chunk, outside the timed region."""
@@ -201,49 +185,29 @@ class KmbenchGpuStream(KmbenchGpu):
         for track in (False, True):
             self._load(first, 0)
             self._process(0, m, track)
-            self._finish_iteration()
+            self._chosen.finish_pass()
 
     # ------------------------------------------------------------------ one iteration
 
     def _start(self, start: np.ndarray, track: bool) -> None:
-        if self._strategy == "tensor":
-            self._tensor.start(start)
-        else:
-            self._start_lowd(start)
+        self._chosen.start(start, track)
         if track:
             self._previous.fill(-1)
 
     def _load(self, raw, first: int) -> None:
-        """A chunk as stored, centred into the kernels' buffer (the slot is free after this)."""
-        import cupy
-
-        if self._strategy == "tensor":
-            self._tensor.load_chunk(raw, self._shift_gpu)
-        else:
-            cupy.subtract(raw, self._shift_gpu, out=self._x[:raw.shape[0]])
+        """A chunk as stored, centred into the strategy's buffer (the slot is free after this)."""
+        self._chosen.load_chunk(raw, self._shift_gpu)
 
     def _process(self, first: int, m: int, track: bool) -> None:
         """The loaded chunk's labels and sums."""
-        previous = self._previous[first:first + m]
-        if self._strategy == "tensor":
-            self._tensor.assign()
-            self._tensor.accumulate(track, previous)
-            return
-        per_block = BLOCK * (self._points if self._strategy == "tiled" else 1)
-        blocks = int(max(1, min(-(-m // per_block), self._most_blocks)))
-        self._assign_lowd(self._x, m, self._centroids.shape[0], previous if track else None, blocks)
-
-    def _finish_iteration(self) -> None:
-        if self._strategy == "tensor":
-            self._tensor.finish_streamed()
-        else:
-            self._finish_lowd(self._centroids.shape[0])
+        self._chosen.add_chunk(m, track, self._previous[first:first + m])
 
     # ------------------------------------------------------------------ the timed run
 
     def run(self, problem: Problem) -> Result:
         import cupy
 
+        chosen = self._chosen
         start = np.asarray(problem.initial_centroids, dtype=np.float64) - self._shift.astype(np.float64)
         track = problem.tol is not None
         changed = np.frombuffer(self._changed_host, dtype=np.uint64, count=1)
@@ -254,13 +218,12 @@ class KmbenchGpuStream(KmbenchGpu):
             self._compute.synchronize()
             region = CudaEventRegion()
             with region:
-                if self._strategy == "tensor" and self._tensor_order:
-                    self._tensor.order_by_neighbourhood()
+                chosen.before_iterations()
                 for done in range(1, problem.iterations + 1):
                     if track:
                         self._changed.fill(0)
                     self._chunks.sweep(self._load, lambda first, m: self._process(first, m, track))
-                    self._finish_iteration()
+                    chosen.finish_pass()
                     if track:
                         self._changed.data.copy_to_host_async(changed.ctypes.data, 8)
                         self._compute.synchronize()
@@ -268,14 +231,10 @@ class KmbenchGpuStream(KmbenchGpu):
                             break
             phases["iterate"] = region.seconds()
             with host_region(phases, "download"):
-                final = self._tensor.centroids_in_order() if self._strategy == "tensor" else self._centroids64
-                centroids = cupy.asnumpy(final) + self._shift.astype(np.float64)
+                centroids = cupy.asnumpy(chosen.final_centroids()) + self._shift.astype(np.float64)
         notes = [f"streamed from pinned host memory in {len(chunks(problem.n, self._rows))} chunks per iteration; "
                  f"the copies alone take {self._copy_floor * 1e3:.1f} ms per pass"]
-        if self._strategy == "tensor":
-            rechecked = self._tensor.rechecked()
-            notes.append(f"points re-checked in FP32 (TF32 margin inside the bound): {rechecked} of "
-                         f"{problem.n * done} assignments ({rechecked / max(1, problem.n * done):.2%})")
+        notes += chosen.after_run(problem, done)[0]  # its notes; the streamed record never took its fields
         return Result(centroids=centroids, iterations=done, phases=phases, notes=notes)
 
     # ------------------------------------------------------------------ bookkeeping
@@ -287,7 +246,7 @@ class KmbenchGpuStream(KmbenchGpu):
 
             cupy.cuda.Device().synchronize()  # no copy may still be reading it
             pinned.release()
-        for name in ("_chunks", "_compute", "_previous", "_shift_gpu", "_x"):
+        for name in ("_chunks", "_compute", "_previous", "_shift_gpu"):
             self.__dict__.pop(name, None)
         super().release()
 

@@ -7,10 +7,10 @@ bound keeps its label without a single distance (global filter); otherwise only 
 whose bound is below the point's best distance are searched (group filter). The assignments
 are Lloyd's, every iteration: every bound carries a margin for float32 rounding (yinyang.cu).
 
-- Groups: t = ceil(k / 10) (kmcuda's default ratio), found by five float64 Lloyd iterations
-  on the initial centroids, inside the timed region (the grouping is part of Yinyang's cost).
-  Centroids are renumbered so that each group is a contiguous range; the answer is
-  renumbered back.
+- Groups (groups.py): t = ceil(k / 10) (kmcuda's default ratio), found by five float64 Lloyd
+  iterations on the initial centroids, inside the timed region (the grouping is part of
+  Yinyang's cost). Centroids are renumbered so that each group is a contiguous range; the
+  answer is renumbered back.
 - The first iteration, and any iteration in which more than `gemm_fraction` of the points
   pass the global filter, assigns every point densely; otherwise a warp per active point
   computes exact distances to the groups it must. Dense assignment is kmbench-gpu's exact
@@ -28,28 +28,23 @@ chunk of scores (65,536 x k floats) and the float64 sums.
 
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
 
 from impls.fast import GEMM_ROWS, TILED_MAX_DIM, KmbenchGpu, _matmul_precision
-from impls.fast.tensor_path import MAX_POINTS, TensorPath, device_bytes, tensor_status
+from impls.fast.tensor_path import TensorPath
+from impls.fast.tensor_settings import MAX_POINTS, device_bytes, tensor_status
+from impls.yinyang.groups import group_count, group_layout
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
 from kmbench.protocol.timing import CudaEventRegion, host_region
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GROUP_RATIO = 0.1  # groups per centroid, as kmcuda's yinyang_t
-GROUPING_ITERATIONS = 5
 WARPS_PER_BLOCK = 8
 GEMM_FRACTION = 0.3  # above this share of active points, GEMM rows beat the group filter
 MODES = ("auto", "gemm", "filter")
 DENSE = ("auto", "tensor", "gemm")
-
-
-def group_count(k: int) -> int:
-    return max(1, math.ceil(k * GROUP_RATIO))
 
 
 def slack_factor(d: int) -> float:
@@ -57,25 +52,6 @@ def slack_factor(d: int) -> float:
     of d terms is within d * 2^-24 of exact relative to the sum of |x_i c_i| (any summation
     order), and the norms and the subtraction add a few units more."""
     return (d + 8) * 2.0 ** -23
-
-
-def group_centroids(start, groups: int, iterations: int = GROUPING_ITERATIONS):
-    """Group labels for the k centroids (cupy float64 array): Lloyd on the centroids themselves,
-    started from every (k / groups)-th one; an emptied group keeps its centre."""
-    import cupy
-
-    k = start.shape[0]
-    centres = start[(cupy.arange(groups) * k) // groups].copy()
-    squares = (start * start).sum(axis=1)[:, None]
-    owner = cupy.zeros(k, dtype=cupy.int64)
-    for _ in range(iterations):
-        owner = (squares - 2 * start @ centres.T + (centres * centres).sum(axis=1)[None, :]).argmin(axis=1)
-        members = cupy.zeros((groups, k))
-        members[owner, cupy.arange(k)] = 1.0
-        counts = members.sum(axis=1)
-        filled = counts > 0
-        centres[filled] = (members @ start)[filled] / counts[filled, None]
-    return owner
 
 
 class YinyangGpu(KmbenchGpu):
@@ -130,7 +106,6 @@ class YinyangGpu(KmbenchGpu):
 
         self.check(problem)
         n, d, k = problem.n, problem.d, problem.k
-        self._strategy = "gemm"
         self._groups = group_count(k)
         phases: dict[str, float] = {}
         with host_region(phases, "compile"):
@@ -142,7 +117,10 @@ class YinyangGpu(KmbenchGpu):
             for kernel in self._kernels.values():
                 kernel.compile()
         with host_region(phases, "upload"):
-            self._upload(problem)
+            self._upload_points(problem)  # kmbench-gpu's centred points, shift and changed counter
+            self._labels = cupy.full(n, -1, dtype=cupy.int32)
+            self._centroids = cupy.empty((k, d), dtype=cupy.float32)
+            self._centroids64 = cupy.empty((k, d), dtype=cupy.float64)
             self._point_norms = self._norms_chunked(problem)
             self._upper = cupy.empty(n, dtype=cupy.float32)
             self._lower = cupy.empty((n, self._groups), dtype=cupy.float32)
@@ -248,19 +226,9 @@ class YinyangGpu(KmbenchGpu):
             .astype(cupy.float32).reshape(1)
 
     def _set_groups(self, start64) -> np.ndarray:
-        """Group the initial centroids and renumber them group by group; returns the order
-        (internal index -> the harness's index)."""
-        import cupy
-
-        owner = group_centroids(start64, self._groups)
-        order = cupy.argsort(owner, kind="stable")
-        sizes = cupy.bincount(owner, minlength=self._groups)
-        self._group_start = cupy.concatenate([cupy.zeros(1, dtype=cupy.int64), cupy.cumsum(sizes)]).astype(cupy.int32)
-        self._group_of = owner[order].astype(cupy.int32)
-        # group x member table (-1 pads) for each group's largest drift
-        widest = int(sizes.max())
-        member = self._group_start[:-1, None] + cupy.arange(widest, dtype=cupy.int32)[None, :]
-        self._group_member = cupy.where(member < self._group_start[1:, None], member, -1)
+        """Group the initial centroids and renumber them group by group (groups.group_layout);
+        returns the order (internal index -> the harness's index)."""
+        order, self._group_start, self._group_of, self._group_member = group_layout(start64, self._groups)
         return order
 
     # ------------------------------------------------------------------ the timed run
@@ -344,9 +312,9 @@ class YinyangGpu(KmbenchGpu):
 
     def release(self) -> None:
         super().release()
-        for name in ("_tensor", "_point_norms", "_upper", "_lower", "_previous", "_counts", "_sums2d", "_active",
-                     "_active_count", "_norms", "_cmax", "_drift", "_group_drift", "_group_start", "_group_of",
-                     "_group_member"):
+        for name in ("_labels", "_centroids", "_centroids64", "_tensor", "_point_norms", "_upper", "_lower",
+                     "_previous", "_counts", "_sums2d", "_active", "_active_count", "_norms", "_cmax", "_drift",
+                     "_group_drift", "_group_start", "_group_of", "_group_member"):
             self.__dict__.pop(name, None)
 
     def bytes_per_iteration(self, problem: Problem):

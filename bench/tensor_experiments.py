@@ -1,11 +1,14 @@
-"""The experiments behind the tensor-core path's section of NOTES.md (GPU machine):
+"""The experiments behind the tensor-core path's section of impls/fast/NOTES.md (GPU machine),
+run from the repository root with it on the path:
 
-    python3 -m impls.fast.tensor_experiments check     # small shapes, every cell validated
-    python3 -m impls.fast.tensor_experiments tilings   # 1e6 x 128, k = 1024: tilings of the
-                                                       # TF32 pass, beside flash-kmeans
-    python3 -m impls.fast.tensor_experiments shapes    # the embeddings issue's five shapes
-    python3 -m impls.fast.tensor_experiments rechecks  # tilings of the re-check
-    python3 -m impls.fast.tensor_experiments wide      # tilings of the TF32 pass, d > 128
+    python3 bench/tensor_experiments.py check     # small shapes, every cell validated
+    python3 bench/tensor_experiments.py tilings   # 1e6 x 128, k = 1024: tilings of the
+                                                  # TF32 pass, beside flash-kmeans
+    python3 bench/tensor_experiments.py shapes    # the embeddings issue's five shapes
+    python3 bench/tensor_experiments.py dense     # GPU rows on dense data, k in the hundreds
+    python3 bench/tensor_experiments.py breakdown # per kernel, per iteration, each re-check
+    python3 bench/tensor_experiments.py rechecks  # tilings of the re-check
+    python3 bench/tensor_experiments.py wide      # tilings of the TF32 pass, d > 128
 
 Tilings are set through KMBENCH_TENSOR_TILING in this process only; the benchmark itself is
 `kmbench reproduce embeddings`."""
@@ -17,8 +20,8 @@ import sys
 
 import numpy as np
 
+from fast_experiments import show  # beside this script
 from impls.fast import KmbenchGpu
-from impls.fast.experiments import show
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset, blobs
 
@@ -128,7 +131,7 @@ def breakdown() -> None:
         impl = KmbenchGpu(force_strategy="tensor")
         impl.use_graph = False
         impl.prepare(problem)
-        path = impl._tensor
+        path = impl._chosen.path  # the tensor strategy's TensorPath
         path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
         events = [cupy.cuda.Event() for _ in range(4)]
         for iteration in range(8):
@@ -162,7 +165,7 @@ def _pass_times(problem, setting: str, value: str, iterations: int = 6) -> tuple
         impl.prepare(problem)
     finally:
         os.environ.pop(setting, None)
-    path = impl._tensor
+    path = impl._chosen.path  # the tensor strategy's TensorPath
     path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
     events = [cupy.cuda.Event() for _ in range(3)]
     passes, rechecks = [], []

@@ -1,9 +1,10 @@
-"""The experiments behind NOTES.md, on a GPU machine (each validates against the oracle):
+"""The experiments behind impls/triton_lloyd/NOTES.md, on a GPU machine (each validates
+against the oracle), run from the repository root with it on the path:
 
-    python3 -m impls.triton_lloyd.experiments shapes  # triton-fused beside kmbench-gpu, d = 2
-                                                      # (k = 5 to 1000), d = 64 and d = 408
-    python3 -m impls.triton_lloyd.experiments blocks  # the low-d path's block shapes and warps
-                                                      # at 1e7 points, k = 32 and 1000
+    python3 bench/triton_experiments.py shapes  # triton-fused beside kmbench-gpu, d = 2
+                                                # (k = 5 to 1000), d = 64 and d = 408
+    python3 bench/triton_experiments.py blocks  # the low-d path's block shapes and warps
+                                                # at 1e7 points, k = 32 and 1000
 
 They patch the adapter (tiling, warps) in this process only; the benchmark itself is
 `kmbench run ... --impl kmbench-gpu,triton-fused,...` (results/nvidia-h100/triton-keops/)."""
@@ -11,8 +12,8 @@ They patch the adapter (tiling, warps) in this process only; the benchmark itsel
 import sys
 
 import impls.triton_lloyd as fused
+from fast_experiments import cell, show  # beside this script
 from impls.fast import KmbenchGpu
-from impls.fast.experiments import cell, show
 from kmbench.data.datasets import blobs
 
 SHAPES = [(10**7, 2, 5), (10**7, 2, 32), (10**7, 2, 100), (10**7, 2, 1000), (10**6, 64, 1000),

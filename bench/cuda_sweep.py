@@ -1,10 +1,10 @@
 """Tuning sweep for the CUDA versions, one device call: every variant is validated against
 the oracle and timed with the harness's protocol (CUDA events, warm-up, repeats).
 
-    python3 -m impls.cuda.sweep [--iters 100] [--repeats 3]
+    python3 bench/cuda_sweep.py [--iters 100] [--repeats 3]   # from the repository root, on the path
 
 Prints one line per variant: n, k, version, block size, points per thread, status and
-microseconds per iteration. NOTES.md records what the sweeps found.
+microseconds per iteration. impls/cuda/NOTES.md records what the sweeps found.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ turn its CSV into a markdown table:
 
     ncu --csv --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,\\
         sm__inst_issued.avg.pct_of_peak_sustained_active -k regex:assign_ \\
-        python3 -m impls.assign_ladder.profile > ncu.csv
-    python3 -m impls.assign_ladder.profile --summarize ncu.csv > ncu.md
+        python3 bench/assign_ladder_profile.py > ncu.csv
+    python3 bench/assign_ladder_profile.py --summarize ncu.csv > ncu.md
 
 Nsight Compute flushes the caches before each kernel and fixes the clocks, so its durations
 are of a pass from DRAM at base clock: longer than the suite's back-to-back graph timings.

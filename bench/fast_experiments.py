@@ -1,13 +1,15 @@
-"""The experiments behind NOTES.md, on a GPU machine (each validates against the oracle):
+"""The experiments behind impls/fast/NOTES.md, on a GPU machine (each validates against the
+oracle), run from the repository root with it on the path:
 
-    python3 -m impls.fast.experiments sweep   # resident at 1e5 points, k = 5: time per
+    python3 bench/fast_experiments.py sweep   # resident at 1e5 points, k = 5: time per
                                               # iteration against the number of blocks
-    python3 -m impls.fast.experiments tiled   # tiled at 1M points, k = 1000: 4 or 8 points
+    python3 bench/fast_experiments.py tiled   # tiled at 1M points, k = 1000: 4 or 8 points
                                               # per thread, centroid loop unrolled or not
-    python3 -m impls.fast.experiments highd   # 300k x 408, k = 5000: FP32, TF32, torch
+    python3 bench/fast_experiments.py highd   # 300k x 408, k = 5000: FP32, TF32, torch
 
-They patch the adapter (grid size, points per thread, a copy of the sources) in this process
-only; the benchmark itself is `kmbench reproduce fast-gpu`."""
+They patch the strategies (grid size, points per thread, a copy of the sources) in this
+process only; the benchmark itself is `kmbench reproduce fast-gpu`. tensor_experiments.py and
+triton_experiments.py beside this file use its cell and show."""
 
 import shutil
 import sys
@@ -15,6 +17,8 @@ import tempfile
 from pathlib import Path
 
 import impls.fast as fast
+from impls.fast.strategies import base, lowd
+from impls.fast.strategies.resident import Resident
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import blobs, radial
 
@@ -39,13 +43,13 @@ def show(tag: str, record: dict) -> None:
 def sweep() -> None:
     data = blobs(100_000)
     for blocks in (8, 16, 32, 64, 98, 132, 264):
-        fast.KmbenchGpu._grid = lambda self, problem, chosen=blocks: chosen
+        Resident.grid = lambda self, n, chosen=blocks: chosen
         show(f"resident 1e5 k=5 blocks={blocks}", cell(fast.KmbenchGpu(), data, 5, 300))
 
 
 def tiled() -> None:
     data = radial()
-    sources = fast.HERE
+    sources = base.SOURCES
     for points, unroll in ((4, False), (4, True), (8, True), (8, False)):
         folder = Path(tempfile.mkdtemp())
         for source in sources.glob("*.cu"):
@@ -54,8 +58,8 @@ def tiled() -> None:
             loop = "      for (int t = 0; t < count; ++t) {"
             text = (folder / "lowd.cu").read_text()
             (folder / "lowd.cu").write_text(text.replace(loop, "#pragma unroll 4\n" + loop))
-        fast.HERE = folder
-        fast.points_per_thread = lambda d, chosen=points: chosen
+        base.SOURCES = folder  # read at compile time
+        lowd.points_per_thread = lambda d, chosen=points: chosen
         show(f"tiled 1M k=1000 points={points} unroll={unroll}", cell(fast.KmbenchGpu(), data, 1000, 20))
 
 
