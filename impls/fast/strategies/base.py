@@ -64,10 +64,12 @@ class Strategy:
     def distance_form(cls, problem: Problem) -> str:
         """How the judge may hold its distances: "direct" where every one is |x - c|^2 computed
         as such (rounded at the size of the distance), else "any"."""
-        return "any"
+        return "direct" if cls.distance == "direct" else "any"
 
     @classmethod
     def fp32_per_distance(cls, problem: Problem) -> float:
+        if cls.distance == "direct":
+            return 2 * problem.d + 1  # d subtractions, d FMAs, the compare
         return problem.d + 1  # d FMAs, the compare
 
     # ------------------------------------------------------------------ one prepared problem

@@ -34,14 +34,6 @@ class Resident(Strategy):
             raise ImplementationError(f"strategy resident handles d <= {SMALL_DIM} and k * (d + 1) <= "
                                       f"{RESIDENT_SLOTS}")
 
-    @classmethod
-    def distance_form(cls, problem: Problem) -> str:
-        return "direct"
-
-    @classmethod
-    def fp32_per_distance(cls, problem: Problem) -> float:
-        return 2 * problem.d + 1  # d subtractions, d FMAs, the compare
-
     def compile(self) -> None:
         import cupy
 

@@ -24,13 +24,5 @@ class SmallK(LowD):
         if problem.k > SMALL_K or problem.d > SMALL_DIM:
             raise ImplementationError(f"strategy small-k handles k <= {SMALL_K} and d <= {SMALL_DIM}")
 
-    @classmethod
-    def distance_form(cls, problem: Problem) -> str:
-        return "direct"
-
-    @classmethod
-    def fp32_per_distance(cls, problem: Problem) -> float:
-        return 2 * problem.d + 1  # d subtractions, d FMAs, the compare
-
     def arguments(self, x, n: int, labels) -> tuple:
         return (x, np.int64(n), self.centroids, np.int32(self.k), self.sums, labels, self.changed)
