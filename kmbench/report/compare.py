@@ -134,9 +134,12 @@ def load_side(spec: str, option: str) -> list[dict]:
     if path.is_file():
         records = results.load(path)
     elif ":" in spec:
-        shown = subprocess.run(["git", "show", spec], capture_output=True)
-        if shown.returncode != 0:
+        try:
+            shown = subprocess.run(["git", "show", spec], capture_output=True)
             reason = shown.stderr.decode(errors="replace").strip().splitlines()
+        except OSError:  # no git on this machine
+            shown, reason = None, ["git is not installed"]
+        if shown is None or shown.returncode != 0:
             raise UsageError(f"{option} {spec!r} is no file, and git cannot show it as REV:path "
                              f"({reason[0] if reason else 'git failed'}).")
         with tempfile.TemporaryDirectory() as folder:
