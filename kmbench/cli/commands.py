@@ -20,7 +20,7 @@ from kmbench.errors import UsageError
 from kmbench.plans import plan, suite
 from kmbench.protocol import runner
 from kmbench.protocol.device import SCHEDULER_ENV
-from kmbench.report import export, report
+from kmbench.report import export, html, report
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
 from kmbench.tasks import lloyd, tasks
 
@@ -124,14 +124,17 @@ def run(
 @app.command("report")
 @friendly
 def report_cmd(
-    format: str = typer.Option("markdown", "--format", help="markdown, csv or json."),
+    format: str = typer.Option("markdown", "--format", help=escape("markdown, csv, json or html (one self-contained page of tables and charts; needs plotly: pip install 'kmbench[html]').")),
     out: Optional[Path] = typer.Option(None, "--out", help="Write here instead of the terminal."),
     plot: Optional[Path] = typer.Option(None, "--plot", help=escape("Also draw time per iteration to this PNG (needs matplotlib: pip install 'kmbench[plot]').")),
     store: Optional[Path] = Store,
 ):
     """Render tables from stored records: per dataset, and document 000's published table beside ours."""
-    if format not in export.FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(export.FORMATS)}; got {format!r}.")
+    exporters = {**export.FORMATS, "html": html.page}
+    if format not in exporters:
+        raise UsageError(f"--format must be one of {', '.join(exporters)}; got {format!r}.")
+    if format == "html":
+        html.require_plotly()  # before anything is read or written
     source = results.store_path(store)
     if not source.exists():
         raise UsageError(f"No record store at {source}: run `kmbench run` first or pass --store.")
@@ -141,7 +144,7 @@ def report_cmd(
     if out is not None:
         files.check_writable_file(out, "--out")
     cells = report.cells_frame(results.load(source))
-    write_text(export.FORMATS[format](cells, str(source)), out)
+    write_text(exporters[format](cells, str(source)), out)
     if plot is not None:
         errors.print(f"wrote {per_iteration_chart(cells, plot)}")
 
