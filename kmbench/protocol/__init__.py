@@ -158,5 +158,13 @@ class Implementation:
         record can say what fraction of the GPU's measured FP32 issue rate it reached."""
         return None
 
+    def arithmetic(self, problem: Problem) -> tuple[str, float] | None:
+        """What one distance evaluation costs, in the unit of the ceiling that bounds it:
+        ("fp32", FP32 instructions) from fp32_per_distance by default; rows whose distances are
+        tensor-core products declare ("tf32" or "fp16", FLOPs), 2 d a distance. The record's
+        compute floor is n k times this over the machine's measured rate of that unit."""
+        instructions = self.fp32_per_distance(problem)
+        return ("fp32", instructions) if instructions else None
+
     def release(self) -> None:
         """Free what `prepare` holds (device memory, say) before the next problem."""

@@ -205,6 +205,7 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
         bytes_per_iteration=impl.bytes_per_iteration(problem),
         roofline_on=impl.roofline_on,
         fp32_per_distance=impl.fp32_per_distance(problem),
+        arithmetic=ceilings.declared_arithmetic(impl.arithmetic(problem)),
         distance_evals_per_s=problem.k * problem.n * iterations / iterate.mean if iterate.mean else None,
         notes=last.notes + explain.empty_cluster_note(oracle, impl.relocates_empty_clusters),
         memory=watch.peaks(),
