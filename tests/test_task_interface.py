@@ -154,5 +154,5 @@ def test_every_task_releases_a_row_that_fails_and_records_the_error(name, tmp_pa
     task, workload = CASES[name][0]()
     (record,) = run_cells(task, [workload], [Fails()], tmp_path / "r.jsonl")
     assert (record["status"], record["detail"]) == ("error", "out of memory on the device")
-    assert "RuntimeError" in record["traceback"] and released == [True]
+    assert "RuntimeError" in record["traceback"] and released == [True] and "build" in record
     assert record["run_id"] and record["label"] and record["timestamp"]  # the one header, whatever went wrong

@@ -93,7 +93,8 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
         verdict = task.judge(measured.counted, oracle, problem, impl, progress)
         measured.validation = time.perf_counter() - judging
     except Exception as exc:
-        return {**record, **error_fields(exc)}
+        record.update(error_fields(exc))
+        return record  # with the build information `finally` adds
     finally:
         try:
             impl.release()

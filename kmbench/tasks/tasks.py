@@ -121,11 +121,15 @@ class SuiteTask(Task):
     def judge_one(self, result, oracle) -> tuple[str, str]:
         raise NotImplementedError
 
+    def measure(self, impl, problem, oracle, spec: dict, progress=None) -> dict:
+        """The one loop's fields, after the row's ladder step and description (skipped or not)."""
+        return {"step": getattr(impl, "step", None), "description": impl.description,
+                **super().measure(impl, problem, oracle, spec, progress)}
+
     def fields(self, impl, problem, oracle, measured, verdict) -> dict:
         status, detail = verdict
         stats = summarize(measured.times)
-        return {"step": getattr(impl, "step", None), "description": impl.description, "status": status,
-                "detail": detail, "repeats_done": len(measured.times),
+        return {"status": status, "detail": detail, "repeats_done": len(measured.times),
                 "times": {"run": stats.as_dict(), "values": measured.times, "setup": {"setup": measured.setup},
                           "setup_phases": impl.setup_phases()},
                 "seconds": stats.mean, **self.extra_fields(impl, problem, measured.counted[-1], stats)}
