@@ -20,7 +20,8 @@ from kmbench.errors import UsageError
 from kmbench.plans import plan, suite
 from kmbench.protocol import runner
 from kmbench.protocol.device import SCHEDULER_ENV
-from kmbench.report import export, report
+from kmbench.report import exporters, markdown, report
+from kmbench.report.contents import Contents
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
 from kmbench.tasks import lloyd, tasks
 
@@ -130,8 +131,8 @@ def report_cmd(
     store: Optional[Path] = Store,
 ):
     """Render tables from stored records: per dataset, and document 000's published table beside ours."""
-    if format not in export.FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(export.FORMATS)}; got {format!r}.")
+    if format not in exporters.FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(exporters.FORMATS)}; got {format!r}.")
     source = results.store_path(store)
     if not source.exists():
         raise UsageError(f"No record store at {source}: run `kmbench run` first or pass --store.")
@@ -140,10 +141,17 @@ def report_cmd(
         files.check_writable_file(plot, "--plot")
     if out is not None:
         files.check_writable_file(out, "--out")
-    cells = report.cells_frame(results.load(source))
-    write_text(export.FORMATS[format](cells, str(source)), out)
+    found = results.read(source)
+    contents = Contents(found, str(source), suites=_suites_of(found))
+    write_text(exporters.FORMATS[format](contents), out)
     if plot is not None:
-        errors.print(f"wrote {per_iteration_chart(cells, plot)}")
+        errors.print(f"wrote {per_iteration_chart(report.cells_frame(contents.of('lloyd')), plot)}")
+
+
+def _suites_of(found: list) -> dict:
+    """The shipped task suites the records are of, whose titles and published figures head their tables."""
+    names = {record.suite for record in found if record.task != "lloyd"} & set(suite.names())
+    return {name: suite.load(name) for name in names}
 
 
 @app.command("reproduce")
@@ -240,5 +248,5 @@ def sweep(
     require_matplotlib()
     records = execute_plan(steps, store, data_dir, force)
     cells = report.cells_frame(records)
-    write_text(export.markdown(cells, str(results.store_path(store)), comparisons=(), title="kmbench sweep"), out)
+    write_text(markdown.render(Contents(records, str(results.store_path(store)), "kmbench sweep", comparisons=())), out)
     write_plots(cells, ["sweep"], out.with_suffix(""))

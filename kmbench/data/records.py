@@ -43,7 +43,7 @@ def _build(cls, raw, where: str = ""):
     if not isinstance(raw, dict):
         raise RecordError(f"{where.rstrip('.') or 'the line'} is not an object")
     hints = typing.get_type_hints(cls)
-    named = {part.name: part for part in fields(cls) if part.name != "extra"}
+    named = {part.name: part for part in fields(cls) if part.name not in _BOOKKEEPING}
     values = {key: value for key, value in raw.items() if key in named and value is not None}
     for name, part in named.items():
         required = part.default is MISSING and part.default_factory is MISSING
@@ -56,25 +56,36 @@ def _build(cls, raw, where: str = ""):
             values[name] = _build(nested, values[name], f"{where}{name}.")
         elif required and not _is(values[name], hints[name]):
             raise RecordError(f"{where}{name} is {type(values[name]).__name__}, not {hints[name].__name__}")
-    return cls(**values, extra={key: value for key, value in raw.items() if key not in named})
+    return cls(**values, extra={key: value for key, value in raw.items() if key not in named},
+               given=frozenset(key for key in raw if key in named))
 
 
 def _is(value, kind: type) -> bool:
     return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
 
 
+_BOOKKEEPING = ("extra", "given")  # every part's two fields that are not keys of its own
+
+
+def _default(part):
+    if part.default is not MISSING:
+        return part.default
+    return part.default_factory() if part.default_factory is not MISSING else MISSING
+
+
 class _Part:
-    """What every record part shares: back to the object it was read from."""
+    """What every record part shares: back to the object it was read from. `extra` holds the
+    keys the part does not name, `given` the keys it was read with, so that writing it back
+    leaves out only what the object left out (a default it never said)."""
 
     extra: dict
+    given: frozenset
 
     def to_dict(self) -> dict:
-        """The object of this part: its fields (an optional one left out while it is None, as
-        the rows leave it out), then the keys it did not name."""
         out = {}
         for part in fields(self):
             value = getattr(self, part.name)
-            if part.name == "extra" or (value is None and part.default is None):
+            if part.name in _BOOKKEEPING or (part.name not in self.given and value == _default(part)):
                 continue
             out[part.name] = value.to_dict() if is_dataclass(value) else value
         return {**out, **self.extra}
@@ -90,6 +101,7 @@ class Statistic(_Part):
     std: float | None = None
     cv: float | None = None
     extra: dict = field(default_factory=dict, repr=False)
+    given: frozenset = field(default=frozenset(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -104,6 +116,7 @@ class Times(_Part):
     first_run: float | None = None
     phases: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict, repr=False)
+    given: frozenset = field(default=frozenset(), repr=False, compare=False)
 
     def phase_mean(self, name: str) -> float | None:
         """The mean seconds of one phase (the scaling rows' `communicate`), None where not timed."""
@@ -120,6 +133,7 @@ class DatasetInfo(_Part):
     dtype: str | None = None
     parameters: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict, repr=False)
+    given: frozenset = field(default=frozenset(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -133,6 +147,7 @@ class Params(_Part):
     stop: str = "iterations"
     tol: float = 0.0
     extra: dict = field(default_factory=dict, repr=False)
+    given: frozenset = field(default=frozenset(), repr=False, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +168,7 @@ class Record(_Part):
     build: dict = field(default_factory=dict)  # what the row declares it is built on, free-form per row
     env: dict = field(default_factory=dict)  # the machine, as kmbench.protocol.environment captures it
     extra: dict = field(default_factory=dict, repr=False)
+    given: frozenset = field(default=frozenset(), repr=False, compare=False)
 
     def to_dict(self) -> dict:
         out = super().to_dict()

@@ -1,7 +1,7 @@
 """The tasks beside Lloyd, as kmbench.protocol.task's interface fills them: "assign" (document
 001: one assignment pass, the kernel ladder) and "batched" (document 003: many small
 problems). Each has its problem, oracle and judge (kmbench.tasks.assign, kmbench.tasks.batched)
-and its tables (kmbench.tasks.task_export); the one runner, kmbench.protocol.task.run_cells,
+and its tables (kmbench.report.task_markdown); the one runner, kmbench.protocol.task.run_cells,
 measures them as it measures Lloyd, one record per (workload, implementation), marked with
 its task.
 
@@ -24,7 +24,7 @@ from kmbench.data import cells, results
 from kmbench.errors import UsageError
 from kmbench.protocol import environment, reference
 from kmbench.protocol.task import Task, measure_cell, run_cells, usable
-from kmbench.tasks import assign, batched, task_export
+from kmbench.tasks import assign, batched
 
 TASKS = ("assign", "batched")
 PROTOCOL_KEYS = {"repeats", "warmup", "budget_s", "checked_rows"}
@@ -131,7 +131,11 @@ class SuiteTask(Task):
                 **measure_cell(self, impl, problem, oracle, self.suite.repeats, self.suite.warmup, budgeted)}
 
     def render(self, records: list[dict], suite=None, source: str = "") -> str:
-        return task_export.markdown(suite or self.suite, records)
+        from kmbench.report import markdown  # as Lloyd's: only drawing the tables loads pandas
+        from kmbench.report.contents import Contents
+
+        chosen = suite or self.suite
+        return markdown.render(Contents(records, suites={chosen.name: chosen}))
 
 
 class AssignTask(SuiteTask):
