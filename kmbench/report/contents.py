@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from kmbench.data import records as typed_records
-from kmbench.data.records import Record
+from kmbench.data.records import Record, typed
 
 VIEWS = ("cells", "scaling", "out-of-core")
 
@@ -29,7 +28,7 @@ class Contents:
     def __post_init__(self):
         if self.view not in VIEWS:
             raise ValueError(f"no view {self.view!r}; the views are {', '.join(VIEWS)}")
-        self.records = [typed_records.typed(record) for record in self.records]
+        self.records = [typed(record) for record in self.records]
 
     def of(self, task: str) -> list[Record]:
         """The records of one task, in store order."""

@@ -1,5 +1,5 @@
 """Shape stored records into tables: one row per measured cell, and the published
-comparison of document 000. The exporters in `kmbench.report.export` render these frames."""
+comparison of document 000. The exporters (`kmbench.report.exporters`) render these frames."""
 
 from __future__ import annotations
 
