@@ -39,11 +39,13 @@ def test_scores_are_packed_only_where_rows_stay_on_chip_and_the_tiles_fit_the_bi
     from impls.fast.bound import PACK_MAX_BITS
 
     on_chip, streamed = default_tilings(128, 1024)[0], default_tilings(408, 1024)[0]
-    assert pack_bits(128, 1024, on_chip) == 4  # 16 tiles of 64
+    assert on_chip[1] == 32 and pack_bits(128, 1024, on_chip) == 5  # 32 tiles of 32
     assert pack_bits(408, 1024, streamed) == 0
     most = on_chip[1] << PACK_MAX_BITS
     assert pack_bits(128, most, on_chip) == PACK_MAX_BITS and pack_bits(128, most + 1, on_chip) == 0
-    assert default_tilings(128, most)[0][3] == 4 and default_tilings(128, most + 1)[0][3] == 8
+    wider = default_tilings(128, most + 1)[0]  # more tiles than the bits hold at 32: tiles of 64
+    assert wider[1] == 64 and wider[3] == 4 and pack_bits(128, most + 1, wider) == PACK_MAX_BITS
+    assert default_tilings(128, 2 * most + 1)[0][3] == 8  # past that, the slot epilogue's eight warps
 
 
 def test_memory_count_covers_the_data_twice():

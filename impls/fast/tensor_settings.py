@@ -19,17 +19,19 @@ WHOLE_MAX_DIM = 128
 def default_tilings(d: int, k: int = 0) -> tuple[tuple, tuple]:
     """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages) of certified_assign and of
     exact_assign for d and k; BLOCK_D >= d keeps the rows on chip. With the packed epilogue
-    (pack_bits) the pass runs four warps: at 1e6 x 64 and 1e6 x 128 that took it from 1.15 and
-    1.51 ms (eight warps, slots) to 0.70 and 1.30 ms, where the slot epilogue at four warps was
-    1.5x slower than at eight (`bench/tensor_experiments.py epilogue`, NOTES.md). The re-check
-    streams its rows in chunks of 32 at every d: it holds two copies of them (FP32 and TF32),
-    and on chip they cost it 3.6x at 1e6 x 128 (`bench/tensor_experiments.py rechecks`)."""
+    (pack_bits) the pass runs four warps on 32 centroids a tile, 64 where k needs fewer tiles
+    to fit the packing's bits: at 1e6 x 64 and 1e6 x 128 that took it from 1.15 and 1.51 ms
+    (eight warps, slots) to 0.68 and 1.19 ms (`bench/tensor_experiments.py epilogue`,
+    NOTES.md). The re-check streams its rows in chunks of 32 at every d: it holds two copies of
+    them (FP32 and TF32), and on chip they cost it 3.6x at 1e6 x 128 (`... rechecks`)."""
     pad = 1 << max(4, (d - 1).bit_length())
     exact = (64, 128, 32, 4, 3)
-    if pad <= WHOLE_MAX_DIM:
-        tiling = (128, 64, pad, 8, 3)
-        return (tiling[:3] + (4, 3) if pack_bits(d, k, tiling) else tiling), exact
-    return (128, 256, 32, 8, 3), exact
+    if pad > WHOLE_MAX_DIM:
+        return (128, 256, 32, 8, 3), exact
+    for packed in ((128, 32, pad, 4, 3), (128, 64, pad, 4, 3)):
+        if pack_bits(d, k, packed):
+            return packed, exact
+    return (128, 64, pad, 8, 3), exact
 
 
 EXACT_PROGRAMS_PER_SM = 4
