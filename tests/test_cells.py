@@ -3,8 +3,10 @@
 from kmbench.data import cells
 
 
-def _lloyd(impl="numpy", k=5, threads=None, stop="iterations", tol=0.0, mean=1.0):
+def _lloyd(impl="numpy", k=5, threads=None, stop="iterations", tol=0.0, mean=1.0, workers=None):
     build = {} if threads is None else {"threads": threads}
+    if workers is not None:
+        build["workers"] = workers
     return {"impl": impl, "dataset": {"name": "blobs"}, "build": build, "times": {"mean": mean},
             "params": {"k": k, "iterations": 10, "stop": stop, "tol": tol, "init": "random", "seed": 0}}
 
@@ -29,8 +31,31 @@ def test_a_planned_cell_is_found_at_whatever_threads_its_row_ran_on():
     assert planned not in cells.measured([_lloyd(k=6)])
 
 
+def test_gpu_sets_make_different_cells_and_a_plan_finds_either():
+    """`kmbench scale` runs a multi-GPU row on one GPU, then two: two measurements, not one
+    measured twice (the report and `compare` show both)."""
+    one, two = _lloyd("kmbench-gpu-dask", workers=1), _lloyd("kmbench-gpu-dask", workers=2)
+    assert cells.newest([one, two]) == [one, two]
+    planned = cells.lloyd_cell("kmbench-gpu-dask", "blobs", 5, 10, "iterations", 0.0, "random", 0)
+    assert planned in cells.measured([two])
+
+
 def test_task_cells_are_a_row_on_one_workload_of_one_suite():
     a = {"task": "assign", "impl": "x", "suite": "ladder", "workload": "n=1", "label": "x", "status": "ok"}
     b = dict(a, workload="n=2")
     assert cells.cell_of(a) != cells.cell_of(b)
     assert cells.newest([a, b, dict(a, status="error")]) == [dict(a, status="error"), b]
+
+
+def test_the_report_names_each_worker_count_of_a_dask_row():
+    from kmbench.report import report
+
+    def record(workers, per_iteration):
+        return {"impl": "dask-cuda", "label": "Dask (CuPy chunks)", "status": "ok",
+                "dataset": {"name": "r", "generator": "radial", "parameters": {}, "n": 100, "d": 2, "dtype": "float32"},
+                "params": {"k": 3, "iterations": 3, "init": "random", "seed": 0}, "build": {"workers": workers},
+                "times": {"iterate": {"mean": per_iteration * 3}}, "per_iteration_s": per_iteration}
+
+    frame = report.cells_frame([record(1, 0.4), record(2, 0.2)])
+    assert list(frame["label"]) == ["Dask (CuPy chunks) (1 worker)", "Dask (CuPy chunks) (2 workers)"]
+    assert list(frame["per_iter_s"]) == [0.4, 0.2]

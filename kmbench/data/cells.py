@@ -1,12 +1,13 @@
 """What a cell is, defined once for every reader of the store: the identity of one measurement.
 
-A Lloyd cell is a row on a dataset with its k, stop rule, start and the threads the row ran on;
-a task cell (assign, batched) is a row on one workload of one suite. Two records of the same
-cell are the same measurement made twice, and the newer one stands: in the report, in a
-plan's "already measured" check, and in `--no-run`.
+A Lloyd cell is a row on a dataset with its k, stop rule, start, and the threads and GPUs the
+row ran on; a task cell (assign, batched) is a row on one workload of one suite. Two records of
+the same cell are the same measurement made twice, and the newer one stands: in the report, in
+a plan's "already measured" check, in `--no-run` and in `kmbench compare`.
 
-The threads are what the row reports it ran on (its build info), so a plan cannot name them
-before it runs: a planned cell leaves them open (None) and is found in a record at any count.
+The threads and GPUs are what the row reports it ran on (its build info: `threads`, and
+`workers` for a multi-GPU row), so a plan cannot name them before it runs: a planned cell leaves
+them open (None) and is found in a record at any count.
 """
 
 from __future__ import annotations
@@ -27,16 +28,17 @@ class Cell(NamedTuple):
     init: str | None = None
     seed: int | None = None
     threads: int | None = None
+    gpus: int | None = None  # a Dask row's workers (one per GPU for the GPU rows); else None
 
-    def any_threads(self) -> "Cell":
-        """This cell as a plan names it, before the row says how many threads it ran on."""
-        return self._replace(threads=None)
+    def as_planned(self) -> "Cell":
+        """This cell as a plan names it, before the row says how many threads and GPUs it ran on."""
+        return self._replace(threads=None, gpus=None)
 
 
 def lloyd_cell(impl: str, dataset: str, k: int, iterations: int, stop: str, tol: float | None,
-               init: str, seed: int, threads: int | None = None) -> Cell:
+               init: str, seed: int, threads: int | None = None, gpus: int | None = None) -> Cell:
     return Cell("lloyd", impl, dataset, k, iterations, stop, tol if stop == "tolerance" else None, init, seed,
-                threads)
+                threads, gpus)
 
 
 def cell_of(record: dict | Record) -> Cell:
@@ -47,10 +49,11 @@ def cell_of(record: dict | Record) -> Cell:
     if task != "lloyd":
         return Cell(task, record.get("impl"), f"{record.get('suite')}/{record.get('workload')}")
     params = record["params"]
-    threads = (record.get("build") or {}).get("threads")
+    build = record.get("build") or {}
+    threads, gpus = build.get("threads"), build.get("workers")
     return lloyd_cell(record["impl"], record["dataset"]["name"], params["k"], params["iterations"],
                       params.get("stop", "iterations"), params.get("tol", 0.0), params["init"], params["seed"],
-                      threads if isinstance(threads, int) else None)
+                      threads if isinstance(threads, int) else None, gpus if isinstance(gpus, int) else None)
 
 
 def newest(records: Iterable[dict], wanted: Iterable[Cell] | None = None) -> list[dict]:
@@ -60,16 +63,16 @@ def newest(records: Iterable[dict], wanted: Iterable[Cell] | None = None) -> lis
     latest: dict[Cell, dict] = {}
     for record in records:
         cell = cell_of(record)
-        if wanted is None or cell in wanted or cell.any_threads() in wanted:
+        if wanted is None or cell in wanted or cell.as_planned() in wanted:
             latest[cell] = record
     return list(latest.values())
 
 
 def measured(records: Iterable[dict]) -> set[Cell]:
-    """Every cell the records measured, each also with its threads left open, so that a
-    planned cell (threads open) is found whatever count its row ran on."""
+    """Every cell the records measured, each also with its threads and GPUs left open, so that
+    a planned cell (both open) is found whatever counts its row ran on."""
     found = set()
     for record in records:
         cell = cell_of(record)
-        found.update((cell, cell.any_threads()))
+        found.update((cell, cell.as_planned()))
     return found

@@ -42,6 +42,16 @@ def _roofline(stored: dict) -> dict:
             "arithmetic_fraction": found.get(unit), "roofline_fraction": found.get(limit), "roofline_limit": limit}
 
 
+def _label(record: LloydRecord) -> str:
+    """The row's label, naming its Dask workers (one per GPU for the GPU rows) where it records
+    them: each count is a cell of its own (kmbench.data.cells), as each thread count is for a
+    row that names its threads."""
+    workers = record.build.get("workers")
+    if not isinstance(workers, int):
+        return record.label
+    return f"{record.label} ({workers} worker{'' if workers == 1 else 's'})"
+
+
 def _row(record: LloydRecord) -> dict:
     iterate = record.times.iterate or records.Statistic()
     data, params = record.dataset, record.params
@@ -59,7 +69,7 @@ def _row(record: LloydRecord) -> dict:
         "init": params.init,
         "seed": params.seed,
         "impl": record.impl,
-        "label": record.label,
+        "label": _label(record),
         "status": record.status,
         "detail": record.detail,
         "iters_executed": record.iterations_executed,
