@@ -46,14 +46,15 @@ def _record(impl, status="ok", n=1000, k=5, per_iter=1e-3, **extra):
 
 
 def _cells():
-    """Every kind of cell the page draws: verdicts, a skipped row, thread counts, a roofline."""
-    roofline = {"roofline_on": "cpu", "achieved_bandwidth_Bps": 5e9, "distance_evals_per_s": 1e9,
+    """Every kind of cell the page draws: verdicts, a skipped row, thread and worker counts, a roofline."""
+    roofline = {"roofline_on": "cpu", "bytes_per_iteration": 1e7, "distance_evals_per_s": 1e9,
                 "fp32_per_distance": 3, "env": {"cpu": "Test CPU", "cores": 2,
                                                 "cpu_ceilings": {"copy_bandwidth_Bps": 1e10, "fp32_issue_rate": 1e11}}}
     records = [_record("exact", per_iter=2e-3), _record("wrong", "mismatch", per_iter=5e-4),
                _record("rough", "approximate", per_iter=1e-4, validation={"inertia_difference": 0.02}),
                _record("cpu", build={"threads": 1}, per_iter=4e-3, label="Cpu (1 thread)", **roofline),
                _record("cpu", build={"threads": 2}, per_iter=2.2e-3, label="Cpu (2 threads)", **roofline),
+               _record("dask", build={"workers": 1}, per_iter=6e-3), _record("dask", build={"workers": 2}, per_iter=3.5e-3),
                _record("absent", "skipped", per_iter=None), _record("exact", n=4000, k=3, per_iter=8e-3)]
     return report.cells_frame(records)
 
@@ -81,7 +82,8 @@ def test_the_browser_check_sees_a_page_that_fails(tmp_path):
 def test_the_page_fetches_nothing_and_marks_every_verdict():
     text = html.page(_cells(), "test store")
     assert "<script src" not in text and "cdn.plot.ly" not in text.split("</script>", 1)[1]
-    for shown in ("Wrong (mismatch)", "Rough (approximate)", "Scaling over threads", "Against the machine",
+    for shown in ("Wrong (mismatch)", "Rough (approximate)", "Scaling over threads", "Scaling over workers",
+                  "Dask (2 workers)", "Against the floors",
                   "Pareto frontier, n=1,000", "absent says skipped"):
         assert shown in text, shown
 

@@ -131,8 +131,8 @@ def _floors_chart(go, group: pd.DataFrame) -> str:
     for name, values in fractions.items():
         figure.add_bar(x=_categories(rows), y=values, name=name, text=[fraction_text(v) for v in values],
                        textposition="outside")
-    figure.add_hline(y=1.0, line_dash="dash", line_color="#555", annotation_text="the machine's ceiling")
-    _layout(figure, "Against the machine's ceilings", "fraction of the ceiling",
+    figure.add_hline(y=1.0, line_dash="dash", line_color="#555", annotation_text="at the floor")
+    _layout(figure, "Against the floors of its own work", "floor / time",
             log_y=_spans_decades(pd.concat([*fractions.values(), pd.Series([1.0])])))
     return _figure(figure) + _caption(
         "Each row's floors per iteration over its time: the memory floor is its declared bytes at the measured "
@@ -140,23 +140,25 @@ def _floors_chart(go, group: pd.DataFrame) -> str:
         "(FP32 instructions, or TF32 or fp16 tensor-core FLOPs).")
 
 
-def _threads_chart(go, group: pd.DataFrame) -> str:
+def _scaling_chart(go, group: pd.DataFrame, unit: str) -> str:
+    """Speedup over the fewest `unit` ("threads", or "workers": a Dask row's, one per GPU for
+    the GPU rows), per row measured at several counts, beside the ideal line."""
     figure, fewest_of_all, largest = go.Figure(), float("inf"), 0
-    # By implementation: a row's label may name its thread count.
-    for (impl, n), part in group.dropna(subset=["threads", "per_iter_s"]).groupby(["impl", "n"], sort=False):
-        part = part[part["status"] == "ok"].drop_duplicates("threads", keep="last").sort_values("threads")
+    # By implementation: a row's label names its count.
+    for (impl, n), part in group.dropna(subset=[unit, "per_iter_s"]).groupby(["impl", "n"], sort=False):
+        part = part[part["status"] == "ok"].drop_duplicates(unit, keep="last").sort_values(unit)
         if len(part) < 2:
             continue
         fewest = part.iloc[0]
-        figure.add_scatter(x=part["threads"], y=fewest["per_iter_s"] / part["per_iter_s"], mode="lines+markers",
+        figure.add_scatter(x=part[unit], y=fewest["per_iter_s"] / part["per_iter_s"], mode="lines+markers",
                            name=f"{impl}, n={n:,}")
-        fewest_of_all, largest = min(fewest_of_all, fewest["threads"]), max(largest, part["threads"].max())
+        fewest_of_all, largest = min(fewest_of_all, fewest[unit]), max(largest, part[unit].max())
     if not largest:
         return ""
     figure.add_scatter(x=[fewest_of_all, largest], y=[1, largest / fewest_of_all], mode="lines",
-                       name="ideal: speedup = threads added", line=dict(dash="dot", color="#999"))
-    _layout(figure, "Scaling over threads: speedup over the fewest threads", "speedup", log_y=False)
-    figure.update_xaxes(title_text="threads", dtick=1)
+                       name=f"ideal: speedup = {unit} added", line=dict(dash="dot", color="#999"))
+    _layout(figure, f"Scaling over {unit}: speedup over the fewest {unit}", "speedup", log_y=False)
+    figure.update_xaxes(title_text=unit, dtick=1)
     return _figure(figure)
 
 
@@ -232,7 +234,8 @@ def page(cells: pd.DataFrame, source: str = "", title: str = "kmbench report") -
         machines = ", ".join(sorted(group["machine"].unique()))
         body += [f'<h2 id="group-{i}">{escape(name)}</h2>', f'<p class="note">Machine: {escape(machines)}</p>',
                  _times_chart(go, group), _table(group), _notes(group), _floors_chart(go, group),
-                 _threads_chart(go, group), _quality_chart(go, group)]
+                 _scaling_chart(go, group, "threads"),
+                 _scaling_chart(go, group, "workers"), _quality_chart(go, group)]
     return head + "\n".join(part for part in body if part) + "\n</body></html>\n"
 
 

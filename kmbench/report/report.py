@@ -85,6 +85,7 @@ def _row(record: LloydRecord) -> dict:
         **_roofline(record.to_dict()),
         # What a row is built on and computes in, as its build information declares it.
         "threads": record.threads,
+        "workers": record.build.get("workers") if isinstance(record.build.get("workers"), int) else None,
         "library": record.library,
         "precision": record.precision,
         "host_memory_bytes": record.memory_bytes("host"),
