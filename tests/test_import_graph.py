@@ -114,13 +114,13 @@ def test_the_check_sees_imports_inside_functions_and_relative_ones(tmp_path):
     (tmp_path / "protocol").mkdir()
     (tmp_path / "protocol" / "a.py").write_text(
         "import numpy\nfrom kmbench.data import files\n\n"
-        "def late():\n    from kmbench.report import export\n    import impls.cuda\n")
+        "def late():\n    from kmbench.report import export\n    import impls.gpu.cuda\n")
     (tmp_path / "protocol" / "b.py").write_text("from ..cli import app\nfrom . import a\n")
     (tmp_path / "newthing").mkdir()
     (tmp_path / "newthing" / "c.py").write_text("")
     found = offenders(tmp_path)
     assert len(found) == 4, found
     assert "protocol/a.py:5 imports kmbench.report: report (layer 3) is above protocol (layer 2)" in found[1]
-    assert "protocol/a.py:6 imports impls.cuda, an implementation" in found[2]
+    assert "protocol/a.py:6 imports impls.gpu.cuda, an implementation" in found[2]
     assert "protocol/b.py:1 imports kmbench.cli: cli (layer 6) is above protocol (layer 2)" in found[3]
     assert "newthing has no layer" in found[0]

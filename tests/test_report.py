@@ -5,7 +5,7 @@ from kmbench.data import datasets
 from kmbench.protocol import runner
 from kmbench.report import export, report
 from kmbench.tasks import lloyd
-from impls.numpy_fast import NumpyFast
+from impls.cpu.numpy_fast import NumpyFast
 from tests.test_validate import SkipsLastPoint
 
 

@@ -1,4 +1,4 @@
-"""kmbench-gpu's tensor-core path (impls/fast/tensor_path.py) and the GPU rows at embedding
+"""kmbench-gpu's tensor-core path (impls/gpu/kmbench_gpu/tensor_path.py) and the GPU rows at embedding
 dimensions. Without a GPU: the update kernels compile with nvcc, the tilings and the memory
 count. With a GPU (make test-gpu): agreement with the float64 oracle for d from 17 to 1000 and
 k from 1 to 2000, far from the origin, both stop rules, with and without the CUDA graph;
@@ -10,8 +10,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from impls.fast import HERE, KmbenchGpu
-from impls.fast.tensor_path import WHOLE_MAX_DIM, default_tilings, device_bytes
+from impls.gpu.kmbench_gpu import HERE, KmbenchGpu
+from impls.gpu.kmbench_gpu.tensor_path import WHOLE_MAX_DIM, default_tilings, device_bytes
 from tests.conftest import gpu_cell
 from tests.test_fast import _blobs as fast_blobs
 
@@ -131,7 +131,7 @@ def test_the_recheck_list_is_sorted_by_tf32_winner_with_its_limits():
     their TF32 winner, each with the limit the TF32 pass gave it."""
     import cupy
 
-    from impls.fast.tensor_path import TensorPath
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
 
     data = (np.random.default_rng(6).standard_normal((20_000, 64)) + 10.0).astype(np.float32)
     x = cupy.asarray(data - data.mean(axis=0))
@@ -158,7 +158,7 @@ def test_renumbering_groups_near_centroids_and_undoes_itself():
     numbering back."""
     import cupy
 
-    from impls.fast.tensor_path import TensorPath
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
 
     rng = np.random.default_rng(8)
     blob_of = rng.permutation(np.repeat(np.arange(8), 32))

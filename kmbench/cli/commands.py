@@ -114,7 +114,7 @@ def run(
     data = made_datasets(make)
     for index, count in enumerate(counts or [None]):
         if count is not None:
-            os.environ["KMBENCH_THREADS"] = str(count)  # read by impls/cpu_fast
+            os.environ["KMBENCH_THREADS"] = str(count)  # read by impls/cpu/kmbench_cpu
         # After the first count only the rows that take a thread count run again.
         chosen = impls if index == 0 else [one for one in impls if one.takes_threads]
         if chosen:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-HIGH_DIM = 32  # above this a cell is high-d: kmbench-gpu's tensor-core side (impls/fast)
+HIGH_DIM = 32  # above this a cell is high-d: kmbench-gpu's tensor-core side (impls/gpu/kmbench_gpu)
 FLOOR_SCORES_BYTES = 1 << 28  # the floor's products run in row chunks of at most 256 MB of scores
 _gemm_floors: dict[tuple[int, int, int], dict | None] = {}
 

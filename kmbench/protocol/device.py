@@ -13,7 +13,7 @@ import numpy as np
 
 from kmbench.errors import ImplementationError
 
-# Set by the harness, read by the Dask rows (impls/dask_impl.py, impls/dask_nccl.py).
+# Set by the harness, read by the Dask rows (impls/distributed/dask_lloyd.py, impls/distributed/kmbench_gpu_dask.py).
 SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"  # `kmbench run --scheduler ADDRESS`: a running cluster
 GPUS_ENV = "KMBENCH_DASK_GPUS"  # `kmbench scale --gpus`: this GPU set ("0" or "0,1") for a new cluster
 

@@ -21,19 +21,19 @@ import os
 
 import numpy as np
 
-from impls.cuda import GpuImplementation
-# Besides what the adapter uses, the names that tests, stream.py, dask_nccl.py, yinyang,
-# triton_lloyd and bench/ import from impls.fast; each has its home in a strategy module.
-from impls.fast.strategies import (KINDS, STRATEGIES, Strategy, choose, kind_of, make, pass_strategy,  # noqa: F401
+from impls.gpu.cuda import GpuImplementation
+# Besides what the adapter uses, the names that tests, stream.py, kmbench_gpu_dask.py, yinyang,
+# triton_fused and bench/ import from impls.gpu.kmbench_gpu; each has its home in a strategy module.
+from impls.gpu.kmbench_gpu.strategies import (KINDS, STRATEGIES, Strategy, choose, kind_of, make, pass_strategy,  # noqa: F401
                                    strategy)
-from impls.fast.strategies.base import BLOCK, BLOCKS_PER_SM  # noqa: F401
-from impls.fast.strategies.base import SOURCES as HERE  # noqa: F401
-from impls.fast.strategies.gemm import GEMM_ROWS  # noqa: F401
-from impls.fast.strategies.lowd import (DIRECT_MAX_DIM, SMALL_DIM, TILED_MAX_DIM, points_per_thread,  # noqa: F401
+from impls.gpu.kmbench_gpu.strategies.base import BLOCK, BLOCKS_PER_SM  # noqa: F401
+from impls.gpu.kmbench_gpu.strategies.base import SOURCES as HERE  # noqa: F401
+from impls.gpu.kmbench_gpu.strategies.gemm import GEMM_ROWS  # noqa: F401
+from impls.gpu.kmbench_gpu.strategies.lowd import (DIRECT_MAX_DIM, SMALL_DIM, TILED_MAX_DIM, points_per_thread,  # noqa: F401
                                         tiled_distance)
-from impls.fast.strategies.resident import (RESIDENT_BLOCK, RESIDENT_BLOCKS_PER_SM, RESIDENT_COPIES,  # noqa: F401
+from impls.gpu.kmbench_gpu.strategies.resident import (RESIDENT_BLOCK, RESIDENT_BLOCKS_PER_SM, RESIDENT_COPIES,  # noqa: F401
                                             RESIDENT_POINTS, RESIDENT_SLOTS)
-from impls.fast.strategies.small_k import SMALL_K  # noqa: F401
+from impls.gpu.kmbench_gpu.strategies.small_k import SMALL_K  # noqa: F401
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
 from kmbench.protocol.ceilings import matmul_precision as _matmul_precision
@@ -72,7 +72,7 @@ class KmbenchGpu(GpuImplementation):
     source = "kmbench's own (issue: the fastest exact Lloyd on the GPU)"
     dtype = "float32"
     tf32 = False
-    # Where the rows are one shard of a problem (dask_nccl.py): the shift every shard uses, and
+    # Where the rows are one shard of a problem (impls/distributed/kmbench_gpu_dask.py): the shift every shard uses, and
     # a step between this shard's sums and the new centroids that combines every shard's.
     common_shift: np.ndarray | None = None
     combine = None  # combine(*GPU buffers), summed in place across shards

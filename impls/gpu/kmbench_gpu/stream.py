@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from impls.fast import MAX_K, TILED_MAX_DIM, KmbenchGpu, make, pass_strategy
+from impls.gpu.kmbench_gpu import MAX_K, TILED_MAX_DIM, KmbenchGpu, make, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
 from kmbench.protocol.device import PinnedHost  # the harness pins the data it makes, too
@@ -121,7 +121,7 @@ class KmbenchGpuStream(KmbenchGpu):
         rows = chunk_rows(n, d)
         needed = 2 * rows * d * 4 + n * 4 + k * (d + 1) * 24
         if self.strategy_for(problem) == "tensor":
-            from impls.fast.tensor_settings import device_bytes, tensor_status
+            from impls.gpu.kmbench_gpu.tensor_settings import device_bytes, tensor_status
 
             ready, why = tensor_status()
             if not ready:

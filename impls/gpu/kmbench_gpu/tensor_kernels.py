@@ -5,7 +5,7 @@ tile through TF32 tensor-core products (FP32 accumulation). The n x k scores nev
 memory. Where BLOCK_D covers d (d <= 128), a block's points are loaded once and stay on chip
 while the centroid tiles stream past (the loop Triton pipelines), and the best score, its
 index and the second best are kept per (row, column slot), elementwise, so the reduction
-across threads comes once per block, not once per tile (see impls/triton_lloyd/NOTES.md for
+across threads comes once per block, not once per tile (see impls/gpu/triton_fused/NOTES.md for
 why). Above, each tile is a K loop over chunks of BLOCK_D dimensions, long enough that a
 reduction per tile is cheap, and per-row state leaves the registers for wider tiles. A point
 whose best two scores are further apart than twice the bound E of bound.py takes the TF32

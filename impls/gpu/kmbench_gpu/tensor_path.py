@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.fast import bound
+from impls.gpu.kmbench_gpu import bound
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
-from impls.fast.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
+from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
                                         WHOLE_MAX_DIM, bound_arguments, default_tilings, device_bytes,
                                         tensor_status, tiling_from_env)
 from kmbench.errors import ImplementationError
@@ -48,7 +48,7 @@ class TensorPath:
         import cupy
         import torch
 
-        from impls.fast import tensor_kernels
+        from impls.gpu.kmbench_gpu import tensor_kernels
 
         n, d = x.shape
         if n > MAX_POINTS:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from impls.fast import bound
+from impls.gpu.kmbench_gpu import bound
 from kmbench.errors import ImplementationError
 
 # Up to here a block's rows stay on chip (BLOCK_D = d padded). At 256 the tf32x3 re-check

@@ -12,13 +12,13 @@ chosen strategy's object. The adapter asks that object everything else.
 
 from __future__ import annotations
 
-from impls.fast.strategies.base import Strategy
-from impls.fast.strategies.gemm import Gemm
-from impls.fast.strategies.lowd import SMALL_DIM, TILED_MAX_DIM
-from impls.fast.strategies.resident import RESIDENT_SLOTS, Resident
-from impls.fast.strategies.small_k import SMALL_K, SmallK
-from impls.fast.strategies.tensor import Tensor
-from impls.fast.strategies.tiled import Tiled
+from impls.gpu.kmbench_gpu.strategies.base import Strategy
+from impls.gpu.kmbench_gpu.strategies.gemm import Gemm
+from impls.gpu.kmbench_gpu.strategies.lowd import SMALL_DIM, TILED_MAX_DIM
+from impls.gpu.kmbench_gpu.strategies.resident import RESIDENT_SLOTS, Resident
+from impls.gpu.kmbench_gpu.strategies.small_k import SMALL_K, SmallK
+from impls.gpu.kmbench_gpu.strategies.tensor import Tensor
+from impls.gpu.kmbench_gpu.strategies.tiled import Tiled
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
 
@@ -54,7 +54,7 @@ def choose(problem: Problem, tf32: bool = False, force: str | None = None) -> st
     if force:
         return force
     if problem.d > TILED_MAX_DIM:
-        from impls.fast.tensor_settings import tensor_status
+        from impls.gpu.kmbench_gpu.tensor_settings import tensor_status
 
         return strategy(problem.n, problem.d, problem.k, tensor_cores=tensor_status()[0])
     return strategy(problem.n, problem.d, problem.k)

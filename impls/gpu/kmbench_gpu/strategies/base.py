@@ -1,7 +1,7 @@
 """What the kmbench-gpu adapter asks of a strategy, and the answers most strategies share.
 
 A strategy is one way of running Lloyd iterations on the GPU (one module each beside this
-one). The adapter (impls/fast/__init__.py) asks the class what a problem needs before
+one). The adapter (impls/gpu/kmbench_gpu/__init__.py) asks the class what a problem needs before
 anything is allocated (`limits`, `memory`, and for the judge and the roofline
 `distance_form` and `fp32_per_distance`), then makes one instance per prepared problem and
 calls only the methods below: it never branches on which strategy it holds.
@@ -14,7 +14,7 @@ from pathlib import Path
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
 
-# The CUDA sources sit beside the adapter (impls/fast/*.cu), where package data and the nvcc
+# The CUDA sources sit beside the adapter (impls/gpu/kmbench_gpu/*.cu), where package data and the nvcc
 # tests find them; read at compile time, so an experiment may point this at edited copies.
 SOURCES = Path(__file__).resolve().parents[1]
 BLOCK = 256  # threads per block of lowd.cu's kernels (its BLOCK)

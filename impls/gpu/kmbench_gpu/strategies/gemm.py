@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from impls.fast.strategies.base import Strategy, source
+from impls.gpu.kmbench_gpu.strategies.base import Strategy, source
 from kmbench.protocol import Problem
 from kmbench.protocol.ceilings import matmul_precision
 

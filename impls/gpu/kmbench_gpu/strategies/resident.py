@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from impls.fast.strategies.base import Strategy, blocks, source
-from impls.fast.strategies.lowd import SMALL_DIM, TILED_MAX_DIM
+from impls.gpu.kmbench_gpu.strategies.base import Strategy, blocks, source
+from impls.gpu.kmbench_gpu.strategies.lowd import SMALL_DIM, TILED_MAX_DIM
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result
 from kmbench.protocol.timing import CudaEventRegion, host_region

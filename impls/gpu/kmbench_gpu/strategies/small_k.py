@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from impls.fast.strategies.lowd import SMALL_DIM, LowD
+from impls.gpu.kmbench_gpu.strategies.lowd import SMALL_DIM, LowD
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
 

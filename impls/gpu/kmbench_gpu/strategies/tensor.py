@@ -6,7 +6,7 @@ tiles; float64 sums over points sorted by cluster. The buffers and launches are 
 
 from __future__ import annotations
 
-from impls.fast.strategies.base import Strategy
+from impls.gpu.kmbench_gpu.strategies.base import Strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
 
@@ -19,7 +19,7 @@ class Tensor(Strategy):
     @classmethod
     def memory(cls, problem: Problem) -> int:
         """The path's own buffers; it refuses where Triton cannot run or n passes int32."""
-        from impls.fast.tensor_settings import MAX_POINTS, device_bytes, tensor_status
+        from impls.gpu.kmbench_gpu.tensor_settings import MAX_POINTS, device_bytes, tensor_status
 
         ready, why = tensor_status()
         if not ready:
@@ -29,7 +29,7 @@ class Tensor(Strategy):
         return device_bytes(problem.n, problem.d, problem.k)
 
     def allocate(self, x, changed, labels: bool = True) -> None:
-        from impls.fast.tensor_path import TensorPath
+        from impls.gpu.kmbench_gpu.tensor_path import TensorPath
 
         super().allocate(x, changed, labels)
         self.path = TensorPath(x, self.k, changed)

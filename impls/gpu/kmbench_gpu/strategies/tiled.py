@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from impls.fast.strategies.base import BLOCK, BLOCKS_PER_SM, blocks
-from impls.fast.strategies.lowd import LowD, tiled_distance
+from impls.gpu.kmbench_gpu.strategies.base import BLOCK, BLOCKS_PER_SM, blocks
+from impls.gpu.kmbench_gpu.strategies.lowd import LowD, tiled_distance
 from kmbench.protocol import Problem
 
 

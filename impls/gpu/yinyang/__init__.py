@@ -32,10 +32,10 @@ import os
 
 import numpy as np
 
-from impls.fast import GEMM_ROWS, TILED_MAX_DIM, KmbenchGpu, _matmul_precision
-from impls.fast.tensor_path import TensorPath
-from impls.fast.tensor_settings import MAX_POINTS, device_bytes, tensor_status
-from impls.yinyang.groups import group_count, group_layout
+from impls.gpu.kmbench_gpu import GEMM_ROWS, TILED_MAX_DIM, KmbenchGpu, _matmul_precision
+from impls.gpu.kmbench_gpu.tensor_path import TensorPath
+from impls.gpu.kmbench_gpu.tensor_settings import MAX_POINTS, device_bytes, tensor_status
+from impls.gpu.yinyang.groups import group_count, group_layout
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
 from kmbench.protocol.timing import CudaEventRegion, host_region

@@ -1,6 +1,6 @@
 """Build kmcuda (document 004's library) from its PyPI source distribution for the GPU present.
 
-    python3 -m impls.kmcuda.build [--sdist libKMCUDA-6.2.3.tar.gz] [--arch 90]
+    python3 -m impls.peers.kmcuda.build [--sdist libKMCUDA-6.2.3.tar.gz] [--arch 90]
 
 Without --sdist, `pip download --no-binary :all: libKMCUDA` fetches it (the GPU machine has
 no network: carry the file there). kmcuda's CMakeLists relies on FindCUDA, which CMake 3.27
@@ -21,7 +21,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from impls.cpp.build import cache_dir
+from impls.cpu.cpp.build import cache_dir
 
 SOURCES = ("kmcuda.cc", "kmeans.cu", "knn.cu", "transpose.cu")
 

@@ -1,5 +1,5 @@
 """kmbench-cpu: our exact Lloyd on every core, C++17 with OpenMP and SIMD (kmbench_cpu.cpp),
-built on demand and run as a subprocess like the `cpp` rows (impls/cpp's protocol and build
+built on demand and run as a subprocess like the `cpp` rows (impls/cpu/cpp's protocol and build
 cache). The data are centred once before any timed run and kept in float32; the sums are
 float64, so the row is judged as a float32 program.
 
@@ -14,8 +14,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from impls.cpp import HERE as CPP_HERE
-from impls.cpp import NativeLloyd, build
+from impls.cpu.cpp import HERE as CPP_HERE
+from impls.cpu.cpp import NativeLloyd, build
 from kmbench.errors import ImplementationError
 from kmbench.protocol.environment import cpu_model
 from kmbench.protocol import Problem

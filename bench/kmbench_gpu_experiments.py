@@ -1,11 +1,11 @@
-"""The experiments behind impls/fast/NOTES.md, on a GPU machine (each validates against the
+"""The experiments behind impls/gpu/kmbench_gpu/NOTES.md, on a GPU machine (each validates against the
 oracle), run from the repository root with it on the path:
 
-    python3 bench/fast_experiments.py sweep   # resident at 1e5 points, k = 5: time per
+    python3 bench/kmbench_gpu_experiments.py sweep   # resident at 1e5 points, k = 5: time per
                                               # iteration against the number of blocks
-    python3 bench/fast_experiments.py tiled   # tiled at 1M points, k = 1000: 4 or 8 points
+    python3 bench/kmbench_gpu_experiments.py tiled   # tiled at 1M points, k = 1000: 4 or 8 points
                                               # per thread, centroid loop unrolled or not
-    python3 bench/fast_experiments.py highd   # 300k x 408, k = 5000: FP32, TF32, torch
+    python3 bench/kmbench_gpu_experiments.py highd   # 300k x 408, k = 5000: FP32, TF32, torch
 
 They patch the strategies (grid size, points per thread, a copy of the sources) in this
 process only; the benchmark itself is `kmbench reproduce fast-gpu`. tensor_experiments.py and
@@ -16,9 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import impls.fast as fast
-from impls.fast.strategies import base, lowd
-from impls.fast.strategies.resident import Resident
+import impls.gpu.kmbench_gpu as fast
+from impls.gpu.kmbench_gpu.strategies import base, lowd
+from impls.gpu.kmbench_gpu.strategies.resident import Resident
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import blobs, radial
 
@@ -64,7 +64,7 @@ def tiled() -> None:
 
 
 def highd() -> None:
-    from impls.torch_impl import TorchLloyd
+    from impls.peers.torch_lloyd import TorchLloyd
 
     data = blobs(300_000, d=408, centers=50)
     for impl in (fast.KmbenchGpu(), fast.KmbenchGpuTf32(), TorchLloyd()):

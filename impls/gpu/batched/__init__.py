@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.cuda import GpuImplementation, cuda_status
+from impls.gpu.cuda import GpuImplementation, cuda_status
 from kmbench.tasks.batched import BatchedProblem, BatchedResult
 from kmbench.errors import ImplementationError
 from kmbench.protocol.timing import host_region
@@ -227,7 +227,7 @@ class BatchedNumba(BatchedGpu):
         import numba
         from numba import cuda
 
-        from impls.batched_gpu.numba_kernel import build
+        from impls.gpu.batched.numba_kernel import build
 
         self.check(problem)
         phases: dict[str, float] = {}

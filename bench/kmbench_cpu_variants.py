@@ -2,7 +2,7 @@
 flags, timed on the binary itself (no oracle, no harness; the centroid checksum shows that the
 builds agree). Results on the GPU machine's Xeon: results/nvidia-h100/cpu-16core/variants.log.
 
-    python3 bench/cpu_fast_variants.py [--passes 2]
+    python3 bench/kmbench_cpu_variants.py [--passes 2]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-SOURCE = Path(__file__).resolve().parents[1] / "impls" / "cpu_fast" / "kmbench_cpu.cpp"  # what kmbench-cpu builds
+SOURCE = Path(__file__).resolve().parents[1] / "impls" / "cpu" / "kmbench_cpu" / "kmbench_cpu.cpp"  # what kmbench-cpu builds
 BASE = ["-O3", "-std=c++17", "-fopenmp", "-march=native"]
 VARIANTS = {"avx2": [], "simd256": ["-DKMBENCH_CPU_PORTABLE"],
             "simd512": ["-DKMBENCH_CPU_PORTABLE", "-mprefer-vector-width=512"],

@@ -23,8 +23,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from impls.dask_impl import dask_cuda_status, worker_loss_is_one_sentence
-from impls.fast import KmbenchGpu, pass_strategy
+from impls.distributed.dask_lloyd import dask_cuda_status, worker_loss_is_one_sentence
+from impls.gpu.kmbench_gpu import KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Problem, Result, reference
 from kmbench.protocol.device import GPUS_ENV, SCHEDULER_ENV

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.torch_impl import TorchLloyd
+from impls.peers.torch_lloyd import TorchLloyd
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
 from kmbench.protocol.timing import host_region
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout that holds impls/, for the child's imports
 COMPILE_TIMEOUT_S = 900
 
 # Run as `python -c CHILD n k d`: the same formula, on tensors of the same shapes.
@@ -41,7 +41,7 @@ try:
 except ImportError:
     pass
 import torch
-from impls.keops_impl import keops_nearest
+from impls.peers.keops_kmeans import keops_nearest
 n, k, d = map(int, sys.argv[1:])
 keops_nearest(torch.zeros((n, d), device="cuda"), torch.zeros((k, d), device="cuda"))
 torch.cuda.synchronize()

@@ -1,5 +1,5 @@
 """GPU libraries users pick, as rows beside our own: fast-pytorch-kmeans and cuML (KeOps has
-its own module, keops_impl.py).
+its own module, keops_kmeans.py).
 
 Both get the harness's data on the GPU before the timed region, its initial centroids and
 its iteration count; both are timed with CUDA events around the library's own loop.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from impls.torch_impl import TorchLloyd
+from impls.peers.torch_lloyd import TorchLloyd
 from kmbench.protocol import Implementation, Problem, Result
 from kmbench.protocol.timing import CudaEventRegion, host_region
 

@@ -1,5 +1,5 @@
 // kmbench-cpu: our exact Lloyd on every core of the CPU (OpenMP), in the subprocess protocol of
-// impls/cpp/harness.hpp. Design (NOTES.md has the byte and instruction counts):
+// impls/cpu/cpp/harness.hpp. Design (NOTES.md has the byte and instruction counts):
 // - The data are shifted by their float64 mean once, before any timed run, and kept in float32:
 //   a float32 distance then keeps its digits however far the data sit from the origin (the
 //   same centring kmbench-gpu and scikit-learn do). Sums are float64, per thread, merged once
@@ -181,7 +181,7 @@ Path path_for(std::size_t d, std::size_t k) {
   return d <= LOW_DIM ? Path::low : Path::high;
 }
 
-// The path's name in the record (impls/cpu_fast/__init__.py reads "sorted search").
+// The path's name in the record (impls/cpu/kmbench_cpu/__init__.py reads "sorted search").
 const char* name_of(Path path) {
   switch (path) {
     case Path::sorted_search: return "sorted search";

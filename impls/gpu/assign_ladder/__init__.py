@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.cuda import GpuImplementation
-from impls.cuda.sources import with_local_includes
+from impls.gpu.cuda import GpuImplementation
+from impls.gpu.cuda.sources import with_local_includes
 from kmbench.tasks.assign import AssignProblem, AssignResult
 from kmbench.errors import ImplementationError
 from kmbench.protocol.timing import CudaEventRegion, host_region

@@ -55,7 +55,7 @@ class TritonFused(Implementation):
         self._info: dict = {}
 
     def available(self):
-        from impls.torch_impl import torch_gpu_status
+        from impls.peers.torch_lloyd import torch_gpu_status
 
         return torch_gpu_status("triton", "Triton is not installed: pip install triton "
                                           "(it comes with PyTorch on Linux)")
@@ -67,7 +67,7 @@ class TritonFused(Implementation):
         import torch
         import triton
 
-        from impls.fast import upload_centred
+        from impls.gpu.kmbench_gpu import upload_centred
 
         if problem.n > MAX_POINTS:
             raise ImplementationError(f"{self.name} counts points in int32: n must be <= {MAX_POINTS}")
@@ -89,7 +89,7 @@ class TritonFused(Implementation):
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         self._programs = max(1, min(triton.cdiv(n, self._tiling["BLOCK_N"]), sms * PROGRAMS_PER_SM))
         with host_region(phases, "compile"):  # Triton compiles on the first launch (or reads its cache)
-            from impls.triton_lloyd.kernels import assign_and_sum
+            from impls.gpu.triton_fused.kernels import assign_and_sum
 
             self._kernel = assign_and_sum
             for track in (False, True):

@@ -1,6 +1,6 @@
 """kmcuda (src-d/kmcuda, document 004's library) as two rows: its Lloyd and its Yinyang.
 
-Built from the libKMCUDA source distribution by `make kmcuda` (impls/kmcuda/build.py) and
+Built from the libKMCUDA source distribution by `make kmcuda` (impls/peers/kmcuda/build.py) and
 called through ctypes: `kmeans_cuda(init=import, tolerance, yinyang_t, L2, ...)` with the
 data, the harness's initial centroids and the assignments already on GPU 0 (device_ptrs =
 0), so the timed region (CUDA events around the call) holds kmcuda's own work: its
@@ -30,8 +30,8 @@ import tempfile
 
 import numpy as np
 
-from impls.cuda import GpuImplementation
-from impls.kmcuda.build import library_path
+from impls.gpu.cuda import GpuImplementation
+from impls.peers.kmcuda.build import library_path
 from kmbench.protocol import reference
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result
