@@ -15,6 +15,7 @@ ROWS_PER_BLOCK = 1 << 16
 
 class AssignNumpy(Implementation):
     name = "assign-numpy"
+    row_order = 350
     label = "NumPy (assign)"
     description = "one float32 assignment pass: direct distances, argmin, changed flag"
     source = "001 (the assignment kernel), restated in NumPy"

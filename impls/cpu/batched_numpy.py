@@ -27,6 +27,7 @@ CHUNK_BYTES = 1 << 26  # the (rows, seeds, points, k) float64 distances of one c
 
 class BatchedNumpy(BudgetedBatched):
     name = "batched-numpy"
+    row_order = 300
     label = "NumPy (batched, vectorised)"
     description = "document 003's batched k-means, every row and seed of a chunk of rows in one NumPy broadcast"
     source = "003 (batched k-means), restated in NumPy"

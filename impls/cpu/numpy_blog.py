@@ -27,6 +27,8 @@ MAX_BYTES = float(os.environ.get("KMBENCH_NUMPY_BLOG_MAX_GIB", 4)) * 2**30
 
 class NumpyBlog(Implementation):
     name = "numpy-blog"
+    row_order = 10
+    ranked_in_reports = True
     label = "Our Python"
     description = ("NumPy n x d x k broadcast algorithm of the blog, counting defect fixed; "
                    "float32 sums of raw coordinates: wrong in float32 far from the origin")

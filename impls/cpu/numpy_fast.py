@@ -20,6 +20,8 @@ _ROWS_PER_BLOCK = 1 << 16  # keeps the (rows x k) distance block in cache-sized 
 
 class NumpyFast(Implementation):
     name = "numpy"
+    row_order = 20
+    ranked_in_reports = True
     label = "NumPy (matmul + bincount)"
     description = ("vectorised NumPy: expanded distances by matrix product, bincount update; "
                    "the expansion cancels far from the origin")

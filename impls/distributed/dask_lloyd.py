@@ -111,6 +111,7 @@ def dask_cuda_status() -> tuple[bool, str]:
 
 class DaskLloyd(Implementation):
     name = "dask"
+    row_order = 230
     label = "Dask (NumPy chunks)"
     description = "Lloyd on dask.distributed: chunked dask array, per-chunk partial sums, reduced on a worker"
     source = "kmbench's own per-chunk step on Dask (an existing engine)"
@@ -203,6 +204,7 @@ class DaskLloyd(Implementation):
 
 class DaskCudaLloyd(DaskLloyd):
     name = "dask-cuda"
+    row_order = 240
     label = "Dask (CuPy chunks, one worker per GPU)"
     description = "the dask row on CuPy chunks, one worker per GPU through dask-cuda's LocalCUDACluster"
     cuda = True

@@ -126,6 +126,7 @@ def shard_rows(n: int, world: int) -> list[tuple[int, int]]:
 
 class DaskNcclLloyd(Implementation):
     name = "kmbench-gpu-dask"
+    row_order = 250
     label = "kmbench-gpu on Dask (NCCL)"
     description = ("kmbench-gpu's kernels on every GPU of a Dask cluster, one shard per GPU, the sums "
                    "all-reduced by NCCL between the GPUs every iteration")

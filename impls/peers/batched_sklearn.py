@@ -14,6 +14,8 @@ from kmbench.tasks.batched import BatchedProblem, BatchedResult, BudgetedBatched
 
 class BatchedSklearn(BudgetedBatched):
     name = "batched-sklearn"
+    row_order = 310
+    baseline = True
     label = "scikit-learn in a loop"
     description = "KMeans(n_init=1, init=<the seed's centroids>) per row and seed; time budget, extrapolated"
     source = "003 (batched k-means), its scikit-learn baseline"

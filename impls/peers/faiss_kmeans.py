@@ -24,6 +24,7 @@ NEVER_STOP = -1.0  # faiss stops when the objective falls by less than threshold
 
 class FaissKMeans(Implementation):
     name = "faiss-cpu"
+    row_order = 280
     relocates_empty_clusters = True
     label = "faiss (CPU)"
     description = "faiss.Kmeans on the CPU: given centroids, niter fixed, no subsampling; float32"

@@ -26,6 +26,7 @@ from kmbench.protocol.timing import CudaEventRegion, host_region
 
 class FastPytorchKMeans(TorchLloyd):
     name = "fast-pytorch-kmeans"
+    row_order = 180
     label = "fast-pytorch-kmeans"
     description = "fast_pytorch_kmeans.KMeans(tol=-1).fit_predict(X, centroids=given); FP32, TF32 off"
     source = "peer users pick (the Yinyang issue): fast-pytorch-kmeans"
@@ -69,6 +70,7 @@ class FlashKMeans(TorchLloyd):
     and centroids. Its sums are float32; an empty cluster keeps its centroid."""
 
     name = "flash-kmeans"
+    row_order = 190
     label = "flash-kmeans (fp32 input)"
     dtype = "tf32"  # tl.dot on float32 input: judged by TF32's bounds (kmbench.judge.precision)
     description = "flash_kmeans.batch_kmeans_Euclid(x, k, tol=-1, init_centroids=given); fp32 input, TF32 dots"
@@ -112,6 +114,7 @@ class FlashKMeans(TorchLloyd):
 
 class FlashKMeansHalf(FlashKMeans):
     name = "flash-kmeans-fp16"
+    row_order = 200
     label = "flash-kmeans (fp16)"
     dtype = "float16"  # half-precision data and centroids, float32 sums
     description = "flash-kmeans on float16 data and centroids (its fastest documented precision)"
@@ -120,6 +123,7 @@ class FlashKMeansHalf(FlashKMeans):
 
 class CumlKMeans(Implementation):
     name = "cuml"
+    row_order = 220
     label = "cuML"
     description = "cuml.cluster.KMeans(init=given, n_init=1, max_iter, tol=0); untested on kmbench's GPU machine"
     source = "peer users pick (the Yinyang issue): RAPIDS cuML"

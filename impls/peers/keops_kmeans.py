@@ -75,6 +75,7 @@ def compile_in_child(n: int, k: int, d: int) -> None:
 
 class PykeopsKMeans(TorchLloyd):
     name = "pykeops"
+    row_order = 210
     label = "KeOps (pykeops)"
     description = "pykeops LazyTensor argmin of (x_i - c_j)^2, torch index_add_ sums; FP32 throughout"
     source = "peer users pick (the Yinyang issue): KeOps's k-means formulation"

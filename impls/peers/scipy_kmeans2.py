@@ -19,6 +19,8 @@ from kmbench.protocol.timing import host_region
 
 class ScipyKMeans2(Implementation):
     name = "scipy"
+    row_order = 290
+    ranked_in_reports = True
     label = "scipy"
     description = ("scipy.cluster.vq.kmeans2(minit='matrix', iter=iterations, missing='warn'); "
                    "float32 sums of raw coordinates: wrong in float32 far from the origin")

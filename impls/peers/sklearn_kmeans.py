@@ -22,6 +22,9 @@ from kmbench.protocol.timing import host_region
 
 class SklearnKMeans(Implementation):
     name = "sklearn"
+    row_order = 260
+    ranked_in_reports = True
+    baseline = True
     relocates_empty_clusters = True
     label = "scikit-learn"
     description = "sklearn.cluster.KMeans(algorithm='lloyd', init=given, n_init=1, tol=0)"

@@ -44,6 +44,7 @@ def path_taken(lines: list[str]) -> str:
 
 class SklearnexKMeans(Implementation):
     name = "sklearnex"
+    row_order = 270
     relocates_empty_clusters = True
     label = "scikit-learn-intelex"
     description = "sklearnex.cluster.KMeans (oneDAL): given centroids, n_init=1, Lloyd, tol=0"

@@ -30,6 +30,8 @@ def torch_gpu_status(library: str | None = None, install_hint: str = "") -> tupl
 
 class TorchLloyd(Implementation):
     name = "torch"
+    row_order = 170
+    ranked_in_reports = True
     label = "PyTorch (GEMM Lloyd)"
     description = "torch: ||c||^2 - 2 x c^T by matmul, argmin, index_add_ sums; FP32, TF32 off"
     source = "a peer: the way PyTorch users write k-means"

@@ -167,6 +167,8 @@ class NativeLloyd(Implementation):
 
 class CppPlain(NativeLloyd):
     name = "cpp"
+    row_order = 30
+    ranked_in_reports = True
     label = "Our C++"
     description = "plain C++17 loop over points (double; 2-D fast path), subprocess"
     source = "000, section C++ (the vanilla C++ version)"
@@ -175,6 +177,8 @@ class CppPlain(NativeLloyd):
 
 class CppEigen(NativeLloyd):
     name = "cpp-eigen"
+    row_order = 40
+    ranked_in_reports = True
     label = "Our C++ (Eigen)"
     description = "C++17 with Eigen array expressions for the distances (double), subprocess"
     source = "000, section C++ (the Eigen version)"

@@ -45,6 +45,7 @@ SORTED_SEARCH = "sorted search"  # kmbench_cpu.cpp's name for its low-d path for
 
 class KmbenchCpu(NativeLloyd):
     name = "kmbench-cpu"
+    row_order = 50
     description = ("our exact Lloyd on every core: OpenMP over points; low d, SIMD over points, or for many "
                    "centroids a scan of them sorted along one axis; high d, a register block with the argmin "
                    "fused; centred float32 data, float64 sums; subprocess")

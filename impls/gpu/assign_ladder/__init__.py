@@ -134,6 +134,7 @@ class AssignCuda(GpuImplementation):
 
 class AssignV1(AssignCuda):
     name, step, source_file = "assign-v1", "V1", "v1_local.cu"
+    row_order = 360
     label = "V1 local memory"
     description = "one thread per point; point in a local-memory array; previous label loaded late; atomics"
     source = "001, V1 (LocalMemory)"
@@ -142,6 +143,7 @@ class AssignV1(AssignCuda):
 
 class AssignV2(AssignV1):
     name, step, source_file = "assign-v2", "V2", "v2_prefetch.cu"
+    row_order = 370
     label = "V2 previous label early"
     description = "V1 with the previous label loaded before the search"
     source = "001, V2 (prefetched membership)"
@@ -150,6 +152,7 @@ class AssignV2(AssignV1):
 
 class AssignV3(AssignCuda):
     name, step, source_file = "assign-v3", "V3", "v3_template.cu"
+    row_order = 380
     label = "V3 dimension templated"
     description = "V2 with d a template parameter: the point in registers"
     source = "001, V3 (template and unrolling)"
@@ -159,6 +162,7 @@ class AssignV3(AssignCuda):
 
 class AssignV4(AssignCuda):
     name, step, source_file = "assign-v4", "V4", "v4_four_points.cu"
+    row_order = 390
     label = "V4 four points per thread"
     description = "V3 with four points per thread, a grid stride apart"
     source = "001, V4 (2^n unroll, 4 best)"
@@ -169,6 +173,7 @@ class AssignV4(AssignCuda):
 
 class AssignV5(AssignV4):
     name, step, source_file = "assign-v5", "V5", "v5_unroll_clusters.cu"
+    row_order = 400
     label = "V5 clusters unrolled"
     description = "V4 with k a template parameter: the cluster loop unrolled"
     source = "001, V5 (further unrolling)"
@@ -178,6 +183,7 @@ class AssignV5(AssignV4):
 
 class AssignV6(AssignV5):
     name, step, source_file = "assign-v6", "V6", "v6_no_atomic.cu"
+    row_order = 410
     label = "V6 no atomics"
     description = "V5 with the changed flag stored, not added atomically"
     source = "001, V6 (atomic removed)"
@@ -186,6 +192,7 @@ class AssignV6(AssignV5):
 
 class AssignFastest(AssignCuda):
     name, step, source_file = "assign-kmbench", "kmbench", "fastest.cu"
+    row_order = 420
     label = "kmbench assign"
     description = "4 consecutive points per thread by 16-byte loads, labels by int4, one flag store per block"
     source = "kmbench's own (issue: the assignment-kernel ladder)"

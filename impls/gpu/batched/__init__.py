@@ -138,6 +138,7 @@ class BatchedRawKernel(BatchedGpu):
 
 class BatchedCudaC(BatchedRawKernel):
     name = "batched-cuda-c"
+    row_order = 330
     label = "CUDA C, block per row (003's design)"
     description = "one block per row, one thread per seed, row and byte labels in shared memory, two passes per iteration"
     source = "003 (batched k-means), its CUDA C design"
@@ -160,6 +161,7 @@ class BatchedCudaC(BatchedRawKernel):
 
 class BatchedKmbench(BatchedRawKernel):
     name = "batched-kmbench"
+    row_order = 340
     label = "kmbench batched (warp per row)"
     description = "one warp per row, a lane per seed, 4 rows per block; one fused pass per iteration, sums in registers"
     source = "kmbench's own (issue: batched k-means)"
@@ -192,6 +194,7 @@ def _numpy_aliases_for_numba() -> None:
 
 class BatchedNumba(BatchedGpu):
     name = "batched-numba"
+    row_order = 320
     label = "Numba CUDA, block per row (003's design)"
     description = "document 003's design written with numba.cuda: block per row, thread per seed, shared memory"
     source = "003 (batched k-means), its Numba design"

@@ -168,6 +168,8 @@ class CudaLloyd(GpuImplementation):
 
 class CudaV1(CudaLloyd):
     name = "cuda-v1"
+    row_order = 60
+    ranked_in_reports = True
     label = "Our CUDA"
     description = "one thread per point, means from global memory, atomicAdd sums and counts"
     source = "000, section CUDA (first version)"
@@ -203,6 +205,8 @@ class CudaV1(CudaLloyd):
 
 class CudaV2(CudaV1):
     name = "cuda-v2"
+    row_order = 70
+    ranked_in_reports = True
     label = "Our CUDA (2)"
     description = "v1 with the means staged in shared memory"
     source = "000, section CUDA (second version, shared memory)"
@@ -214,6 +218,8 @@ class CudaV2(CudaV1):
 
 class CudaV3(CudaLloyd):
     name = "cuda-v3"
+    row_order = 80
+    ranked_in_reports = True
     label = "Our CUDA (3)"
     description = "assignment fused with per-block per-cluster tree reduction, then a coarse reduction; no atomics"
     source = "000, section CUDA (third version, fine + coarse reduction)"

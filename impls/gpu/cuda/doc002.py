@@ -26,6 +26,8 @@ BLOCK = 256
 
 class Cuda002(GpuImplementation):
     name = "cuda-002"
+    row_order = 90
+    ranked_in_reports = True
     label = "CUDA (document 002)"
     description = ("double precision, struct of arrays, one point per thread, per-block partial "
                    "sums, two reduction passes, changed counter read each iteration")

@@ -66,6 +66,8 @@ def upload_centred(data: np.ndarray, shift: np.ndarray | None = None):
 
 class KmbenchGpu(GpuImplementation):
     name = "kmbench-gpu"
+    row_order = 100
+    ranked_in_reports = True
     label = "kmbench-gpu"
     description = ("our own exact FP32 Lloyd: data shifted by their mean, float64 sums across "
                    "blocks, strategy from (n, d, k): fused small-k, shared-memory tiles, or GEMM")
@@ -226,6 +228,8 @@ class KmbenchGpuTf32(KmbenchGpu):
     labels differ from FP32 in the last assignment."""
 
     name = "kmbench-gpu-tf32"
+    row_order = 110
+    ranked_in_reports = True
     label = "kmbench-gpu (TF32)"
     description = "kmbench-gpu's GEMM path with TF32 tensor-core products (not exact FP32)"
     dtype = "tf32"  # certified to TF32's bounds (kmbench.judge.precision), not FP32's

@@ -104,6 +104,7 @@ class ChunkStream:
 
 class KmbenchGpuStream(KmbenchGpu):
     name = "kmbench-gpu-stream"
+    row_order = 120
     label = "kmbench-gpu (streamed from host)"
     description = ("kmbench-gpu for data larger than GPU memory: points pinned in host memory, streamed "
                    "in chunks on two streams every iteration, the resident kernels per chunk")

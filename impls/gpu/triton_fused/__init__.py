@@ -44,6 +44,7 @@ def tiling(d: int, k: int) -> dict:
 
 class TritonFused(Implementation):
     name = "triton-fused"
+    row_order = 140
     label = "triton-fused"
     description = ("our own Triton kernel: assignment and float64 sums fused in one pass, FP32 "
                    "scores on mean-shifted data (tl.dot in IEEE FP32 above d = 8)")

@@ -56,6 +56,7 @@ def slack_factor(d: int) -> float:
 
 class YinyangGpu(KmbenchGpu):
     name = "yinyang-gpu"
+    row_order = 130
     label = "kmbench Yinyang (GPU)"
     description = ("our own exact Yinyang k-means: t = k/10 centroid groups, global and group filters on "
                    "drift-shifted bounds, FP32 distances with rounding margins, float64 sums")

@@ -79,6 +79,7 @@ class _StdoutCapture:
 
 class Kmcuda(GpuImplementation):
     name = "kmcuda"
+    row_order = 150
     label = "kmcuda Lloyd"
     description = "src-d/kmcuda 6.2.3 built from its sdist for this GPU, kmeans_cuda(yinyang_t=0); FP32"
     source = "document 004 (kmcuda); built by make kmcuda"
@@ -164,6 +165,7 @@ class Kmcuda(GpuImplementation):
 
 class KmcudaYinyang(Kmcuda):
     name = "kmcuda-yinyang"
+    row_order = 160
     label = "kmcuda Yinyang"
     description = "src-d/kmcuda 6.2.3, kmeans_cuda(yinyang_t=0.1): Lloyd to 11% reassignments, then Yinyang"
     yinyang_t = 0.1
