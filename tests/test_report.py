@@ -159,3 +159,28 @@ def test_the_gemm_floor_is_measured_only_for_high_d_cells_on_a_gpu():
     high = runner.make_problem(datasets.blobs(200, 64, 3, seed=0), runner.Settings(k=3, iterations=2))
     assert runner.gemm_floor(low, {"gpu": {"name": "G"}}) is None
     assert runner.gemm_floor(high, {"gpu": None}) is None
+
+
+class Declared(NumpyFast):
+    """A third party's row that declares itself first in reports and its task's baseline."""
+    name, label = "declared", "Declared"
+    row_order = 5
+    ranked_in_reports = True
+    baseline = True
+
+
+def test_rows_are_ordered_and_compared_as_they_declare(tmp_path, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from kmbench import registry
+
+    entry = EntryPoint(name="declared", value="tests.test_report:Declared", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [entry] if group == registry.ENTRY_POINT_GROUP else [])
+    sklearn_like = NumpyFast()
+    sklearn_like.name, sklearn_like.label = "sklearn", "scikit-learn"
+    settings = runner.Settings(k=3, iterations=2, warmup=0, repeats=1)
+    records = lloyd.run([sklearn_like, Declared()], [datasets.blobs(60, 2, 3, seed=0)], settings,
+                        store=tmp_path / "r.jsonl")
+    cells = report.cells_frame(records)
+    assert list(cells["impl"]) == ["declared", "sklearn"]  # row_order 5 ranks before scikit-learn's
+    assert cells.loc[0, "speedup_vs_sklearn"] == 1.0  # the declared baseline is everyone's yardstick
