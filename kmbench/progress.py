@@ -1,7 +1,8 @@
 """What a run shows while it works. On a terminal: one bar over the cells, the cell in progress
 named beside it. Off one (a log file, CI): a line when a cell starts and ends, and one at
 least every HEARTBEAT_S seconds while a cell runs, so a nine-minute cell is never silent.
-Both take the same calls from the runner: start, note, done, skip."""
+Both take the same calls from the one runner (kmbench.protocol.task.run_cells), whatever the
+task: start (a row and the workload's name), note, done, skip."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ class BarReporter:
         self.progress = progress
         self.task = progress.add_task("starting", total=total)
 
-    def start(self, impl, dataset):
-        self.progress.update(self.task, description=f"{impl.name} on {dataset.name}")
+    def start(self, impl, where: str):
+        self.progress.update(self.task, description=f"{impl.name} on {where}")
 
     def note(self, text):
         self.progress.update(self.task, description=text)
@@ -64,8 +65,8 @@ class LineReporter:
                 note = f"; {self.latest_note}" if self.latest_note else ""
                 self._say(f"[{self.finished}/{self.total}] still running {self.cell} ({elapsed:.0f} s){note}")
 
-    def start(self, impl, dataset):
-        self.cell, self.latest_note, self.started = f"{impl.name} on {dataset.name}", "", time.monotonic()
+    def start(self, impl, where: str):
+        self.cell, self.latest_note, self.started = f"{impl.name} on {where}", "", time.monotonic()
         self._say(f"[{self.finished}/{self.total}] {self.cell}: started")
 
     def note(self, text):

@@ -66,11 +66,11 @@ def test_the_assign_problem_is_a_second_pass():
 def _tiny(task: str, impls: list, **protocol) -> tasks.TaskSuite:
     if task == "assign":
         workloads = [{"n": 3000, "d": 1, "k": 16, "seed": 0}]
-        return tasks.parse("assign-ladder", {"task": task, "title": "t", "source": "001", "published": "assign-ladder",
+        return suite.parse("assign-ladder", {"task": task, "title": "t", "source": "001", "published": "assign-ladder",
                                              "impls": impls, "workloads": workloads, "protocol": protocol})
     workloads = [{"rows": 40, "points": 30, "d": 1, "k": 3, "seeds": 4, "stop": "epsilon", "epsilon": 0.02,
                   "iterations": 100}]
-    return tasks.parse("batched", {"task": task, "title": "t", "source": "003", "published": "batched",
+    return suite.parse("batched", {"task": task, "title": "t", "source": "003", "published": "batched",
                                    "impls": impls, "workloads": workloads, "protocol": protocol})
 
 

@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from kmbench.cli.app import app, friendly
+from kmbench.cli.options import row_options
 from kmbench.data import files, results
 from kmbench.plans import out_of_core, scaling
 from kmbench.plans.in_memory import Counts, exit_status
@@ -58,7 +59,7 @@ def scale_cmd(
 
     Per k, one float64 oracle judges every cell: first the --alone rows, then the --impl rows on each GPU set in turn, each set a new cluster. A row that cannot hold its share ends as an error that says so, and the run goes on. The table covers every record in --store; the exit code is 1 if a cell is mismatch or approximate."""
     plan = scaling.check(workload, gpus, k, alone, impl, scale, Counts(iters, warmup, repeats, seed))
-    records = scaling.run(plan, store)
+    records = scaling.run(plan, store, row_options())
     _finish(scaling_markdown(results.load(store)), out, records)
 
 

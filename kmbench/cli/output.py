@@ -15,6 +15,7 @@ from kmbench import progress
 from kmbench.cli.app import STATUS_STYLE, console, errors
 from kmbench.data import files, results
 from kmbench.plans import plan
+from kmbench.protocol import Options
 from kmbench.protocol.timing import format_seconds
 from kmbench.report import export, report
 from kmbench.report.plot import per_iteration_chart, sweep_charts
@@ -57,9 +58,9 @@ def show_warnings(records: list[dict]) -> None:
                          highlight=False)
 
 
-def run_and_show(impls, data, settings, store, data_dir=None):
+def run_and_show(impls, data, settings, store, data_dir=None, options: Options = Options()):
     with progress.reporting(console, len(impls) * len(data)) as reporter:
-        records = lloyd.run(impls, data, settings, store, reporter, data_dir)
+        records = lloyd.run(impls, data, settings, store, reporter, data_dir, options)
     console.print(summary_table(records))
     show_seeding_times(records)
     show_warnings(records)
@@ -89,11 +90,11 @@ def write_text(text: str, out: Optional[Path]):
     console.print(f"wrote {out}")
 
 
-def execute_plan(steps, store, data_dir, force):
+def execute_plan(steps, store, data_dir, force, options: Options = Options()):
     """Run a checked plan with one bar over every cell (skipped cells advance it too)."""
     total = sum(len(step.impls) for step in steps)
     with progress.reporting(console, total) as reporter:
-        records, skipped = plan.execute(steps, store, reporter, data_dir, force)
+        records, skipped = plan.execute(steps, store, reporter, data_dir, force, options)
     if records:
         console.print(summary_table(records))
         show_warnings(records)

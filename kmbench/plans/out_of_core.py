@@ -33,8 +33,8 @@ def points_for(share: float, d: int, gpu_bytes: int) -> int:
 class OutOfCoreTask(InMemoryLloydTask):
     """Each streamed row's time per iteration as a multiple of its copy floor, too."""
 
-    def measure(self, impl, problem, oracle, dataset, run_id: str) -> dict:
-        record = super().measure(impl, problem, oracle, dataset, run_id)
+    def measure(self, impl, problem, oracle, dataset, progress=None) -> dict:
+        record = super().measure(impl, problem, oracle, dataset, progress)
         floor = (record.get("build") or {}).get("copy_floor_s")
         record["gpu_memory_share"] = dataset.meta["parameters"]["share"]
         if floor:

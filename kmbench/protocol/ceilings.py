@@ -77,6 +77,27 @@ def fp32_issue_rate(cupy, rounds: int = 4096, launches: int = 5) -> float | None
         return None
 
 
+TENSOR_SIZE = 8192  # the square product that measures a tensor-core rate (1.1e12 FLOPs)
+
+
+def tensor_rates(cupy, size: int = TENSOR_SIZE, products: int = 5) -> dict:
+    """Dense tensor-core rates in FLOP/s, from cuBLAS's square products: "tf32_flops" (float32
+    operands, TF32 compute) and "fp16_flops" (float16 operands). The compute floors of rows
+    that declare tensor-core arithmetic are taken against them; a rate that cannot be
+    measured is left out."""
+    rates = {}
+    for name, dtype, tf32 in (("tf32_flops", cupy.float32, True), ("fp16_flops", cupy.float16, False)):
+        try:
+            a = cupy.ones((size, size), dtype=dtype)
+            out = cupy.empty_like(a)
+            with matmul_precision(tf32):
+                seconds = _event_seconds(cupy, lambda: cupy.matmul(a, a, out=out), products)
+            rates[name] = 2.0 * size ** 3 * products / seconds
+        except Exception:
+            continue
+    return rates
+
+
 def cpu_copy_bandwidth(megabytes: int = 128, copies: int = 4) -> float | None:
     """Host memory copy rate in bytes per second (read plus written), every core copying its
     own slice at once (NumPy releases the GIL while it copies)."""
@@ -136,6 +157,50 @@ def fractions(record: dict) -> dict:
     issue = measured.get("fp32_issue_rate")
     if rate and instructions and issue:
         found["FP32 issue"] = rate * instructions / issue
+    return found
+
+
+# The measured rate each declared unit of arithmetic is bound by (environment.gpu's keys).
+RATE_OF_UNIT = {"fp32": "fp32_issue_rate", "tf32": "tf32_flops", "fp16": "fp16_flops"}
+UNIT_NAMES = {"fp32": "FP32 issue", "tf32": "TF32 peak", "fp16": "fp16 peak"}
+
+
+def declared_arithmetic(declared: tuple[str, float] | None) -> dict | None:
+    """A row's declared arithmetic (Implementation.arithmetic) as the record keeps it."""
+    if not declared:
+        return None
+    unit, per_distance = declared
+    if unit not in RATE_OF_UNIT:
+        raise ValueError(f"unknown arithmetic unit {unit!r}; known: {', '.join(RATE_OF_UNIT)}")
+    return {"unit": unit, "per_distance": float(per_distance)}
+
+
+def _arithmetic(record: dict) -> dict | None:
+    """The record's declared arithmetic; records older than the field declared FP32 instructions."""
+    if record.get("arithmetic"):
+        return record["arithmetic"]
+    per = record.get("fp32_per_distance")
+    return {"unit": "fp32", "per_distance": per} if per else None
+
+
+def floors(record: dict) -> dict:
+    """Seconds per iteration no implementation of the record's arithmetic could beat on its
+    machine: "compute_floor_s" (n k distances times the declared cost, at the measured rate of
+    that unit) and "memory_floor_s" (the declared bytes at the measured copy rate), with
+    "compute_unit" naming the ceiling; each only where the record has what it needs."""
+    env = record.get("env") or {}
+    measured = (env.get("cpu_ceilings") if record.get("roofline_on") == "cpu" else env.get("gpu")) or {}
+    found = {}
+    arithmetic = _arithmetic(record)
+    data, k = record.get("dataset") or {}, (record.get("params") or {}).get("k")
+    if arithmetic and data.get("n") and k:
+        rate = measured.get(RATE_OF_UNIT.get(arithmetic["unit"], ""))
+        if rate:
+            found["compute_floor_s"] = data["n"] * k * arithmetic["per_distance"] / rate
+            found["compute_unit"] = UNIT_NAMES[arithmetic["unit"]]
+    copy, moved = measured.get("copy_bandwidth_Bps"), record.get("bytes_per_iteration")
+    if copy and moved:
+        found["memory_floor_s"] = moved / copy
     return found
 
 
