@@ -61,33 +61,6 @@ def test_an_unreachable_scheduler_is_an_error_cell():
     assert record["status"] == "error" and "Dask scheduler" in record["detail"]
 
 
-def test_the_scaling_table_compares_each_row_with_its_one_gpu_run():
-    from kmbench.report import scaling
-    def record(workers, seconds, status="ok"):
-        return {"impl": "dask-cuda", "dataset": {"name": "radial", "n": 10**8}, "params": {"k": 3},
-                "build": {"workers": workers}, "per_iteration_s": seconds, "status": status, "detail": "drift"}
-
-    text = scaling.markdown([record(1, 0.4), record(2, 0.25), record(4, 0.1, "mismatch")])
-    assert "| 2 | 250.00 ms | 1.60x | 80% | - | - | ok |" in text
-    assert "| 4 | - | - | - | - | - | mismatch: drift |" in text
-
-
-def test_the_scaling_table_holds_each_gpu_set_against_kmbench_gpu_alone_and_splits_out_the_collective():
-    from kmbench.report import scaling
-
-    def record(impl, workers, seconds, communicate=None):
-        times = {"phases": {"communicate": {"mean": communicate}}} if communicate is not None else {}
-        return {"impl": impl, "dataset": {"name": "radial", "n": 10**9}, "params": {"k": 1000},
-                "build": {"workers": workers} if workers else {}, "per_iteration_s": seconds, "status": "ok",
-                "iterations_executed": 3, "times": times}
-
-    text = scaling.markdown([record("kmbench-gpu", None, 0.30), record("kmbench-gpu-dask", 1, 0.31, 3e-5),
-                             record("kmbench-gpu-dask", 2, 0.16, 1.5e-4)])
-    assert "| kmbench-gpu | radial | 1,000,000,000 | 1000 | 1 | 300.00 ms | 1.00x | 100% | - | - | ok |" in text
-    assert "| 1 | 310.00 ms | 1.00x | 100% | 1.03x | 10.0 us | ok |" in text
-    assert "| 2 | 160.00 ms | 1.94x | 97% | 0.53x | 50.0 us | ok |" in text
-
-
 class _LosesAWorker(DaskLloyd):
     """The dask row, one of whose workers is closed after its first iteration."""
 

@@ -19,7 +19,8 @@ from kmbench.data import datasets, files, results
 from kmbench.errors import UsageError
 from kmbench.plans import plan, suite
 from kmbench.protocol import runner
-from kmbench.report import export, html, report
+from kmbench.report import exporters, html, markdown, report
+from kmbench.report.contents import Contents
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
 from kmbench.tasks import lloyd, tasks
 
@@ -125,9 +126,8 @@ def report_cmd(
     store: Optional[Path] = Store,
 ):
     """Render tables from stored records: per dataset, and document 000's published table beside ours."""
-    exporters = {**export.FORMATS, "html": html.page}
-    if format not in exporters:
-        raise UsageError(f"--format must be one of {', '.join(exporters)}; got {format!r}.")
+    if format not in exporters.FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(exporters.FORMATS)}; got {format!r}.")
     if format == "html":
         html.require_plotly()  # before anything is read or written
     source = results.store_path(store)
@@ -138,10 +138,17 @@ def report_cmd(
         files.check_writable_file(plot, "--plot")
     if out is not None:
         files.check_writable_file(out, "--out")
-    cells = report.cells_frame(results.load(source))
-    write_text(exporters[format](cells, str(source)), out)
+    found = results.read(source)
+    contents = Contents(found, str(source), suites=_suites_of(found))
+    write_text(exporters.FORMATS[format](contents), out)
     if plot is not None:
-        errors.print(f"wrote {per_iteration_chart(cells, plot)}")
+        errors.print(f"wrote {per_iteration_chart(report.cells_frame(contents.of('lloyd')), plot)}")
+
+
+def _suites_of(found: list) -> dict:
+    """The shipped task suites the records are of, whose titles and published figures head their tables."""
+    names = {record.suite for record in found if record.task != "lloyd"} & set(suite.names())
+    return {name: suite.load(name) for name in names}
 
 
 @app.command("reproduce")
@@ -240,5 +247,5 @@ def sweep(
     require_matplotlib()
     records = execute_plan(steps, store, data_dir, force, row_options())
     cells = report.cells_frame(records)
-    write_text(export.markdown(cells, str(results.store_path(store)), comparisons=(), title="kmbench sweep"), out)
+    write_text(markdown.render(Contents(records, str(results.store_path(store)), "kmbench sweep", comparisons=())), out)
     write_plots(cells, ["sweep"], out.with_suffix(""))

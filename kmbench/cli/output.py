@@ -17,7 +17,7 @@ from kmbench.data import files, results
 from kmbench.plans import plan
 from kmbench.protocol import Options
 from kmbench.protocol.timing import format_seconds
-from kmbench.report import export, report
+from kmbench.report import formatting, report
 from kmbench.report.plot import per_iteration_chart, sweep_charts
 from kmbench.tasks import lloyd
 
@@ -33,7 +33,7 @@ def summary_table(records: list[dict]) -> Table:
         style = STATUS_STYLE.get(row["status"], "")
         speedup = row["speedup_vs_sklearn"]
         table.add_row(
-            row["impl"], f"{row['n']:,}", f"[{style}]{row['status']}[/]", export.iterations_text(row),
+            row["impl"], f"{row['n']:,}", f"[{style}]{row['status']}[/]", formatting.iterations_text(row),
             format_seconds(row["mean_s"]) if pd.notna(row["mean_s"]) else "-",
             format_seconds(row["per_iter_s"]) if pd.notna(row["per_iter_s"]) else "-",
             f"{speedup:.2f}x" if pd.notna(speedup) else "-",

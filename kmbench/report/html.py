@@ -236,3 +236,10 @@ def page(cells: pd.DataFrame, source: str = "", title: str = "kmbench report") -
                  _times_chart(go, group), _table(group), _notes(group), _floors_chart(go, group),
                  _threads_chart(go, group), _quality_chart(go, group)]
     return head + "\n".join(part for part in body if part) + "\n</body></html>\n"
+
+
+def render(contents) -> str:
+    """The page of a store's Lloyd records (kmbench.report.exporters' interface)."""
+    from kmbench.report import report
+
+    return page(report.cells_frame(contents.of("lloyd")), contents.source, contents.title)

@@ -32,6 +32,7 @@ class LloydTask(LloydProtocol):
 
     def render(self, records: list[dict], suite=None, source: str = "") -> str:
         # Imported here as before: running cells never loads pandas, only drawing the tables does.
-        from kmbench.report import export, report
+        from kmbench.report import markdown
+        from kmbench.report.contents import Contents
 
-        return export.markdown(report.cells_frame(records), source, self.comparisons, title=self.title)
+        return markdown.render(Contents(records, source, self.title, self.comparisons))

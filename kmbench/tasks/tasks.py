@@ -1,7 +1,7 @@
 """The tasks beside Lloyd, as kmbench.protocol.task's interface fills them: "assign" (document
 001: one assignment pass, the kernel ladder) and "batched" (document 003: many small
 problems). Each has its problem, oracle and judge (kmbench.tasks.assign, kmbench.tasks.batched)
-and its tables (kmbench.tasks.task_export); the one runner, kmbench.protocol.task.run_cells,
+and its tables (kmbench.report.task_markdown); the one runner, kmbench.protocol.task.run_cells,
 measures them as it measures Lloyd, one record per (workload, implementation), marked with
 its task.
 
@@ -25,7 +25,7 @@ from kmbench.errors import UsageError
 from kmbench.protocol import environment, reference, validate
 from kmbench.protocol.task import Counting, Task, run_cells, usable
 from kmbench.protocol.timing import summarize
-from kmbench.tasks import assign, batched, task_export
+from kmbench.tasks import assign, batched
 
 TASKS = ("assign", "batched")
 PROTOCOL_KEYS = {"repeats": int, "warmup": int, "budget_s": float, "checked_rows": int}  # each with its type
@@ -139,7 +139,11 @@ class SuiteTask(Task):
         return {}
 
     def render(self, records: list[dict], suite=None, source: str = "") -> str:
-        return task_export.markdown(suite or self.suite, records)
+        from kmbench.report import markdown  # as Lloyd's: only drawing the tables loads pandas
+        from kmbench.report.contents import Contents
+
+        chosen = suite or self.suite
+        return markdown.render(Contents(records, suites={chosen.name: chosen}))
 
 
 class AssignTask(SuiteTask):

@@ -1,8 +1,9 @@
-"""Exporters, one per format, all rendering the same cells frame from `kmbench.report.report`."""
+"""Lloyd's tables in markdown (the markdown exporter's Lloyd view): per dataset group, the
+seconds by size, the detail, the roofline, threads, the GEMM floor and what each row is built
+on, then the published comparisons asked for. They render the cells frame of
+`kmbench.report.report`."""
 
 from __future__ import annotations
-
-import json
 
 import pandas as pd
 
@@ -111,7 +112,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
     return out
 
 
-def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title="kmbench report") -> str:
+def page(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title="kmbench report") -> str:
     """Every group's tables, then the published comparisons asked for: "seconds" (document
     000's table beside ours) and ("peak-rates", key) pairs for rate comparisons."""
     out = [f"# {title}", ""]
@@ -135,15 +136,3 @@ def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), ti
         else:
             out += [""] + rates_markdown(cells, comparison[1])
     return "\n".join(out + [""])
-
-
-def csv(cells: pd.DataFrame, source: str = "") -> str:
-    return cells.to_csv(index=False)
-
-
-def json_(cells: pd.DataFrame, source: str = "") -> str:
-    payload = {"source": source, "cells": json.loads(cells.to_json(orient="records"))}
-    return json.dumps(payload, indent=2) + "\n"
-
-
-FORMATS = {"markdown": markdown, "csv": csv, "json": json_}
