@@ -9,7 +9,10 @@ run from the repository root with it on the path:
     python3 bench/tensor_experiments.py breakdown # per kernel, per iteration, each re-check
     python3 bench/tensor_experiments.py rechecks  # tilings of the re-check
     python3 bench/tensor_experiments.py wide      # tilings of the TF32 pass, d > 128
-    python3 bench/tensor_experiments.py epilogue  # packed against slot epilogues, d <= 128
+    python3 bench/tensor_experiments.py epilogue [FORMS] [TILINGS]
+                                                  # packed against slot epilogues, d <= 128
+                                                  # (FORMS: slots,packed; TILINGS: M,N,D,warps,
+                                                  # stages;... with D for d)
 
 Tilings are set through KMBENCH_TENSOR_TILING in this process only; the benchmark itself is
 `kmbench reproduce embeddings`."""
@@ -224,10 +227,13 @@ def epilogue() -> None:
     tilings, at 1e6 x 128, k = 1024, 1e6 x 64, k = 1000 and 1e7 x 128, k = 4096 (blobs)."""
     from impls.gpu.kmbench_gpu import tensor_settings
 
+    forms = sys.argv[2].split(",") if len(sys.argv) > 2 else ["slots", "packed"]
+    tilings = sys.argv[3].split(";") if len(sys.argv) > 3 else ["128,64,D,8,3", "128,128,D,8,3", "64,128,D,4,3",
+                                                                  "128,64,D,4,3", "64,64,D,4,3"]
     for n, d, k in ((1_000_000, 128, 1024), (1_000_000, 64, 1000), (10_000_000, 128, 4096)):
         problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
-        for tiling in (f"128,64,{d},8,3", f"128,128,{d},8,3", f"64,128,{d},4,3", f"128,64,{d},4,3", f"64,64,{d},4,3"):
-            for form in ("slots", "packed"):
+        for tiling in (choice.replace("D", str(d)) for choice in tilings):
+            for form in forms:
                 tensor_settings.EPILOGUE = form
                 try:
                     tf32, recheck, first = _pass_times(problem, "KMBENCH_TENSOR_TILING", tiling, 6)

@@ -77,9 +77,9 @@ def test_ratios_follow_polarity_and_bandwidth_needs_both_figures():
     ])
     assert list(report._speedups(cells, "mean_s")) == [1.0, 4.0]  # lower is better
     assert list(report._speedups(cells, "dist_evals_per_s")) == [1.0, 4.0]  # higher is better
-    gpu = {"env": {"gpu": {"copy_bandwidth_Bps": 4e12}}, "achieved_bandwidth_Bps": 1e12}
-    assert report._roofline(gpu)["memory_fraction"] == 0.25
-    assert report._roofline({"achieved_bandwidth_Bps": 1e12})["roofline_fraction"] is None
+    gpu = {"env": {"gpu": {"copy_bandwidth_Bps": 4e12}}, "bytes_per_iteration": 1e9, "per_iteration_s": 1e-3}
+    assert report._roofline(gpu)["memory_fraction"] == 0.25  # 1 TB/s of a 4 TB/s copy rate
+    assert report._roofline({"bytes_per_iteration": 1e9, "per_iteration_s": 1e-3})["roofline_fraction"] is None
 
 
 def _gpu_record(impl, per_iter, k, n=1_000_000):
@@ -138,24 +138,23 @@ def test_each_row_says_what_it_is_built_on_and_computes_in():
     assert "| numpy |" not in table.split("\n\n")[1]
 
 
-def test_high_d_rows_are_shown_as_multiples_of_the_measured_gemm():
-    floor = {"fp32": 6e-3, "tf32": 2e-3}
-    ours = dict(_gpu_record("kmbench-gpu", 4e-3, k=1024), gemm_floor_s=floor)
-    peer = dict(_gpu_record("torch", 12e-3, k=1024), gemm_floor_s=floor)
+def test_rows_are_set_against_the_floors_of_their_own_arithmetic():
+    """A tensor-core row's compute floor is taken at the TF32 rate, an FP32 row's at the FP32
+    issue rate (from the FP32 instructions older records declare); both against the copy rate."""
+    from kmbench.report.formatting import seconds_text
+
+    tensor_env = {"gpu": {"name": "G", "copy_bandwidth_Bps": 4e12, "fp32_issue_rate": 3.3e13, "tf32_flops": 4e14}}
+    ours = dict(_gpu_record("kmbench-gpu", 4e-3, k=1024), env=tensor_env,
+                arithmetic={"unit": "tf32", "per_distance": 256.0})
+    peer = dict(_gpu_record("torch", 12e-3, k=1024), env=tensor_env)
     md = markdown.render(Contents([ours, peer], comparisons=("best-peer",)))
-    table = md.split("Against the measured GEMM floor")[1]
-    assert "| kmbench-gpu | 1,000,000 | 4.000ms | 6.000ms | 0.67x | 2.000ms | 2.00x |" in table
-    assert "| torch | 1,000,000 | 12.000ms | 6.000ms | 2.00x | 2.000ms | 6.00x |" in table
-    assert "| 3.00x |" in md.split("against the best peer")[1]  # ratio column; then x TF32 GEMM 2.00x
-    assert "Against the measured GEMM floor" not in markdown.render(
-        Contents([_gpu_record("v", 400e-6, k=1000)]))  # no floor measured: no table
-
-
-def test_the_gemm_floor_is_measured_only_for_high_d_cells_on_a_gpu():
-    low = runner.make_problem(datasets.blobs(200, 8, 3, seed=0), runner.Settings(k=3, iterations=2))
-    high = runner.make_problem(datasets.blobs(200, 64, 3, seed=0), runner.Settings(k=3, iterations=2))
-    assert runner.gemm_floor(low, {"gpu": {"name": "G"}}) is None
-    assert runner.gemm_floor(high, {"gpu": None}) is None
+    table = md.split("Against the floors of each row's own work")[1]
+    tf32_floor, fp32_floor = 1e6 * 1024 * 256 / 4e14, 1e6 * 1024 * 5 / 3.3e13
+    assert (f"| kmbench-gpu | 1,000,000 | 4.000ms | {seconds_text(tf32_floor)} (TF32 peak) | "
+            f"{4e-3 / tf32_floor:.2f}x | {seconds_text(8e6 / 4e12)} | 2000.00x |") in table
+    assert f"| torch | 1,000,000 | 12.000ms | {seconds_text(fp32_floor)} (FP32 issue) | {12e-3 / fp32_floor:.2f}x |" in table
+    assert f"| {4e-3 / tf32_floor:.2f}x |" in md.split("against the best peer")[1]  # the x compute floor column
+    assert "Against the floors" not in markdown.render(Contents([dict(_gpu_record("v", 4e-4, k=10), env={})]))
 
 
 class Declared(NumpyFast):

@@ -186,7 +186,6 @@ class LloydRecord(Record):
     stopped_by_budget: bool = False
     per_iteration_s: float | None = None
     distance_evals_per_s: float | None = None
-    gemm_floor_s: dict = field(default_factory=dict)  # cuBLAS's product of the cell's shape: fp32, tf32
     memory: dict = field(default_factory=dict)  # peaks: host_bytes, gpu_bytes
     validation: dict = field(default_factory=dict)  # the judge's figures and detail
     copy_floor_s: float | None = None  # out-of-core: one host-to-device pass of the data
@@ -215,9 +214,6 @@ class LloydRecord(Record):
     def gpus(self) -> int:
         """The GPUs (Dask workers) a multi-GPU row ran on; one for every other row."""
         return int(self.build.get("workers") or 1)
-
-    def gemm_floor(self, precision: str) -> float | None:
-        return self.gemm_floor_s.get(precision)
 
     def memory_bytes(self, where: str) -> int | None:
         """The peak memory measured on the "host" or the "gpu"."""

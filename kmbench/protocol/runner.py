@@ -22,7 +22,7 @@ from kmbench.protocol.timing import summarize
 
 # Settings and problems are made in settings.py; callers read them from the runner that uses them.
 __all__ = ["INITS", "LloydProtocol", "Settings", "check_settings", "check_sizes", "choose_start", "describe_dataset",
-           "gemm_floor", "initial_centroids", "iteration_warnings", "judgement", "make_problem", "run_cell", "usable"]
+           "initial_centroids", "iteration_warnings", "judgement", "make_problem", "run_cell", "usable"]
 
 
 def describe_dataset(dataset: Dataset) -> dict:
@@ -158,10 +158,6 @@ class LloydProtocol(Task):
         fields["warnings"] = iteration_warnings(iterations, oracle.iterations, measured.followed["stop"]["followed"])
         return fields
 
-    def floor(self, impls, problem: Problem, env: dict) -> dict:
-        floor = gemm_floor(problem, env)
-        return {"gemm_floor_s": floor} if floor else {}
-
 
 def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | None, dataset: Dataset,
              settings: Settings, run_id: str, progress=None) -> dict:
@@ -178,11 +174,3 @@ def iteration_warnings(executed: int, reference: int, followed: str) -> list[str
         return ["cannot stop by the tolerance rule itself: given the reference's count"] if given else []
     head = "given the reference's count, " if given else ""
     return [f"{head}stopped early: ran {executed} of {reference} iterations; compare it per iteration"]
-
-
-def gemm_floor(problem: Problem, env: dict) -> dict | None:
-    """cuBLAS's FP32 and TF32 GEMM of a high-d cell's shape on this machine's GPU (ceilings.py),
-    every row's yardstick in the report; None for low-d cells or without a GPU."""
-    if problem.d <= ceilings.HIGH_DIM or not env.get("gpu"):
-        return None
-    return ceilings.gemm_floor(problem.n, problem.d, problem.k)

@@ -2,7 +2,7 @@
 
 plotly.js is inlined once in the page's head, so the file opens with no network: per dataset
 group, the table; time per iteration as bars coloured by verdict; each cell against the
-machine's ceilings (copy bandwidth, FP32 rate, the GEMM floor) where its record has them; the
+machine's floors (memory, and compute in the row's own arithmetic) where its record has them; the
 speedup over threads where a row ran at several counts; and quality against time, where a
 certified (`ok`) row is exact by definition and sits on the zero line, an `approximate` row
 sits at its inertia's distance from the float64 trajectory, and each problem's Pareto frontier
@@ -116,16 +116,14 @@ def _times_chart(go, group: pd.DataFrame) -> str:
 
 
 def _floor_fractions(rows: pd.DataFrame) -> dict[str, pd.Series]:
-    """Each cell against the machine's ceilings, all as fractions (1: at the ceiling): the
-    roofline's two, and the measured GEMM floor's time over the row's."""
-    found = {"of copy bandwidth": rows["memory_fraction"], "of FP32 issue rate": rows["arithmetic_fraction"]}
-    for precision in ("fp32", "tf32"):
-        found[f"{precision.upper()} GEMM floor / time"] = rows[f"gemm_{precision}_s"] / rows["per_iter_s"]
+    """Each cell's floors over its time (1: at the floor): memory, and compute in the unit the
+    row declares (FP32 issue, TF32 or fp16 peak)."""
+    found = {"memory floor / time": rows["memory_fraction"], "compute floor / time": rows["arithmetic_fraction"]}
     return {name: values.astype(float) for name, values in found.items() if values.notna().any()}
 
 
 def _floors_chart(go, group: pd.DataFrame) -> str:
-    columns = ["memory_fraction", "arithmetic_fraction", "gemm_fp32_s", "gemm_tf32_s"]
+    columns = ["memory_fraction", "arithmetic_fraction"]
     rows = group.dropna(subset=columns, how="all").dropna(subset=["per_iter_s"])
     if rows.empty:
         return ""
@@ -137,9 +135,9 @@ def _floors_chart(go, group: pd.DataFrame) -> str:
     _layout(figure, "Against the machine's ceilings", "fraction of the ceiling",
             log_y=_spans_decades(pd.concat([*fractions.values(), pd.Series([1.0])])))
     return _figure(figure) + _caption(
-        "The declared bytes and FP32 work per second as a fraction of the copy bandwidth and FP32 rate measured "
-        "on the processor the row ran on; the GEMM floor: cuBLAS's product of the cell's shape, timed on the same "
-        "GPU, over the row's time per iteration.")
+        "Each row's floors per iteration over its time: the memory floor is its declared bytes at the measured "
+        "copy rate; the compute floor is its n k distances at the measured rate of the arithmetic it declares "
+        "(FP32 instructions, or TF32 or fp16 tensor-core FLOPs).")
 
 
 def _threads_chart(go, group: pd.DataFrame) -> str:

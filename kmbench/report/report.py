@@ -32,12 +32,14 @@ def _stop(record: LloydRecord) -> str:
 
 
 def _roofline(stored: dict) -> dict:
-    """Memory and arithmetic fractions of the GPU's measured ceilings, and the cell's position
-    on the roofline: the larger of the two, named by the limit it is near."""
-    found = ceilings.fractions(stored)
+    """The cell's floors per iteration (compute, in its declared unit, and memory), each as a
+    fraction of its time, and its position on the roofline: the larger, named by its limit."""
+    floors, found = ceilings.floors(stored), ceilings.fractions(stored)
     limit = max(found, key=found.get) if found else None
-    return {"memory_fraction": found.get("memory"), "arithmetic_fraction": found.get("FP32 issue"),
-            "roofline_fraction": found.get(limit), "roofline_limit": limit}
+    unit = floors.get("compute_unit")
+    return {"compute_floor_s": floors.get("compute_floor_s"), "compute_unit": unit,
+            "memory_floor_s": floors.get("memory_floor_s"), "memory_fraction": found.get("memory"),
+            "arithmetic_fraction": found.get(unit), "roofline_fraction": found.get(limit), "roofline_limit": limit}
 
 
 def _row(record: LloydRecord) -> dict:
@@ -71,8 +73,6 @@ def _row(record: LloydRecord) -> dict:
         "per_iter_s": record.per_iteration_s,
         "dist_evals_per_s": record.distance_evals_per_s,
         **_roofline(record.to_dict()),
-        "gemm_fp32_s": record.gemm_floor("fp32"),
-        "gemm_tf32_s": record.gemm_floor("tf32"),
         # What a row is built on and computes in, as its build information declares it.
         "threads": record.threads,
         "library": record.library,
