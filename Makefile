@@ -56,7 +56,7 @@ reproduce-gpu:  ## document 002 on the radial tree (1M and 100M points), into $(
 KMCUDA_SDIST ?=
 
 kmcuda:  ## build kmcuda (document 004's library) for this GPU from its PyPI sources; KMCUDA_SDIST=file offline
-	$(GPU_PATH) $(PYTHON) -m impls.kmcuda.build $(if $(KMCUDA_SDIST),--sdist $(KMCUDA_SDIST))
+	$(GPU_PATH) $(PYTHON) -m impls.peers.kmcuda.build $(if $(KMCUDA_SDIST),--sdist $(KMCUDA_SDIST))
 
 # GPU sets for the scaling run: one GPU, then two (add 0,1,2,3 on a four-GPU machine).
 DASK_GPU_SETS ?= 0 0,1

@@ -48,7 +48,7 @@ def main() -> None:
         return
     import cupy
 
-    from impls.assign_ladder import LADDER
+    from impls.gpu.assign_ladder import LADDER
     from kmbench.plans import suite
     from kmbench.tasks import tasks
     ladder = suite.load("assign-ladder")

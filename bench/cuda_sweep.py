@@ -4,7 +4,7 @@ the oracle and timed with the harness's protocol (CUDA events, warm-up, repeats)
     python3 bench/cuda_sweep.py [--iters 100] [--repeats 3]   # from the repository root, on the path
 
 Prints one line per variant: n, k, version, block size, points per thread, status and
-microseconds per iteration. impls/cuda/NOTES.md records what the sweeps found.
+microseconds per iteration. impls/gpu/cuda/NOTES.md records what the sweeps found.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from impls.cuda import CudaV1, CudaV2, CudaV3
+from impls.gpu.cuda import CudaV1, CudaV2, CudaV3
 from kmbench.data import datasets
 from kmbench.protocol import runner, validate
 

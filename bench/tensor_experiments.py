@@ -1,4 +1,4 @@
-"""The experiments behind the tensor-core path's section of impls/fast/NOTES.md (GPU machine),
+"""The experiments behind the tensor-core path's section of impls/gpu/kmbench_gpu/NOTES.md (GPU machine),
 run from the repository root with it on the path:
 
     python3 bench/tensor_experiments.py check     # small shapes, every cell validated
@@ -24,8 +24,8 @@ import sys
 
 import numpy as np
 
-from fast_experiments import show  # beside this script
-from impls.fast import KmbenchGpu
+from kmbench_gpu_experiments import show  # beside this script
+from impls.gpu.kmbench_gpu import KmbenchGpu
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset, blobs
 
@@ -63,7 +63,7 @@ def check() -> None:
 
 
 def tilings() -> None:
-    from impls.gpu_peers import FlashKMeans, FlashKMeansHalf
+    from impls.peers.gpu_libraries import FlashKMeans, FlashKMeansHalf
 
     data = blobs(1_000_000, d=128, centers=1024)
     chosen = ["128,64,128,8,3", "128,64,128,8,2", "64,64,128,4,3", "128,128,128,8,2", "64,128,128,4,2",
@@ -93,7 +93,7 @@ class _with_tiling(KmbenchGpu):
 
 
 def shapes() -> None:
-    from impls.gpu_peers import FlashKMeans, FlashKMeansHalf
+    from impls.peers.gpu_libraries import FlashKMeans, FlashKMeansHalf
 
     for n, d, k, iterations in ((1_000_000, 128, 1024, 10), (1_000_000, 64, 1000, 10), (300_000, 408, 5000, 5),
                                 (10_000_000, 128, 4096, 3), (1_000_000, 768, 4096, 3)):
@@ -106,9 +106,9 @@ def shapes() -> None:
 
 def dense_rows() -> None:
     """The embeddings issue's correctness item: GPU rows on dense data, k in the hundreds."""
-    from impls.cuda import CudaV3
-    from impls.triton_lloyd import TritonFused
-    from impls.yinyang import YinyangGpu
+    from impls.gpu.cuda import CudaV3
+    from impls.gpu.triton_fused import TritonFused
+    from impls.gpu.yinyang import YinyangGpu
 
     for seed, (n, d, k, offset) in enumerate(((100_000, 2, 500, 0.0), (100_000, 2, 1000, 100.0),
                                               (50_000, 16, 300, 0.0), (50_000, 64, 1000, 50.0))):
@@ -126,7 +126,7 @@ def breakdown() -> None:
     precision) and the update, timed with CUDA events; points re-checked per iteration."""
     import cupy
 
-    from impls.fast.tensor_path import RECHECKS
+    from impls.gpu.kmbench_gpu.tensor_path import RECHECKS
 
     settings = runner.Settings(k=1024, iterations=10)
     problem = runner.make_problem(blobs(1_000_000, d=128, centers=1024), settings)
@@ -225,7 +225,7 @@ def epilogue() -> None:
     """The TF32 pass's two epilogues where rows stay on chip (tensor_settings.EPILOGUE: tile
     numbers packed into the scores, or a compare and three selects per score), at a few
     tilings, at 1e6 x 128, k = 1024, 1e6 x 64, k = 1000 and 1e7 x 128, k = 4096 (blobs)."""
-    from impls.fast import tensor_settings
+    from impls.gpu.kmbench_gpu import tensor_settings
 
     forms = sys.argv[2].split(",") if len(sys.argv) > 2 else ["slots", "packed"]
     tilings = sys.argv[3].split(";") if len(sys.argv) > 3 else ["128,64,D,8,3", "128,128,D,8,3", "64,128,D,4,3",

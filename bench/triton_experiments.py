@@ -1,4 +1,4 @@
-"""The experiments behind impls/triton_lloyd/NOTES.md, on a GPU machine (each validates
+"""The experiments behind impls/gpu/triton_fused/NOTES.md, on a GPU machine (each validates
 against the oracle), run from the repository root with it on the path:
 
     python3 bench/triton_experiments.py shapes  # triton-fused beside kmbench-gpu, d = 2
@@ -11,9 +11,9 @@ They patch the adapter (tiling, warps) in this process only; the benchmark itsel
 
 import sys
 
-import impls.triton_lloyd as fused
-from fast_experiments import cell, show  # beside this script
-from impls.fast import KmbenchGpu
+import impls.gpu.triton_fused as fused
+from kmbench_gpu_experiments import cell, show  # beside this script
+from impls.gpu.kmbench_gpu import KmbenchGpu
 from kmbench.data.datasets import blobs
 
 SHAPES = [(10**7, 2, 5), (10**7, 2, 32), (10**7, 2, 100), (10**7, 2, 1000), (10**6, 64, 1000),

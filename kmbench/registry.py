@@ -1,61 +1,24 @@
-"""Find implementations: the built-ins, and third parties' through the entry-point group
-`kmbench.impls` (each entry point names an `Implementation` subclass)."""
+"""Find implementations: the built-ins, found by reading the `impls` package (a class that
+declares its own `row_order` is a row), and third parties' through the entry-point group
+`kmbench.impls` (each entry point names an `Implementation` subclass). Every row declares its
+own place (`row_order`), whether reports rank it, and whether it is its task's baseline."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
+import math
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from kmbench.errors import UsageError
 from kmbench.protocol import Implementation
 
 ENTRY_POINT_GROUP = "kmbench.impls"
-
-# module:class, in the order of document 000's table where the row exists there.
-BUILTINS = [
-    "impls.numpy_blog:NumpyBlog",
-    "impls.numpy_fast:NumpyFast",
-    "impls.cpp:CppPlain",
-    "impls.cpp:CppEigen",
-    "impls.cpu_fast:KmbenchCpu",
-    "impls.cuda:CudaV1",
-    "impls.cuda:CudaV2",
-    "impls.cuda:CudaV3",
-    "impls.cuda.doc002:Cuda002",
-    "impls.fast:KmbenchGpu",
-    "impls.fast:KmbenchGpuTf32",
-    "impls.fast.stream:KmbenchGpuStream",
-    "impls.yinyang:YinyangGpu",
-    "impls.triton_lloyd:TritonFused",
-    "impls.kmcuda:Kmcuda",
-    "impls.kmcuda:KmcudaYinyang",
-    "impls.torch_impl:TorchLloyd",
-    "impls.gpu_peers:FastPytorchKMeans",
-    "impls.gpu_peers:FlashKMeans",
-    "impls.gpu_peers:FlashKMeansHalf",
-    "impls.keops_impl:PykeopsKMeans",
-    "impls.gpu_peers:CumlKMeans",
-    "impls.dask_impl:DaskLloyd",
-    "impls.dask_impl:DaskCudaLloyd",
-    "impls.dask_nccl:DaskNcclLloyd",
-    "impls.sklearn_impl:SklearnKMeans",
-    "impls.sklearnex_impl:SklearnexKMeans",
-    "impls.faiss_impl:FaissKMeans",
-    "impls.scipy_impl:ScipyKMeans2",
-    "impls.batched_numpy:BatchedNumpy",
-    "impls.batched_sklearn:BatchedSklearn",
-    "impls.batched_gpu:BatchedNumba",
-    "impls.batched_gpu:BatchedCudaC",
-    "impls.batched_gpu:BatchedKmbench",
-    "impls.assign_numpy:AssignNumpy",
-    "impls.assign_ladder:AssignV1",
-    "impls.assign_ladder:AssignV2",
-    "impls.assign_ladder:AssignV3",
-    "impls.assign_ladder:AssignV4",
-    "impls.assign_ladder:AssignV5",
-    "impls.assign_ladder:AssignV6",
-    "impls.assign_ladder:AssignFastest",
-]
+# Where the built-in rows live. The harness reaches it only through this name (discovery, never
+# an import statement), so it stays a plugin: tests/test_import_graph.py holds the line.
+BUILTIN_PACKAGE = "impls"
 
 
 class Broken(Implementation):
@@ -69,31 +32,87 @@ class Broken(Implementation):
         return False, self._reason
 
 
-def _load(target: str) -> type[Implementation]:
-    module_name, _, class_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)
+def _declares_a_row(node: ast.stmt) -> bool:
+    """A class whose own body sets `row_order`: a row says where it stands. A helper built on a
+    row's machinery (the assignment ladder's floor kernel, kmbench-gpu-dask's per-shard worker)
+    declares no place and is not a row."""
+    return isinstance(node, ast.ClassDef) and any(
+        isinstance(statement, ast.Assign) and any(isinstance(target, ast.Name) and target.id == "row_order"
+                                                  for target in statement.targets)
+        for statement in node.body)
+
+
+def _row_modules() -> list[str]:
+    """The built-in package's modules that define a row, found by reading the sources, so that
+    modules of kernels only (Triton, Numba) are not imported to be looked at; a module that
+    does not parse is returned, to fail as a row."""
+    spec = importlib.util.find_spec(BUILTIN_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return []  # an installation without the built-in rows
+    root = Path(list(spec.submodule_search_locations)[0])
+    modules = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        if "row_order" not in text:  # most files: no need to parse them
+            continue
+        try:
+            declares = any(map(_declares_a_row, ast.parse(text, str(path)).body))
+        except SyntaxError:
+            declares = True
+        if declares:
+            parts = path.relative_to(root).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            modules.append(".".join((BUILTIN_PACKAGE, *parts)))
+    return modules
+
+
+def _rows_of(module) -> list[type[Implementation]]:
+    """The rows a module defines (not those it imports)."""
+    return [cls for cls in vars(module).values() if isinstance(cls, type) and issubclass(cls, Implementation)
+            and cls.__module__ == module.__name__ and cls.row_order is not None]
+
+
+def _builtins() -> list[Implementation]:
+    found: list[Implementation] = []
+    for module_name in _row_modules():
+        try:
+            rows = _rows_of(importlib.import_module(module_name))
+        except Exception as exc:  # a broken module must not take the others down
+            found.append(Broken(module_name, f"import failed: {exc}"))
+            continue
+        for row in rows:
+            try:
+                found.append(row())
+            except Exception as exc:
+                found.append(Broken(row.name, f"could not be constructed: {exc}"))
+    return found
 
 
 def discover() -> dict[str, Implementation]:
-    """Every implementation by name, available or not."""
-    found: dict[str, Implementation] = {}
-    for target in BUILTINS:
-        try:
-            impl = _load(target)()
-        except ModuleNotFoundError as exc:
-            if exc.name and target.startswith(exc.name):
-                continue  # a family not present in this checkout
-            impl = Broken(target, f"import failed: {exc}")
-        except Exception as exc:  # a broken module must not take the others down
-            impl = Broken(target, f"import failed: {exc}")
-        found[impl.name] = impl
+    """Every implementation by name, available or not, in the order the rows declare (rows
+    that declare none keep the order found, after the others); a built-in wins a name clash."""
+    found = _builtins()
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         try:
-            impl = entry.load()()
+            found.append(entry.load()())
         except Exception as exc:
-            impl = Broken(entry.name, f"entry point failed to load: {exc}")
-        found.setdefault(impl.name, impl)
-    return found
+            found.append(Broken(entry.name, f"entry point failed to load: {exc}"))
+    everything: dict[str, Implementation] = {}
+    for impl in sorted(found, key=lambda impl: math.inf if impl.row_order is None else impl.row_order):
+        everything.setdefault(impl.name, impl)
+    return everything
+
+
+def ranked_in_reports(everything: dict[str, Implementation] | None = None) -> list[str]:
+    """The rows reports list first, in their declared order."""
+    everything = everything if everything is not None else discover()
+    return [name for name, impl in everything.items() if impl.ranked_in_reports]
+
+
+def baseline(task: str, everything: dict[str, Implementation] | None = None) -> str | None:
+    """The row that declares itself its task's baseline, every other row's yardstick."""
+    everything = everything if everything is not None else discover()
+    return next((name for name, impl in everything.items() if impl.baseline and task in impl.tasks), None)
 
 
 def select(names: str | None, everything: dict[str, Implementation] | None = None,

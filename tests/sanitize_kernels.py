@@ -16,9 +16,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from impls.cuda import CudaV1, CudaV2, CudaV3
-from impls.cuda.doc002 import Cuda002
-from impls.fast import KmbenchGpu
+from impls.gpu.cuda import CudaV1, CudaV2, CudaV3
+from impls.gpu.cuda.doc002 import Cuda002
+from impls.gpu.kmbench_gpu import KmbenchGpu
 from kmbench.protocol import runner
 from kmbench.data.datasets import Dataset
 

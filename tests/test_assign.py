@@ -3,7 +3,7 @@ changed flag, and a wrong kernel flagged."""
 
 import numpy as np
 
-from impls.assign_numpy import AssignNumpy
+from impls.cpu.assign_numpy import AssignNumpy
 from kmbench.tasks.assign import AssignOracle, AssignProblem, AssignResult, judge
 
 

@@ -4,7 +4,7 @@ NumPy implementation; a wrong kernel is flagged."""
 import numpy as np
 import pytest
 
-from impls.batched_numpy import BatchedNumpy
+from impls.cpu.batched_numpy import BatchedNumpy
 from kmbench.tasks import batched
 
 
@@ -78,7 +78,7 @@ def test_oracle_checks_a_sample_of_many_rows():
 
 
 def test_sklearn_loop_agrees_and_a_time_budget_is_extrapolated_and_said():
-    from impls.batched_sklearn import BatchedSklearn
+    from impls.peers.batched_sklearn import BatchedSklearn
 
     problem = _problem(rows=12, seeds=4, epsilon=None, iterations=30)
     oracle = batched.BatchedOracle.compute(problem)

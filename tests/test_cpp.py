@@ -8,7 +8,7 @@ import stat
 import numpy as np
 import pytest
 
-from impls.cpp import HERE, CppEigen, CppPlain, build
+from impls.cpu.cpp import HERE, CppEigen, CppPlain, build
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset, blobs
 from tests.conftest import blob_data
@@ -211,7 +211,7 @@ def test_float32_on_request(monkeypatch):
 
 
 def test_eigen_include_overrides_the_wheel(monkeypatch, tmp_path):
-    from impls.cpp import eigen_include
+    from impls.cpu.cpp import eigen_include
 
     found, _ = eigen_include()
     monkeypatch.setenv("EIGEN_INCLUDE", str(tmp_path))

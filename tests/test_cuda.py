@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from impls.cuda import HERE, MAX_K, CudaV1, CudaV2, CudaV3, cuda_status
+from impls.gpu.cuda import HERE, MAX_K, CudaV1, CudaV2, CudaV3, cuda_status
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset, blobs
 from kmbench.errors import ImplementationError

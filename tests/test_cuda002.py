@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from impls.cuda import cuda_status
-from impls.cuda.doc002 import SHARED_MAX_K, Cuda002
+from impls.gpu.cuda import cuda_status
+from impls.gpu.cuda.doc002 import SHARED_MAX_K, Cuda002
 from kmbench.protocol import runner
 from kmbench.data.datasets import Dataset, radial
 from kmbench.errors import ImplementationError

@@ -1,4 +1,4 @@
-"""Our CUDA sources reach CuPy with their local headers pasted in (impls/cuda/sources.py), so
+"""Our CUDA sources reach CuPy with their local headers pasted in (impls/gpu/cuda/sources.py), so
 CuPy's kernel cache, keyed on the code string, sees an edited header. Runs without a GPU; the
 pasted text is compiled with nvcc where it is on PATH."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from impls.cuda.sources import with_local_includes
+from impls.gpu.cuda.sources import with_local_includes
 
 IMPLS = Path(__file__).resolve().parents[1] / "impls"
 WITH_HEADERS = sorted(p for p in IMPLS.rglob("*.cu") if '#include "' in p.read_text())

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from impls.dask_impl import DaskCudaLloyd, DaskLloyd  # noqa: E402
+from impls.distributed.dask_lloyd import DaskCudaLloyd, DaskLloyd  # noqa: E402
 from kmbench.protocol import Options, runner, validate  # noqa: E402
 from kmbench.data.datasets import Dataset  # noqa: E402
 from kmbench.tasks import lloyd  # noqa: E402
@@ -75,7 +75,7 @@ class _LosesAWorker(DaskLloyd):
 def test_a_worker_lost_mid_run_is_one_sentence_and_a_closed_cluster(tmp_path, monkeypatch):
     """The worker takes its scattered chunks with it: the cell ends as an error that says so in
     one sentence, the cluster is closed, and the store holds that whole record and nothing else."""
-    import impls.dask_impl as dask_impl
+    import impls.distributed.dask_lloyd as dask_lloyd
     from kmbench.data import results
 
     calls = []
@@ -87,7 +87,7 @@ def test_a_worker_lost_mid_run_is_one_sentence_and_a_closed_cluster(tmp_path, mo
             cluster.sync(next(iter(cluster.workers.values())).close)
         return False
 
-    monkeypatch.setattr(dask_impl, "stop_done", stop_after_losing_a_worker)
+    monkeypatch.setattr(dask_lloyd, "stop_done", stop_after_losing_a_worker)
     data = blob_data(np.random.default_rng(8), n=20_003, d=3, k=6)
     impl = _LosesAWorker()
     impl.min_chunk_rows = 1000

@@ -1,4 +1,4 @@
-"""kmbench-gpu-dask (impls/dask_nccl.py). Without a GPU: the shards, and the collective's
+"""kmbench-gpu-dask (impls/distributed/kmbench_gpu_dask.py). Without a GPU: the shards, and the collective's
 set-up driven through a real Dask cluster of two threads, with the per-worker functions standing
 in as NumPy Lloyd steps joined by an in-process all-reduce: every rank gets its own rank, the same
 unique id, its own shard on its own worker, and the ranks together compute the oracle's answer.
@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from impls import dask_nccl
+from impls.distributed import kmbench_gpu_dask
 from kmbench.protocol import reference, validate
 from tests.conftest import blob_data, gpu_cell, memory_problem
 
@@ -17,10 +17,10 @@ distributed = pytest.importorskip("distributed")
 
 
 def test_shards_are_contiguous_and_even():
-    assert dask_nccl.shard_rows(10, 3) == [(0, 4), (4, 3), (7, 3)]
-    assert dask_nccl.shard_rows(2, 2) == [(0, 1), (1, 1)]
+    assert kmbench_gpu_dask.shard_rows(10, 3) == [(0, 4), (4, 3), (7, 3)]
+    assert kmbench_gpu_dask.shard_rows(2, 2) == [(0, 1), (1, 1)]
     for n, world in [(1_000_003, 4), (7, 7), (9, 2)]:
-        bounds = dask_nccl.shard_rows(n, world)
+        bounds = kmbench_gpu_dask.shard_rows(n, world)
         assert sum(rows for _, rows in bounds) == n
         assert all(first + rows == after for (first, rows), (after, _) in zip(bounds, bounds[1:]))
         assert max(rows for _, rows in bounds) - min(rows for _, rows in bounds) <= 1
@@ -87,7 +87,7 @@ def _leave(token):
     _SEEN.pop((token, "collective"), None)
 
 
-class _ThreadCluster(dask_nccl.DaskNcclLloyd):
+class _ThreadCluster(kmbench_gpu_dask.DaskNcclLloyd):
     def _start_cluster(self, options):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
         return cluster, distributed.Client(cluster)
@@ -97,7 +97,7 @@ class _ThreadCluster(dask_nccl.DaskNcclLloyd):
 def test_collective_set_up_through_dask(monkeypatch, tol):
     _SEEN.clear()
     for name in ("unique_id", "join", "run_shard", "leave"):
-        monkeypatch.setattr(dask_nccl, name, globals()[f"_{name}"])
+        monkeypatch.setattr(kmbench_gpu_dask, name, globals()[f"_{name}"])
     data = blob_data(np.random.default_rng(4), n=3_001, d=2, k=6, dtype=np.float64)
     _, _, problem = memory_problem(data, 6, 40, tol=tol)
     impl = _ThreadCluster()
@@ -123,7 +123,7 @@ def test_collective_set_up_through_dask(monkeypatch, tol):
 @pytest.mark.parametrize("d, k", [(2, 5), (3, 100), (64, 200)])
 def test_on_the_gpus_present(d, k):
     data = blob_data(np.random.default_rng(d), n=40_003, d=d, k=k)
-    oracle, record = gpu_cell(dask_nccl.DaskNcclLloyd(), data, k, iterations=6)
+    oracle, record = gpu_cell(kmbench_gpu_dask.DaskNcclLloyd(), data, k, iterations=6)
     assert record["status"] == validate.OK, record.get("detail")
     build = record["build"]
     assert build["gpus"] >= 1 and build["collective"].startswith("NCCL") and sum(build["rows_per_gpu"]) == 40_003
@@ -133,6 +133,6 @@ def test_on_the_gpus_present(d, k):
 @pytest.mark.gpu
 def test_tolerance_rule_counts_every_shard():
     data = blob_data(np.random.default_rng(9), n=30_001, d=2, k=20)
-    oracle, record = gpu_cell(dask_nccl.DaskNcclLloyd(), data, 20, iterations=100, tol=1e-3)
+    oracle, record = gpu_cell(kmbench_gpu_dask.DaskNcclLloyd(), data, 20, iterations=100, tol=1e-3)
     assert record["status"] == validate.OK, record.get("detail")
     assert record["iterations_executed"] == oracle.iterations < 100

@@ -60,7 +60,7 @@ def test_pipeline_and_grid_search():
 
 def test_the_default_backend_is_the_fastest_that_runs_here():
     """Before, the default was kmbench-gpu, and KMeans() failed on every machine without a GPU."""
-    from impls.cuda import cuda_status
+    from impls.gpu.cuda import cuda_status
 
     model = kmbench.KMeans(n_clusters=4, random_state=0).fit(_data())
     assert model.impl_ == ("kmbench-gpu" if cuda_status()[0] else "numpy")
@@ -72,7 +72,7 @@ def test_unknown_or_unavailable_backend_is_a_clear_error():
         kmbench.KMeans(n_clusters=2, impl="nope").fit(X)
     with pytest.raises(ValueError, match="serves the batched task"):
         kmbench.KMeans(n_clusters=2, impl="batched-numpy").fit(X)
-    from impls.cuda import cuda_status
+    from impls.gpu.cuda import cuda_status
 
     if not cuda_status()[0]:
         with pytest.raises(RuntimeError, match="cannot run here"):

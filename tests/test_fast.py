@@ -1,4 +1,4 @@
-"""kmbench-gpu (impls/fast) and the torch peer. Without a GPU: the strategy choice and the
+"""kmbench-gpu (impls/gpu/kmbench_gpu) and the torch peer. Without a GPU: the strategy choice and the
 limits; the kernels still compile with nvcc in test_cuda.py's way. With a GPU (make test-gpu):
 agreement with the oracle for d in {1, 2, 3, 16, 64, 408}, k up to 65,536, every strategy,
 partial blocks, both stop rules, data offset by 1e6, and n = 1e8."""
@@ -10,8 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from impls.fast import DIRECT_MAX_DIM, HERE, MAX_K, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, strategy, tiled_distance
-from impls.fast.tensor_path import tensor_status
+from impls.gpu.kmbench_gpu import DIRECT_MAX_DIM, HERE, MAX_K, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, strategy, tiled_distance
+from impls.gpu.kmbench_gpu.tensor_path import tensor_status
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset, radial
 from kmbench.errors import ImplementationError
@@ -213,7 +213,7 @@ def test_tf32_variant_reports_label_agreement():
 
 @pytest.mark.gpu
 def test_torch_peer_agrees():
-    from impls.torch_impl import TorchLloyd
+    from impls.peers.torch_lloyd import TorchLloyd
 
     _, record = _cell(TorchLloyd(), _blobs(100_000, 2), 5, iterations=20)
     assert record["status"] == "ok", record.get("detail")

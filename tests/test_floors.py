@@ -4,8 +4,8 @@ the bytes it declares, at the measured copy rate."""
 
 import pytest
 
-from impls.fast import strategies
-from impls.gpu_peers import FlashKMeans, FlashKMeansHalf
+from impls.gpu.kmbench_gpu import strategies
+from impls.peers.gpu_libraries import FlashKMeans, FlashKMeansHalf
 from kmbench.protocol import ceilings
 
 GPU = {"copy_bandwidth_Bps": 3.0e12, "fp32_issue_rate": 3.0e13, "tf32_flops": 4.0e14, "fp16_flops": 8.0e14}

@@ -1,4 +1,4 @@
-"""GPU peers (impls/gpu_peers.py, impls/keops_impl.py): fast-pytorch-kmeans and KeOps,
+"""GPU peers (impls/peers/gpu_libraries.py, impls/peers/keops_kmeans.py): fast-pytorch-kmeans and KeOps,
 validated on a GPU; cuML, whose adapter cannot be run on kmbench's GPU machine and must say
 so; KeOps's compile in a child process, whose crash must become a clear error."""
 
@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from impls import keops_impl
-from impls.gpu_peers import CumlKMeans, FastPytorchKMeans
-from impls.keops_impl import PykeopsKMeans
+from impls.peers import keops_kmeans
+from impls.peers.gpu_libraries import CumlKMeans, FastPytorchKMeans
+from impls.peers.keops_kmeans import PykeopsKMeans
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset
 from kmbench.errors import ImplementationError
@@ -35,12 +35,12 @@ def test_a_missing_library_says_how_to_get_it(impl_type, module, hint, monkeypat
 
 
 def test_a_crash_in_keops_compile_is_an_error_not_the_end_of_the_run(monkeypatch):
-    monkeypatch.setattr(keops_impl, "CHILD", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    monkeypatch.setattr(keops_kmeans, "CHILD", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
     with pytest.raises(ImplementationError, match=r"failed for d = 3 \(signal 11\)"):
-        keops_impl.compile_in_child(10, 2, 3)
-    monkeypatch.setattr(keops_impl, "CHILD", "import sys; sys.exit('no GPU here')")
+        keops_kmeans.compile_in_child(10, 2, 3)
+    monkeypatch.setattr(keops_kmeans, "CHILD", "import sys; sys.exit('no GPU here')")
     with pytest.raises(ImplementationError, match="exit status 1.*no GPU here"):
-        keops_impl.compile_in_child(10, 2, 3)
+        keops_kmeans.compile_in_child(10, 2, 3)
 
 
 def _blobs(n=50_003, d=8, centers=10, seed=0):

@@ -18,9 +18,9 @@ certifier steps with protocol's float64 reference, and protocol's validate and r
 certifier. report sits below tasks and plans because records are what it reads: it needs
 nothing of theirs, while each task renders its own tables with report's pieces.
 
-Implementations are never imported: the registry finds the built-ins by module name
-(importlib), which is discovery, not an import statement, and the packages its list names
-(`impls` today) are the ones no harness module may import. An implementation may import
+Implementations are never imported: the registry finds the built-ins by reading the package
+it names (`impls` today) and loading the modules that declare rows by name (importlib), which
+is discovery, not an import statement; that package is the one no harness module may import. An implementation may import
 kmbench, never the other way round.
 """
 
@@ -43,8 +43,8 @@ LAYERS = [
     {"cli", "estimator", "__init__", "__main__"},
 ]
 LAYER = {unit: level for level, units in enumerate(LAYERS) for unit in units}
-# Where the built-in rows live, read from the registry's own list, so a renamed package stays covered.
-IMPLEMENTATIONS = {"impls"} | {target.split(":")[0].split(".")[0] for target in registry.BUILTINS}
+# Where the built-in rows live, read from the registry, so a renamed package stays covered.
+IMPLEMENTATIONS = {"impls", registry.BUILTIN_PACKAGE}
 
 
 def unit_of(path: Path, root: Path) -> str:
@@ -114,13 +114,13 @@ def test_the_check_sees_imports_inside_functions_and_relative_ones(tmp_path):
     (tmp_path / "protocol").mkdir()
     (tmp_path / "protocol" / "a.py").write_text(
         "import numpy\nfrom kmbench.data import files\n\n"
-        "def late():\n    from kmbench.report import export\n    import impls.cuda\n")
+        "def late():\n    from kmbench.report import export\n    import impls.gpu.cuda\n")
     (tmp_path / "protocol" / "b.py").write_text("from ..cli import app\nfrom . import a\n")
     (tmp_path / "newthing").mkdir()
     (tmp_path / "newthing" / "c.py").write_text("")
     found = offenders(tmp_path)
     assert len(found) == 4, found
     assert "protocol/a.py:5 imports kmbench.report: report (layer 3) is above protocol (layer 2)" in found[1]
-    assert "protocol/a.py:6 imports impls.cuda, an implementation" in found[2]
+    assert "protocol/a.py:6 imports impls.gpu.cuda, an implementation" in found[2]
     assert "protocol/b.py:1 imports kmbench.cli: cli (layer 6) is above protocol (layer 2)" in found[3]
     assert "newthing has no layer" in found[0]

@@ -1,4 +1,4 @@
-"""kmbench-cpu (impls/cpu_fast): built on demand with OpenMP like the `cpp` rows, agreeing with
+"""kmbench-cpu (impls/cpu/kmbench_cpu): built on demand with OpenMP like the `cpp` rows, agreeing with
 the oracle for d from 1 to 1000 (each of its paths), k from 1 to 400, far from the origin,
 with an empty cluster, under both stop rules and any thread count. Needs a C++ compiler with
 OpenMP (the CI machine's g++)."""
@@ -9,8 +9,8 @@ import pytest
 import os
 from dataclasses import replace
 
-from impls.cpp import build
-from impls.cpu_fast import KmbenchCpu
+from impls.cpu.cpp import build
+from impls.cpu.kmbench_cpu import KmbenchCpu
 from kmbench.protocol import Options, runner, validate
 from tests.conftest import gpu_cell, memory_problem
 

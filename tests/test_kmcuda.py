@@ -1,4 +1,4 @@
-"""kmcuda rows (impls/kmcuda). Without a GPU: what the adapter refuses, how it reads kmcuda's
+"""kmcuda rows (impls/peers/kmcuda). Without a GPU: what the adapter refuses, how it reads kmcuda's
 iteration count, where it looks for the library. With a GPU and the library built (`make
 kmcuda`): both rows against the oracle under the tolerance rule."""
 
@@ -7,8 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from impls.kmcuda import ITERATION_LINE, Kmcuda, KmcudaYinyang
-from impls.kmcuda.build import library_path
+from impls.peers.kmcuda import ITERATION_LINE, Kmcuda, KmcudaYinyang
+from impls.peers.kmcuda.build import library_path
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset
 from kmbench.errors import ImplementationError
@@ -58,7 +58,7 @@ def test_kmcuda_rows_against_the_oracle(impl):
 
 @pytest.mark.parametrize("content", [b"", b"\x7fELF truncated", b"not a library"])
 def test_a_damaged_library_is_one_sentence_not_a_traceback(tmp_path, content):
-    from impls.kmcuda import _load
+    from impls.peers.kmcuda import _load
 
     damaged = tmp_path / "libKMCUDA.so"
     damaged.write_bytes(content)

@@ -59,7 +59,7 @@ def test_sklearnex_info_lines_do_not_reach_the_users_log(caplog, capfd):
 
     from kmbench.protocol import runner, validate
     from kmbench.data.datasets import Dataset
-    from impls.sklearnex_impl import SklearnexKMeans
+    from impls.peers.sklearnex_kmeans import SklearnexKMeans
 
     data = np.random.default_rng(0).standard_normal((2_000, 2)).astype(np.float32)
     dataset = Dataset("t", data, None, {"generator": "test"})

@@ -11,7 +11,7 @@ import pytest
 from kmbench.protocol import oracles, runner, validate
 from kmbench.data.datasets import Dataset, checksum
 from kmbench.tasks import lloyd
-from impls.numpy_fast import NumpyFast
+from impls.cpu.numpy_fast import NumpyFast
 from tests.conftest import blob_data
 
 

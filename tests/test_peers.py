@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from impls.faiss_impl import FaissKMeans
-from impls.sklearnex_impl import SklearnexKMeans, path_taken
+from impls.peers.faiss_kmeans import FaissKMeans
+from impls.peers.sklearnex_kmeans import SklearnexKMeans, path_taken
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset
 

@@ -47,3 +47,60 @@ def test_list_shows_each_task():
 
     out = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["list"]).output
     assert "batched-numpy" in out and "assign-numpy" in out and "batched" in out
+
+
+def test_every_builtin_row_declares_its_own_place():
+    rows = registry._builtins()
+    assert all(row.row_order is not None for row in rows)
+    assert len({row.row_order for row in rows}) == len(rows), "two rows declare the same place"
+    assert len({row.name for row in rows}) == len(rows), "two rows share a name: one would be lost"
+
+
+def test_a_row_inherits_neither_its_parents_place_nor_its_baseline():
+    from impls.peers.sklearn_kmeans import SklearnKMeans
+
+    class Mine(SklearnKMeans):
+        name = "mine"
+
+    assert SklearnKMeans.baseline and SklearnKMeans.ranked_in_reports and SklearnKMeans.row_order is not None
+    assert (Mine.row_order, Mine.ranked_in_reports, Mine.baseline) == (None, False, False)
+
+
+def test_helpers_built_on_a_row_are_not_rows():
+    found = registry.discover()
+    assert "assign-floor" not in found  # the ladder's floor kernel: it times memory, finds no centroid
+    assert {type(impl).__name__ for impl in found.values()}.isdisjoint({"StreamFloor", "ShardLloyd"})
+
+
+def test_document_000_rows_lead_reports_in_its_order_against_its_baseline():
+    from kmbench.report import published
+
+    table = published.table("python-cpp-cuda")
+    ranked = registry.ranked_in_reports()
+    documented = [row["impl"] for row in table["rows"]]
+    assert [name for name in ranked if name in documented] == documented
+    assert registry.baseline("lloyd") == table["baseline"]
+
+
+def _package(root, name, files: dict[str, str]):
+    (root / name).mkdir()
+    for file, text in {"__init__.py": "", **files}.items():
+        (root / name / file).write_text(text)
+
+
+def test_builtin_rows_are_found_by_reading_the_package(tmp_path, monkeypatch):
+    row = ("from kmbench.protocol import Implementation\n"
+           "class {cls}(Implementation):\n    name = '{name}'\n    row_order = {order}\n")
+    _package(tmp_path, "rows_here", {
+        "late.py": row.format(cls="Late", name="late", order=20),
+        "early.py": row.format(cls="Early", name="early", order=10) + "class Helper(Early):\n    name = 'helper'\n",
+        "kernels.py": "raise RuntimeError('a kernel module is never imported to look for rows')\n",
+        "broken.py": "import no_such_module\n" + row.format(cls="Broken", name="broken", order=1),
+    })
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "BUILTIN_PACKAGE", "rows_here")
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    found = registry.discover()
+    assert list(found) == ["early", "late", "rows_here.broken"]
+    usable, why = found["rows_here.broken"].available()
+    assert not usable and "no_such_module" in why

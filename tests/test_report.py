@@ -6,7 +6,7 @@ from kmbench.protocol import runner
 from kmbench.report import csv, markdown, report
 from kmbench.report.contents import Contents
 from kmbench.tasks import lloyd
-from impls.numpy_fast import NumpyFast
+from impls.cpu.numpy_fast import NumpyFast
 from tests.test_validate import SkipsLastPoint
 
 
@@ -155,3 +155,28 @@ def test_rows_are_set_against_the_floors_of_their_own_arithmetic():
     assert f"| torch | 1,000,000 | 12.000ms | {seconds_text(fp32_floor)} (FP32 issue) | {12e-3 / fp32_floor:.2f}x |" in table
     assert f"| {4e-3 / tf32_floor:.2f}x |" in md.split("against the best peer")[1]  # the x compute floor column
     assert "Against the floors" not in markdown.render(Contents([dict(_gpu_record("v", 4e-4, k=10), env={})]))
+
+
+class Declared(NumpyFast):
+    """A third party's row that declares itself first in reports and its task's baseline."""
+    name, label = "declared", "Declared"
+    row_order = 5
+    ranked_in_reports = True
+    baseline = True
+
+
+def test_rows_are_ordered_and_compared_as_they_declare(tmp_path, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from kmbench import registry
+
+    entry = EntryPoint(name="declared", value="tests.test_report:Declared", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [entry] if group == registry.ENTRY_POINT_GROUP else [])
+    sklearn_like = NumpyFast()
+    sklearn_like.name, sklearn_like.label = "sklearn", "scikit-learn"
+    settings = runner.Settings(k=3, iterations=2, warmup=0, repeats=1)
+    records = lloyd.run([sklearn_like, Declared()], [datasets.blobs(60, 2, 3, seed=0)], settings,
+                        store=tmp_path / "r.jsonl")
+    cells = report.cells_frame(records)
+    assert list(cells["impl"]) == ["declared", "sklearn"]  # row_order 5 ranks before scikit-learn's
+    assert cells.loc[0, "speedup_vs_sklearn"] == 1.0  # the declared baseline is everyone's yardstick

@@ -7,7 +7,7 @@ from kmbench.data.datasets import Dataset
 from kmbench.errors import UsageError
 from kmbench.protocol import Implementation
 from kmbench.tasks import lloyd
-from impls.numpy_fast import NumpyFast
+from impls.cpu.numpy_fast import NumpyFast
 from tests.conftest import blob_data
 
 

@@ -1,4 +1,4 @@
-"""kmbench-gpu-stream (impls/fast/stream.py): data streamed from pinned host memory. Without a
+"""kmbench-gpu-stream (impls/gpu/kmbench_gpu/stream.py): data streamed from pinned host memory. Without a
 GPU: how the points are cut into chunks. With one (make test-gpu), chunks of a few thousand
 rows, so every run crosses many chunk edges, an odd number of them (each iteration's first
 copy then reuses the slot the previous iteration read last): agreement with the oracle and
@@ -8,8 +8,8 @@ host memory pinned and unpinned."""
 import numpy as np
 import pytest
 
-from impls.fast import KmbenchGpu
-from impls.fast.stream import CHUNK_ENV, KmbenchGpuStream, chunk_rows, chunks
+from impls.gpu.kmbench_gpu import KmbenchGpu
+from impls.gpu.kmbench_gpu.stream import CHUNK_ENV, KmbenchGpuStream, chunk_rows, chunks
 from kmbench.protocol import validate
 from tests.conftest import blob_data, gpu_cell, memory_problem
 
@@ -81,7 +81,7 @@ def test_streamed_float64_data_and_offset(monkeypatch):
 def test_host_memory_is_pinned_for_the_run_and_given_back():
     import cupy
 
-    from impls.fast.stream import ChunkStream
+    from impls.gpu.kmbench_gpu.stream import ChunkStream
     from kmbench.protocol.device import PinnedHost, is_pinned
 
     data = blob_data(np.random.default_rng(1), n=50_000, d=4, k=3)

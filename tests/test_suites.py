@@ -168,7 +168,7 @@ def test_peak_rates_table_sets_published_beside_measured():
 
 
 def test_numpy_blog_refuses_what_memory_cannot_hold():
-    from impls.numpy_blog import NumpyBlog
+    from impls.cpu.numpy_blog import NumpyBlog
     from kmbench.data.datasets import Dataset
     from kmbench.errors import ImplementationError
 

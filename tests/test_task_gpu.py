@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from impls.assign_ladder import LADDER, AssignFastest
-from impls.batched_gpu import BatchedCudaC, BatchedKmbench, BatchedNumba
+from impls.gpu.assign_ladder import LADDER, AssignFastest
+from impls.gpu.batched import BatchedCudaC, BatchedKmbench, BatchedNumba
 from kmbench.tasks import assign, batched, tasks
 
 pytestmark = pytest.mark.gpu

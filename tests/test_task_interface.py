@@ -6,9 +6,9 @@ mismatch by the task's own judge, a row that cannot run skipped with its reason.
 import numpy as np
 import pytest
 
-from impls.assign_numpy import AssignNumpy
-from impls.batched_sklearn import BatchedSklearn
-from impls.numpy_fast import NumpyFast
+from impls.cpu.assign_numpy import AssignNumpy
+from impls.peers.batched_sklearn import BatchedSklearn
+from impls.cpu.numpy_fast import NumpyFast
 from kmbench.data import results
 from kmbench.data.datasets import Dataset
 from kmbench.plans import suite

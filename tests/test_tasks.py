@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from impls.assign_numpy import AssignNumpy
-from impls.batched_sklearn import BatchedSklearn
+from impls.cpu.assign_numpy import AssignNumpy
+from impls.peers.batched_sklearn import BatchedSklearn
 from kmbench import registry
 from kmbench.data import results
 from kmbench.plans import suite
@@ -23,7 +23,7 @@ from kmbench.cli import app
 from kmbench.errors import UsageError
 
 IMPLS = Path(__file__).resolve().parent.parent / "impls"
-SOURCES = sorted((IMPLS / "assign_ladder").glob("*.cu")) + sorted((IMPLS / "batched_gpu").glob("*.cu"))
+SOURCES = sorted((IMPLS / "gpu" / "assign_ladder").glob("*.cu")) + sorted((IMPLS / "gpu" / "batched").glob("*.cu"))
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")

@@ -1,4 +1,4 @@
-"""The TF32 error bound of kmbench-gpu's tensor-core path (impls/fast/bound.py), on the CPU:
+"""The TF32 error bound of kmbench-gpu's tensor-core path (impls/gpu/kmbench_gpu/bound.py), on the CPU:
 TF32 products are emulated by truncating FP32 inputs to 10 mantissa bits and adding the
 exact products in FP32, one at a time. A point whose margin is inside the bound is re-checked;
 outside it, the TF32 winner is the exact winner."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from impls.fast import TILED_MAX_DIM, strategy
-from impls.fast import bound, tensor_path
+from impls.gpu.kmbench_gpu import TILED_MAX_DIM, strategy
+from impls.gpu.kmbench_gpu import bound, tensor_path
 
 
 def _scene(rng, n, d, k, offset=0.0, scale=1.0):

@@ -1,4 +1,4 @@
-"""kmbench-gpu's tensor-core path (impls/fast/tensor_path.py) and the GPU rows at embedding
+"""kmbench-gpu's tensor-core path (impls/gpu/kmbench_gpu/tensor_path.py) and the GPU rows at embedding
 dimensions. Without a GPU: the update kernels compile with nvcc, the tilings and the memory
 count. With a GPU (make test-gpu): agreement with the float64 oracle for d from 17 to 1000 and
 k from 1 to 2000, far from the origin, both stop rules, with and without the CUDA graph;
@@ -10,8 +10,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from impls.fast import HERE, KmbenchGpu
-from impls.fast.tensor_path import WHOLE_MAX_DIM, default_tilings, device_bytes, pack_bits
+from impls.gpu.kmbench_gpu import HERE, KmbenchGpu
+from impls.gpu.kmbench_gpu.tensor_path import WHOLE_MAX_DIM, default_tilings, device_bytes, pack_bits
 from tests.conftest import gpu_cell
 from tests.test_fast import _blobs as fast_blobs
 
@@ -36,7 +36,7 @@ def test_tilings_keep_rows_on_chip_up_to_their_limit(d):
 
 
 def test_scores_are_packed_only_where_rows_stay_on_chip_and_the_tiles_fit_the_bits():
-    from impls.fast.bound import PACK_MAX_BITS
+    from impls.gpu.kmbench_gpu.bound import PACK_MAX_BITS
 
     on_chip, streamed = default_tilings(128, 1024)[0], default_tilings(408, 1024)[0]
     assert on_chip[1] == 32 and pack_bits(128, 1024, on_chip) == 5  # 32 tiles of 32
@@ -144,7 +144,7 @@ def test_the_recheck_list_is_sorted_by_tf32_winner_with_its_limits():
     their TF32 winner, each with the limit the TF32 pass gave it."""
     import cupy
 
-    from impls.fast.tensor_path import TensorPath
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
 
     data = (np.random.default_rng(6).standard_normal((20_000, 64)) + 10.0).astype(np.float32)
     x = cupy.asarray(data - data.mean(axis=0))
@@ -171,7 +171,7 @@ def test_renumbering_groups_near_centroids_and_undoes_itself():
     numbering back."""
     import cupy
 
-    from impls.fast.tensor_path import TensorPath
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
 
     rng = np.random.default_rng(8)
     blob_of = rng.permutation(np.repeat(np.arange(8), 32))

@@ -1,4 +1,4 @@
-"""triton-fused (impls/triton_lloyd). Without a GPU: the tiling rules and
+"""triton-fused (impls/gpu/triton_fused). Without a GPU: the tiling rules and
 what `available` says when a library is missing. With a GPU (make test-gpu): agreement with
 the oracle in every kernel path (broadcast or tl.dot distances; per-program or per-point
 sums), with and without the CUDA graph, both stop rules, data far from the origin, an empty
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from impls.triton_lloyd import BROADCAST_ELEMENTS, LOW_D_MAX, TritonFused, tiling
+from impls.gpu.triton_fused import BROADCAST_ELEMENTS, LOW_D_MAX, TritonFused, tiling
 from tests.conftest import gpu_cell
 
 

@@ -5,7 +5,7 @@ from kmbench.protocol import validate
 from kmbench.protocol import Implementation, Result
 from kmbench.protocol.runner import Settings, run_cell, make_problem
 from kmbench.data.datasets import Dataset
-from impls.numpy_fast import NumpyFast
+from impls.cpu.numpy_fast import NumpyFast
 from tests.conftest import blob_data, gpu_cell
 
 
@@ -161,7 +161,7 @@ def test_zero_reference_inertia_is_not_a_false_mismatch():
 
 
 def test_a_row_that_moves_empty_clusters_says_so_and_its_mismatch_names_it():
-    from impls.sklearn_impl import SklearnKMeans
+    from impls.peers.sklearn_kmeans import SklearnKMeans
 
     data = blob_data(np.random.default_rng(3), n=3000, k=3)
     start = np.vstack([data[:2], [[1e3, 1e3]]]).astype(np.float32)  # the third is empty from the start
@@ -185,7 +185,7 @@ def test_dense_ties_far_from_the_origin_are_certified():
     carry over, so faiss ends far from float64's end point; every step is still a float32
     Lloyd step, which is what the verdict says."""
     pytest.importorskip("faiss")
-    from impls.faiss_impl import FaissKMeans
+    from impls.peers.faiss_kmeans import FaissKMeans
 
     data = (np.random.default_rng(1).standard_normal((10_000, 2)) + 100.0).astype(np.float32)
     oracle, record = gpu_cell(FaissKMeans(), data, 1000, 30)

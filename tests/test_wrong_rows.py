@@ -235,7 +235,7 @@ def test_a_row_that_breaks_the_tolerance_rule_is_caught(row, said):
 
 def test_the_plain_row_under_the_tolerance_rule_is_ok():
     from tests.conftest import gpu_cell as cell_of
-    from impls.numpy_fast import NumpyFast
+    from impls.cpu.numpy_fast import NumpyFast
 
     data = blobs(n=1500, d=2, centres=4)
     oracle, record = cell_of(NumpyFast(), data, 4, 60, tol=0.0)

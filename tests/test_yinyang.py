@@ -1,4 +1,4 @@
-"""yinyang-gpu (impls/yinyang). Without a GPU: the source compiles with nvcc for several d,
+"""yinyang-gpu (impls/gpu/yinyang). Without a GPU: the source compiles with nvcc for several d,
 and the rounding margin covers float32 dot products. With a GPU: its labels are Lloyd's after
 every iteration count, in each assignment mode; both stop rules agree with the oracle; the
 filters really skip work on a converging run."""
@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from impls.yinyang import YinyangGpu, group_count, slack_factor
+from impls.gpu.yinyang import YinyangGpu, group_count, slack_factor
 from kmbench.protocol import reference, runner
 from kmbench.data.datasets import Dataset
 from kmbench.errors import ImplementationError
 from tests.conftest import gpu_cell
 
-SOURCE = Path(__file__).resolve().parents[1] / "impls" / "yinyang" / "yinyang.cu"
+SOURCE = Path(__file__).resolve().parents[1] / "impls" / "gpu" / "yinyang" / "yinyang.cu"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")

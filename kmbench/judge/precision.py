@@ -5,7 +5,7 @@ Each name maps to:
 - `input`: the relative error of one value as the arithmetic sees it (a float32 value rounded
   to TF32 or float16 before a tensor core multiplies it);
 - `accumulate`: the unit roundoff of the additions and multiplications that follow (FP32
-  accumulation inside a tensor core may truncate: 2^-22, as impls/fast/bound.py says);
+  accumulation inside a tensor core may truncate: 2^-22, as impls/gpu/kmbench_gpu/bound.py says);
 - `store`: the unit roundoff of a centroid as the row keeps it.
 `gamma(m, u)` is Higham's gamma_m = m u / (1 - m u), the bound on m roundings in a row.
 NOTES.md beside this file derives every bound from these numbers.

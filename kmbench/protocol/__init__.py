@@ -128,6 +128,22 @@ class Implementation:
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
     takes_threads: bool = False  # follows Problem.options.threads (`run --threads`), so a scaling run repeats it
     roofline_on: str = "gpu"  # whose measured ceilings its declared counts are held against ("gpu" or "cpu")
+    # Where the row stands in `kmbench list`, in a run of every row and in reports (lower first);
+    # None: no place declared (rows from entry points may leave it out and come last).
+    row_order: float | None = None
+    # Reports list these rows first, by row_order (document 000's table and its kin); the other
+    # rows follow in the order they were measured.
+    ranked_in_reports: bool = False
+    # The row every other row of its task is compared against ("speedup vs sklearn").
+    baseline: bool = False
+
+    def __init_subclass__(cls, **kwargs):
+        # Where a row stands is its own declaration: a subclass (kmbench-gpu-stream of kmbench-gpu,
+        # a peer of the torch row) does not inherit its parent's place or its parent's baseline.
+        super().__init_subclass__(**kwargs)
+        for attribute in ("row_order", "ranked_in_reports", "baseline"):
+            if attribute not in vars(cls):
+                setattr(cls, attribute, getattr(Implementation, attribute))
 
     def follows_tolerance(self, tol: float) -> bool:
         """Can `run` stop by the tolerance rule itself (see `stop_done`)? If not, the runner

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from kmbench import registry
 from kmbench.data import cells, records
 from kmbench.data.records import LloydRecord
 from kmbench.protocol import ceilings, environment
 from kmbench.report import published
 from kmbench.protocol import describe_stop
 
-BASELINE = "sklearn"
 # Which way is better, per metric: every ratio against the baseline is taken through it.
 POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "dist_evals_per_s": "higher",
             "memory_fraction": "higher", "arithmetic_fraction": "higher", "roofline_fraction": "higher"}
@@ -104,7 +104,7 @@ def _row(record: LloydRecord) -> dict:
 def _speedups(cells: pd.DataFrame, column: str) -> pd.Series:
     """How many times better than the baseline each cell is on `column` (same dataset group
     and n), the direction taken from POLARITY: above 1 always means better."""
-    base = cells[(cells["impl"] == BASELINE) & (cells["status"] == "ok")]
+    base = cells[(cells["impl"] == registry.baseline("lloyd")) & (cells["status"] == "ok")]
     base = base.set_index(["group", "n"])[column]
     keys = list(zip(cells["group"], cells["n"]))
     baseline = pd.Series([base.get(key) for key in keys], index=cells.index, dtype=float)
@@ -147,9 +147,9 @@ def cells_frame(lloyd: list[LloydRecord | dict]) -> pd.DataFrame:
 
 
 def _row_order() -> list[str]:
-    """Document 000's row order, with implementations it does not have after their kin."""
-    return ["numpy-blog", "numpy", "cpp", "cpp-eigen", "cuda-v1", "cuda-v2", "cuda-v3", "cuda-002",
-            "kmbench-gpu", "kmbench-gpu-tf32", "torch", "sklearn", "scipy"]
+    """Document 000's row order, with implementations it does not have after their kin, as the
+    rows declare it (`ranked_in_reports`, `row_order`)."""
+    return registry.ranked_in_reports()
 
 
 def _distinguishable(a, b) -> bool:

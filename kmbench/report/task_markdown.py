@@ -6,6 +6,7 @@ oracle says so in its status and in its numbers. `suite` is the task suite the r
 
 from __future__ import annotations
 
+from kmbench import registry
 from kmbench.data.records import AssignRecord, BatchedRecord, TaskRecord
 from kmbench.report import published
 from kmbench.protocol import environment
@@ -108,7 +109,7 @@ def batched_markdown(suite, records: list[BatchedRecord]) -> str:
         lines += [f"## {workload}", "",
                   "| implementation | status | time (whole batch) | rows per second | speedup over the scikit-learn loop "
                   "| mean iterations per seed |", "|---|---|---|---|---|---|"]
-        baseline = next((r for r in rows if r.impl == "batched-sklearn" and r.status == "ok"), None)
+        baseline = next((r for r in rows if r.impl == registry.baseline("batched") and r.status == "ok"), None)
         base_seconds = baseline and baseline.whole_seconds
         for record in rows:
             whole = record.whole_seconds

@@ -1,0 +1,94 @@
+"""kmbench-cpu: our exact Lloyd on every core, C++17 with OpenMP and SIMD (kmbench_cpu.cpp),
+built on demand and run as a subprocess like the `cpp` rows (impls/cpu/cpp's protocol and build
+cache). The data are centred once before any timed run and kept in float32; the sums are
+float64, so the row is judged as a float32 program.
+
+Threads: the problem's options.threads (`kmbench run --threads`), default every core
+os.sched_getaffinity allows; each record's build information says how many ran. The binary is
+built for this machine's CPU (-march=native): the CPU's model is part of the build cache's key, so a cache
+shared between machines never runs one CPU's binary on another."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from impls.cpu.cpp import HERE as CPP_HERE
+from impls.cpu.cpp import NativeLloyd, build
+from kmbench.protocol.environment import cpu_model
+from kmbench.protocol import Problem
+
+HERE = Path(__file__).resolve().parent
+
+
+def thread_count(problem: Problem) -> int:
+    """The threads the problem's options ask for, else every core this process may run on."""
+    if problem.options.threads is not None:
+        return problem.options.threads
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+SORTED_SEARCH = "sorted search"  # kmbench_cpu.cpp's name for its low-d path for many centroids
+
+
+class KmbenchCpu(NativeLloyd):
+    name = "kmbench-cpu"
+    row_order = 50
+    description = ("our exact Lloyd on every core: OpenMP over points; low d, SIMD over points, or for many "
+                   "centroids a scan of them sorted along one axis; high d, a register block with the argmin "
+                   "fused; centred float32 data, float64 sums; subprocess")
+    source = "kmbench's own (the kmbench-cpu issue)"
+    source_file = "kmbench_cpu.cpp"
+
+    roofline_on = "cpu"  # its counts below are held against the CPU's measured ceilings
+    takes_threads = True
+
+    label = "kmbench CPU"  # the harness adds the thread count asked for (LloydProtocol.label)
+
+    def __init__(self, source_dir: Path | None = None, **kwargs):
+        super().__init__(source_dir or HERE, **kwargs)
+        self.single, self.dtype = False, "float32"  # distances in float32 whatever the data's dtype
+        self._threads = None
+
+    def _sources(self) -> list[Path]:
+        """The translation unit, then every header it includes (all of them key the build cache)."""
+        return [self.source_dir / self.source_file, self.source_dir / "sorted_search.hpp", CPP_HERE / "harness.hpp"]
+
+    def prepare(self, problem: Problem) -> None:
+        self._threads = thread_count(problem)
+        super().prepare(problem)
+
+    def compile_flags(self) -> list[str]:
+        model = hashlib.sha256(cpu_model().encode()).hexdigest()[:12]
+        # 512-bit vectors where the CPU has them (the portable low-d loop is fastest so there).
+        return [*build.BASE_FLAGS, "-fopenmp", "-march=native", "-mprefer-vector-width=512",
+                f"-DKMBENCH_CPU_MODEL={model}"]
+
+    def command(self, problem: Problem) -> list[str]:
+        return [*super().command(problem), "--threads", str(self._threads)]
+
+    def bytes_per_iteration(self, problem: Problem) -> int:
+        """Each point read once, as the GPU rows count it (float32 after centring)."""
+        return problem.n * problem.d * 4
+
+    def fp32_per_distance(self, problem: Problem) -> float | None:
+        """The FMAs of one distance: d where every centroid is scored (the direct (x - c)^2 at
+        low d, the dot product at high d). The CPU's ceiling is BLAS SGEMM's FMA rate, so the
+        fraction says how busy the FMA units are; the subtractions and compares beside them
+        run on other pipes on the CPUs we measured, and are left out of both. None after the
+        sorted search: how many centroids it scores depends on the data (no roofline claim,
+        as for yinyang-gpu)."""
+        return None if self.strategy == SORTED_SEARCH else float(problem.d)
+
+    @property
+    def strategy(self) -> str | None:
+        """The path the binary reported for the last run."""
+        return self.reported.get("strategy")
+
+    def build_info(self) -> dict:
+        return {**super().build_info(), "precision": "fp32 distances on centred data, float64 sums",
+                "threads": self._threads, "cpu": cpu_model(), "strategy": self.strategy}

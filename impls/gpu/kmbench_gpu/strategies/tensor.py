@@ -1,0 +1,95 @@
+"""tensor (d > 32 where Triton runs): TF32 tensor-core scores fused with a best/second-best
+argmin, exact by a certified margin (bound.py) and an FP32 re-check of the uncertain points;
+centroids renumbered by neighbourhood at the start of each run, so a point's candidates share
+tiles; float64 sums over points sorted by cluster. The buffers and launches are TensorPath's
+(tensor_path.py); this module is what the adapter asks of them."""
+
+from __future__ import annotations
+
+from impls.gpu.kmbench_gpu.strategies.base import Strategy
+from kmbench.errors import ImplementationError
+from kmbench.protocol import Problem
+
+
+class Tensor(Strategy):
+    name = "tensor"
+    distance = "expanded, certified by a bound"
+    precision = "tf32 certified by a bound, fp32 re-check, float64 sums"
+
+    @classmethod
+    def arithmetic(cls, problem: Problem) -> tuple[str, float]:
+        """Its floor is the TF32 pass over every (point, centroid): 2 d FLOPs each. The FP32
+        re-check of the uncertain points comes on top; the floor does not count it."""
+        return "tf32", 2.0 * problem.d
+
+    @classmethod
+    def memory(cls, problem: Problem) -> int:
+        """The path's own buffers; it refuses where Triton cannot run or n passes int32."""
+        from impls.gpu.kmbench_gpu.tensor_settings import MAX_POINTS, device_bytes, tensor_status
+
+        ready, why = tensor_status()
+        if not ready:
+            raise ImplementationError(f"strategy tensor cannot run here: {why}")
+        if problem.n > MAX_POINTS:
+            raise ImplementationError(f"strategy tensor handles n <= {MAX_POINTS}; got n = {problem.n}")
+        return device_bytes(problem.n, problem.d, problem.k)
+
+    def allocate(self, x, changed, labels: bool = True) -> None:
+        from impls.gpu.kmbench_gpu.tensor_path import TensorPath
+
+        super().allocate(x, changed, labels)
+        self.path = TensorPath(x, self.k, changed)
+        self.centroids64 = self.path.centroids64
+
+    def warm_up(self, start) -> None:
+        """NVRTC and Triton compile on first use: an iteration under each stop rule, once."""
+        import cupy
+
+        self.path.start(start)
+        for track in (False, True):
+            self.path.iterate(track)
+        cupy.cuda.Device().synchronize()
+
+    def info(self) -> dict:
+        import triton
+
+        path = self.path
+        return {"triton": triton.__version__, "tiling": list(path.tiling), "recheck": path.recheck,
+                "centroid_order": "by neighbourhood" if self.order else "as given",
+                "exact_tiling": list(path.exact_tiling), "bound_eps": path.eps}
+
+    def start(self, start, track: bool) -> None:
+        self.path.start(start)
+
+    def before_iterations(self) -> None:
+        if self.order:
+            self.path.order_by_neighbourhood()
+
+    def iterate(self, track: bool, combine=None) -> None:
+        path = self.path
+        self.path.iterate(track, None if combine is None else lambda: combine(path.sums, path.counts, self.changed))
+
+    def final_centroids(self):
+        return self.path.centroids_in_order()
+
+    def after_run(self, problem: Problem, done: int) -> tuple[list[str], dict]:
+        rechecked = self.path.rechecked()
+        assignments = problem.n * done
+        note = (f"points re-checked in FP32 (TF32 margin inside the bound): {rechecked} of {assignments} "
+                f"assignments ({rechecked / max(1, assignments):.2%})")
+        return [note], {"rechecked_points": rechecked, "rechecked_fraction": rechecked / max(1, assignments)}
+
+    # ------------------------------------------------------------------ a pass in chunks
+
+    def pass_info(self) -> dict:
+        return self.info()
+
+    def load_chunk(self, raw, shift) -> None:
+        self.path.load_chunk(raw, shift)
+
+    def add_chunk(self, m: int, track: bool, previous) -> None:
+        self.path.assign()
+        self.path.accumulate(track, previous)
+
+    def finish_pass(self) -> None:
+        self.path.finish_streamed()

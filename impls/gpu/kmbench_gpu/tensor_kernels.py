@@ -1,0 +1,225 @@
+"""Triton kernels of kmbench-gpu's tensor-core path (imported only where Triton is installed).
+
+certified_assign: one pass over the points. Each block of BLOCK_M points meets every centroid
+tile through TF32 tensor-core products (FP32 accumulation). The n x k scores never reach
+memory. Where BLOCK_D covers d (d <= 128), a block's points are loaded once and stay on chip
+while the centroid tiles stream past (the loop Triton pipelines), and the best score, its
+index and the second best are kept per (row, column slot), elementwise, so the reduction
+across threads comes once per block, not once per tile (see impls/gpu/triton_fused/NOTES.md for
+why). Above, each tile is a K loop over chunks of BLOCK_D dimensions, long enough that a
+reduction per tile is cheap, and per-row state leaves the registers for wider tiles. A point
+whose best two scores are further apart than twice the bound E of bound.py takes the TF32
+winner; the others are appended to a list, each with its limit: best TF32 score + 2 E (E's
+terms and its multiple 2 come as arguments, from bound.py: tensor_path.bound_arguments). With
+KEEP_FLOOR it also writes, per point, a lower bound on the exact score of every centroid other
+than the exact winner (yinyang-gpu starts its bounds from it).
+
+exact_assign: the listed points only, ordered by TF32 winner (update.cu), in FP32: IEEE
+products (FMA units), or for experiments error-compensated TF32 ("tf32x3", not FP32-grade:
+see NOTES.md), the lowest index winning equal scores, as in the oracle. Only centroids whose
+TF32 score is within the point's limit can be its exact winner (the winner w's exact score is
+at most the TF32 best + E, so its TF32 score is at most the limit), so each tile is first
+scored in TF32 and the FP32 products run only for tiles that hold a candidate of some listed
+point. Its programs loop over the list, whose length they read from the device, so the
+launch can sit in a CUDA graph. Equal FP32 scores go to the lowest index in the harness's
+numbering (`order_ptr`), since the path may keep its centroids in another order.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rows(x_ptr, rows64, row_ok, low, DIM: tl.constexpr, BLOCK_D: tl.constexpr):
+    """BLOCK_D coordinates from `low` of the given rows (zeros past d and past the rows)."""
+    chunk = low + tl.arange(0, BLOCK_D)
+    return tl.load(x_ptr + rows64[:, None] * DIM + chunk[None, :],
+                   mask=row_ok[:, None] & (chunk < DIM)[None, :], other=0.0)
+
+
+@triton.jit
+def _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, col_ok,
+            DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+            PRECISION: tl.constexpr, ABSENT: tl.constexpr = float("inf")):
+    """|c|^2 / 2 - x . c for one tile; absent centroids score ABSENT (+inf unless told). x_whole:
+    the block's rows, loaded once, where BLOCK_D >= DIM."""
+    if BLOCK_D >= DIM:
+        cs = _rows(c_ptr, cols.to(tl.int64), col_ok, 0, DIM, BLOCK_D)
+        dots = tl.dot(x_whole, tl.trans(cs), input_precision=PRECISION)
+    else:
+        dots = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for low in range(0, DIM, BLOCK_D):
+            xs = _rows(x_ptr, rows64, row_ok, low, DIM, BLOCK_D)
+            cs = _rows(c_ptr, cols.to(tl.int64), col_ok, low, DIM, BLOCK_D)
+            dots = tl.dot(xs, tl.trans(cs), dots, input_precision=PRECISION)
+    half = tl.load(half_ptr + cols, mask=col_ok, other=ABSENT)
+    return half[None, :] - dots
+
+
+@triton.jit
+def _best_two_by_slot(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                      DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Best score, runner-up and winner per row, kept per (row, column slot) across the tiles
+    and reduced once: where a tile's products are short (rows on chip), a reduction across
+    threads per tile would cost as much as the products."""
+    slot_best = tl.full((BLOCK_M, BLOCK_N), float("inf"), dtype=tl.float32)
+    slot_second = tl.full((BLOCK_M, BLOCK_N), float("inf"), dtype=tl.float32)
+    slot_index = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.int32)
+    for first in range(0, k, BLOCK_N):
+        cols = first + tl.arange(0, BLOCK_N)
+        scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
+                         DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
+        lower = scores < slot_best  # strict: of equal scores the earlier tile's lower index stays
+        slot_second = tl.where(lower, slot_best, tl.minimum(slot_second, scores))
+        slot_index = tl.where(lower, cols[None, :], slot_index)
+        slot_best = tl.where(lower, scores, slot_best)
+    best = tl.min(slot_best, axis=1)
+    label = tl.min(tl.where(slot_best == best[:, None], slot_index, k), axis=1)
+    # The runner-up is the winning slot's second score or another slot's best.
+    winning_slot = slot_index == label[:, None]
+    second = tl.min(tl.where(winning_slot, slot_second, slot_best), axis=1)
+    return best, second, label
+
+
+# A finite stand-in for +inf where scores are packed: inf with a tile number in its low bits
+# would be a NaN. Above every real score (|s| <= |x| C + H) and below FP32's largest.
+PACKED_ABSENT = tl.constexpr(3.0e38)
+
+
+@triton.jit
+def _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     PACK_BITS: tl.constexpr):
+    """The same per (row, column slot), with each score's lowest PACK_BITS mantissa bits
+    replaced by its tile's number: a slot then keeps its best and runner-up with one min and
+    one max per score (no compare, no selects, no index array), and the winner's tile comes back
+    out of its score. The packing moves a score by bound.packing_error, which the caller adds
+    to E. Of equal packed scores the lower slot wins; equal scores are never
+    certified (their margin is zero), so the re-check decides those ties."""
+    mask = (1 << PACK_BITS) - 1
+    slot_best = tl.full((BLOCK_M, BLOCK_N), PACKED_ABSENT, dtype=tl.float32)
+    slot_second = tl.full((BLOCK_M, BLOCK_N), PACKED_ABSENT, dtype=tl.float32)
+    for first in range(0, k, BLOCK_N):
+        cols = first + tl.arange(0, BLOCK_N)
+        scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
+                         DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32", PACKED_ABSENT)
+        tile = first // BLOCK_N
+        packed = ((scores.to(tl.int32, bitcast=True) & ~mask) | tile).to(tl.float32, bitcast=True)
+        slot_second = tl.minimum(slot_second, tl.maximum(slot_best, packed))
+        slot_best = tl.minimum(slot_best, packed)
+    best = tl.min(slot_best, axis=1)
+    slots = tl.arange(0, BLOCK_N)
+    winning = tl.min(tl.where(slot_best == best[:, None], slots[None, :], BLOCK_N), axis=1)
+    label = (best.to(tl.int32, bitcast=True) & mask) * BLOCK_N + winning
+    second = tl.min(tl.where(slots[None, :] == winning[:, None], slot_second, slot_best), axis=1)
+    return best, second, label
+
+
+@triton.jit
+def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The same, reduced per tile: where the products are long (d > 128) the reductions are
+    cheap beside them, and per-row state leaves the registers for wider tiles."""
+    best = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
+    second = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
+    label = tl.zeros((BLOCK_M,), dtype=tl.int32)
+    for first in range(0, k, BLOCK_N):
+        cols = first + tl.arange(0, BLOCK_N)
+        scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
+                         DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
+        tile_best = tl.min(scores, axis=1)
+        tile_label = tl.min(tl.where(scores == tile_best[:, None], cols[None, :], k), axis=1)
+        tile_second = tl.min(tl.where(cols[None, :] == tile_label[:, None], float("inf"), scores), axis=1)
+        lower = tile_best < best  # strict: of equal scores the earlier tile's lower index stays
+        second = tl.where(lower, tl.minimum(best, tile_second), tl.minimum(second, tile_best))
+        label = tl.where(lower, tile_label, label)
+        best = tl.where(lower, tile_best, best)
+    return best, second, label
+
+
+@triton.jit
+def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_ptr, flagged_ptr, limit_ptr,
+                     flagged_count_ptr, floor_ptr, n, k, eps, eta, margin, pack_unit, pack_floor,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     KEEP_FLOOR: tl.constexpr, PACK_BITS: tl.constexpr):
+    block = tl.program_id(0)
+    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < n
+    rows64 = rows.to(tl.int64)
+    x_whole = _rows(x_ptr, rows64, row_ok, 0, DIM, BLOCK_D)  # used only where BLOCK_D >= DIM
+    if BLOCK_D >= DIM and PACK_BITS > 0:
+        best, second, label = _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                                               DIM, BLOCK_M, BLOCK_N, BLOCK_D, PACK_BITS)
+    elif BLOCK_D >= DIM:
+        best, second, label = _best_two_by_slot(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                                                DIM, BLOCK_M, BLOCK_N, BLOCK_D)
+    else:
+        best, second, label = _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                                               DIM, BLOCK_M, BLOCK_N, BLOCK_D)
+    tl.store(labels_ptr + rows64, label, mask=row_ok)
+    # Certified when second - best > margin E(x), E(x) = eps |x| C + eta H: the three numbers are
+    # bound.py's (tensor_path.bound_arguments), so the kernel holds no threshold of its own.
+    c_max = tl.load(bound_max_ptr)
+    h_max = tl.load(bound_max_ptr + 1)
+    x_norm = tl.load(x_norm_ptr + rows64, mask=row_ok, other=0.0)
+    error = eps * x_norm * c_max + eta * h_max
+    if PACK_BITS > 0:
+        # Packed scores are off by bound.packing_error more: E grows by that much, which covers
+        # it on both sides of the margin, in the limit and in the floor.
+        error += pack_unit * (x_norm * c_max + h_max) + pack_floor
+    flag = row_ok & ~((second - best) > margin * error)
+    if KEEP_FLOOR:
+        # A lower bound on the exact score of every centroid but the exact winner (yinyang's
+        # bounds): a certified point's runner-up less E; a listed one's best less E (its exact
+        # winner is not known here, so the bound covers every centroid).
+        tl.store(floor_ptr + rows64, tl.where(flag, best, second) - error, mask=row_ok)
+    flagged = flag.to(tl.int32)
+    total = tl.sum(flagged, axis=0)
+    if total > 0:
+        base = tl.atomic_add(flagged_count_ptr, total)
+        place = base + tl.cumsum(flagged, axis=0) - flagged
+        tl.store(flagged_ptr + place, rows, mask=flag)
+        tl.store(limit_ptr + place, best + margin * error, mask=flag)
+
+
+@triton.jit
+def exact_assign(x_ptr, x_tf32_ptr, c_ptr, c_tf32_ptr, half_ptr, order_ptr, labels_ptr, flagged_ptr, limit_ptr,
+                 flagged_count_ptr, k,
+                 DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                 PRECISION: tl.constexpr):
+    count = tl.load(flagged_count_ptr)
+    for block in range(tl.program_id(0), tl.cdiv(count, BLOCK_M), tl.num_programs(0)):
+        places = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        live = places < count
+        rows = tl.load(flagged_ptr + places, mask=live, other=0)
+        limit = tl.load(limit_ptr + places, mask=live, other=float("-inf"))
+        rows64 = rows.to(tl.int64)
+        best = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
+        label = tl.zeros((BLOCK_M,), dtype=tl.int32)
+        label_order = tl.full((BLOCK_M,), k, dtype=tl.int32)  # the winner's index in the harness's numbering
+        x_whole = _rows(x_ptr, rows64, live, 0, DIM, BLOCK_D)
+        x_tf32_whole = _rows(x_tf32_ptr, rows64, live, 0, DIM, BLOCK_D)
+        for first in range(0, k, BLOCK_N):
+            cols = first + tl.arange(0, BLOCK_N)
+            col_ok = cols < k
+            rough = _scores(x_tf32_ptr, x_tf32_whole, rows64, live, c_tf32_ptr, half_ptr, cols, col_ok,
+                            DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
+            candidate = rough <= limit[:, None]
+            if tl.max(candidate.to(tl.int32)) > 0:  # FP32 products only for tiles in play
+                scores = _scores(x_ptr, x_whole, rows64, live, c_ptr, half_ptr, cols, col_ok,
+                                 DIM, BLOCK_M, BLOCK_N, BLOCK_D, PRECISION)
+                scores = tl.where(candidate, scores, float("inf"))
+                tile_best = tl.min(scores, axis=1)
+                # Of equal scores the lowest index in the harness's numbering wins, as in the oracle,
+                # whatever order the centroids are kept in.
+                order = tl.load(order_ptr + cols, mask=col_ok, other=k)
+                equal = scores == tile_best[:, None]
+                tile_order = tl.min(tl.where(equal, order[None, :], k), axis=1)
+                tile_label = tl.min(tl.where(equal & (order[None, :] == tile_order[:, None]), cols[None, :], k), axis=1)
+                lower = (tile_best < best) | ((tile_best == best) & (tile_order < label_order))
+                label = tl.where(lower, tile_label, label)
+                label_order = tl.where(lower, tile_order, label_order)
+                best = tl.where(lower, tile_best, best)
+        tl.store(labels_ptr + rows64, label, mask=live)

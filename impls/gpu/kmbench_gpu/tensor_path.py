@@ -1,0 +1,307 @@
+"""kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 tensor cores.
+
+One iteration is ten launches on one stream, so the whole run captures into a CUDA graph:
+  certified_assign (Triton)  TF32 scores (data and centroids rounded to TF32 by us), best and
+                             second-best per point, the certified margin of bound.py;
+                             uncertain points appended to a list;
+  flagged_histogram, _scan,  the list ordered by TF32 winner (update.cu);
+  _scatter
+  exact_assign (Triton)      the listed points again, in FP32 against the centroid tiles
+                             that hold a candidate (TF32 score within the point's limit);
+                             RECHECK: IEEE products, or error-compensated TF32;
+  histogram, scan, scatter   the points ordered by cluster (update.cu);
+  segment_sums               float64 sums over runs of sorted points, one atomic per run;
+  finish                     new centroids, their float32 copy, half norms, the bound's maxima.
+Before the first iteration of each run (inside its timed region), order_by_neighbourhood
+renumbers the centroids so that near ones share re-check tiles; centroids_in_order undoes it.
+The Triton kernels take the CuPy buffers through DLPack (the same memory) and launch on the
+CuPy stream in use, the capture stream included. What the path is set up with (tilings, the
+re-check's precision, the bound's arguments, its limits and memory) is tensor_settings.py's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from impls.gpu.kmbench_gpu import bound
+# WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
+from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
+                                        WHOLE_MAX_DIM, bound_arguments, default_tilings, device_bytes, pack_bits,
+                                        tensor_status, tiling_from_env)
+from kmbench.errors import ImplementationError
+
+HERE = Path(__file__).resolve().parent
+CHUNK = 256  # as in update.cu
+SHARED_HISTOGRAM_K = 12288  # k int counters in 48 KB of shared memory
+GROUP = 32  # centroids per neighbourhood when they are renumbered (a quarter of a re-check tile)
+
+
+class TensorPath:
+    """The buffers and launches of one problem; `x` is the centred float32 data on the GPU."""
+
+    def __init__(self, x, k: int, changed, keep_floor: bool = False):
+        """keep_floor: also keep, per point, a lower bound on the exact score of every centroid
+        but its winner (`floor`; yinyang-gpu's bounds start from it)."""
+        import cupy
+        import torch
+
+        from impls.gpu.kmbench_gpu import tensor_kernels
+
+        n, d = x.shape
+        if n > MAX_POINTS:
+            raise ImplementationError(f"the tensor path counts points in int32: n must be <= {MAX_POINTS}")
+        self.n, self.d, self.k = n, d, k
+        self.x = x
+        self.x_tf32 = _chunked_rows(x, lambda rows: bound.to_tf32(rows, cupy), cupy.float32)
+        self.x_norm = bound.round_up(_chunked_rows(x, _norms, cupy.float64), cupy)
+        self.labels = cupy.zeros(n, dtype=cupy.int32)
+        self.previous = cupy.full(n, -1, dtype=cupy.int32)
+        self.order = cupy.empty(n, dtype=cupy.int32)
+        self.flagged = cupy.empty(n, dtype=cupy.int32)
+        self.limits = cupy.empty(n, dtype=cupy.float32)
+        self.flagged_sorted = cupy.empty(n, dtype=cupy.int32)
+        self.limits_sorted = cupy.empty(n, dtype=cupy.float32)
+        self.flagged_counts = cupy.zeros(k, dtype=cupy.int32)
+        self.flagged_starts = cupy.empty(k, dtype=cupy.int32)
+        self.flagged_cursor = cupy.empty(k, dtype=cupy.int32)
+        self.flagged_count = cupy.zeros(1, dtype=cupy.uint32)
+        self.flagged_total = cupy.zeros(1, dtype=cupy.uint64)
+        self.changed = changed
+        self.counts = cupy.zeros(k, dtype=cupy.int32)
+        self.totals = cupy.zeros(k, dtype=cupy.int32)  # a streamed iteration's counts over its chunks
+        self.starts = cupy.empty(k, dtype=cupy.int32)
+        self.cursor = cupy.empty(k, dtype=cupy.int32)
+        self.sums = cupy.zeros((k, d), dtype=cupy.float64)
+        self.centroids64 = cupy.empty((k, d), dtype=cupy.float64)
+        self.centroids = cupy.empty((k, d), dtype=cupy.float32)
+        self.centroids_tf32 = cupy.empty((k, d), dtype=cupy.float32)
+        self.half_norms = cupy.empty(k, dtype=cupy.float32)
+        self.bound_max = cupy.zeros(2, dtype=cupy.float32)
+        self.floor = cupy.empty(n if keep_floor else 1, dtype=cupy.float32)
+        self.order_of = cupy.arange(k, dtype=cupy.int32)  # the harness's index of each centroid slot
+        self.keep_floor = keep_floor
+        self.eps, self.eta, self.margin = bound_arguments(d)
+        module = cupy.RawModule(code=(HERE / "update.cu").read_text(), options=("-std=c++17",))
+        self._update = {name: module.get_function(name)
+                        for name in ("histogram", "scan", "chunk_scan", "scatter", "segment_sums", "finish", "flagged_histogram",
+                                     "flagged_scan", "flagged_scatter")}
+        self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
+                       ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
+                        "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of")}
+        self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
+        tiling, exact_tiling = default_tilings(d, k)
+        self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
+        self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
+        self.recheck = os.environ.get("KMBENCH_TENSOR_RECHECK", RECHECK)
+        if self.recheck not in RECHECKS:
+            raise ImplementationError(f"KMBENCH_TENSOR_RECHECK must be one of {', '.join(RECHECKS)}")
+        sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
+        self._exact_programs = sms * EXACT_PROGRAMS_PER_SM
+        self._stream_blocks = max(1, min((n + 255) // 256, sms * 8))
+
+    # ------------------------------------------------------------------ state
+
+    def start(self, start64: np.ndarray) -> None:
+        """The run's first centroids (centred, float64) and what the first assignment reads."""
+        import cupy
+
+        self.centroids64.set(start64)
+        self.load_centroids(cupy.asarray(start64.astype(np.float32)))
+        self.order_of[...] = cupy.arange(self.k, dtype=cupy.int32)
+        self.previous.fill(-1)
+        self.flagged_count.fill(0)
+        self.flagged_total.fill(0)
+        self.flagged_counts.fill(0)
+        self.counts.fill(0)
+        self.totals.fill(0)
+        self.sums.fill(0)
+
+    def load_centroids(self, single) -> None:
+        """What the assignment reads of the float32 centroids `single` (on the GPU): their TF32
+        copy, half norms, and the largest norm and half norm for the bound (rounded up)."""
+        import cupy
+
+        wide = single.astype(cupy.float64)
+        squares = (wide * wide).sum(axis=1)
+        half = (0.5 * squares).astype(cupy.float32)
+        self.centroids[...] = single
+        self.centroids_tf32[...] = bound.to_tf32(single, cupy)
+        self.half_norms[...] = half
+        self.bound_max[0] = bound.round_up(cupy.sqrt(squares), cupy).max()
+        self.bound_max[1] = half.max()
+
+    def order_by_neighbourhood(self) -> None:
+        """Renumber the centroids so that near ones sit in the same tiles: each goes with the
+        nearest of every GROUP-th centroid (float32 products; only the order depends on them),
+        and the groups are laid out one after another, each by distance to its pivot. A re-checked point's candidates are the
+        centroids near its winner, so they then fall in one or two tiles instead of anywhere in
+        k. Part of the run (inside its timed region); ties still go to the lower index of the
+        harness's numbering (order_of), and centroids_in_order() undoes it."""
+        import cupy
+
+        if self.k <= GROUP:
+            return
+        single = self.centroids
+        pivots = single[::GROUP]
+        scores = 0.5 * (pivots * pivots).sum(axis=1)[None, :] - single @ pivots.T
+        nearest = scores.argmin(axis=1)
+        # Within a group, by distance to its pivot: centroids of two blobs that share a pivot
+        # then sit apart instead of interleaved.
+        squared = cupy.maximum((single * single).sum(axis=1) + 2 * scores[cupy.arange(self.k), nearest], 0)
+        key = nearest.astype(cupy.float64) * (squared.max().astype(cupy.float64) * 2 + 1) + squared.astype(cupy.float64)
+        order = cupy.argsort(key).astype(cupy.int32)
+        self.order_of[...] = self.order_of[order]
+        for buffer in (self.centroids64, self.centroids, self.centroids_tf32, self.half_norms):
+            buffer[...] = buffer[order]
+
+    def centroids_in_order(self):
+        """The float64 centroids in the harness's numbering."""
+        import cupy
+
+        back = cupy.empty_like(self.centroids64)
+        back[self.order_of] = self.centroids64
+        return back
+
+    def rechecked(self) -> int:
+        """Points re-checked in FP32 over the run so far (every iteration's count added)."""
+        return int(self.flagged_total.get()[0])
+
+    # ------------------------------------------------------------------ one iteration
+
+    def assign(self) -> None:
+        """Labels for every point from the current centroids (certified, then re-checked)."""
+        self.certify()
+        self.recheck_flagged()
+
+    def assign_alone(self) -> None:
+        """assign() outside an iteration (yinyang-gpu): the re-checked points are counted and the
+        list cleared here, as update's scan does inside one."""
+        self.assign()
+        self.flagged_total += self.flagged_count
+        self.flagged_count.fill(0)
+
+    def certify(self) -> None:
+        """Every point's TF32 winner; the points whose margin is inside the bound listed."""
+        t = self._torch
+        with _triton_on_cupy_stream():
+            block_m, block_n, block_d, warps, stages = self.tiling
+            bits = pack_bits(self.d, self.k, self.tiling)
+            self._certified[((self.n + block_m - 1) // block_m,)](
+                t["x_tf32"], t["x_norm"], t["centroids_tf32"], t["half_norms"], t["bound_max"], t["labels"],
+                t["flagged"], t["limits"], t["flagged_count"], t["floor"], self.n, self.k,
+                self.eps, self.eta, self.margin, bound.packing_unit(-(-self.k // block_n)), bound.PACKING_FLOOR,
+                DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
+                PACK_BITS=bits, num_warps=warps, num_stages=stages)
+
+    def recheck_flagged(self) -> None:
+        """The listed points' labels again, in FP32 against the centroids the bound leaves in play:
+        the list ordered by TF32 winner first (update.cu), so each block's points share candidates."""
+        launch, blocks = self._update, (self._stream_blocks,)
+        launch["flagged_histogram"](blocks, (256,), (self.labels, self.flagged, self.flagged_count,
+                                                     self.flagged_counts))
+        launch["flagged_scan"]((1,), (1024,), (self.flagged_counts, np.int32(self.k), self.flagged_starts,
+                                               self.flagged_cursor))
+        launch["flagged_scatter"](blocks, (256,), (self.labels, self.flagged, self.limits, self.flagged_count,
+                                                   self.flagged_cursor, self.flagged_sorted, self.limits_sorted))
+        t = self._torch
+        with _triton_on_cupy_stream():
+            block_m, block_n, block_d, warps, stages = self.exact_tiling
+            self._exact[(self._exact_programs,)](
+                t["x"], t["x_tf32"], t["centroids"], t["centroids_tf32"], t["half_norms"], t["order_of"], t["labels"],
+                t["flagged_sorted"], t["limits_sorted"], t["flagged_count"], self.k,
+                DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=self.recheck,
+                num_warps=warps, num_stages=stages)
+
+    def update(self, track: bool, combine=None) -> None:
+        """New centroids from the labels: counting sort by cluster, float64 segment sums;
+        combine(), where given, adds every shard's sums and counts to these first."""
+        self._sorted_sums(track, self.previous, "scan", (self.flagged_count, self.flagged_total, self.bound_max))
+        if combine is not None:
+            combine()
+        self._finish(self.counts)
+
+    # A streamed iteration (stream.py) sees the points a chunk at a time in the same buffers:
+    # load_chunk, assign and accumulate per chunk, then finish_streamed once.
+
+    def load_chunk(self, raw, shift) -> None:
+        """A chunk of the points as stored (m x d float32 on the GPU) centred by `shift` into
+        x[:m], with the TF32 copy and rounded-up norms that __init__ makes for resident points."""
+        import cupy
+
+        m = raw.shape[0]
+        self.n = m
+        x = self.x[:m]
+        cupy.subtract(raw, shift, out=x)
+        self.x_tf32[:m] = bound.to_tf32(x, cupy)
+        self.x_norm[:m] = bound.round_up(_norms(x), cupy)
+
+    def accumulate(self, track: bool, previous) -> None:
+        """The loaded chunk's share of the update: its points summed by cluster into sums, its
+        counts added to totals; `previous`: its rows of the run's labels (tolerance rule)."""
+        self._sorted_sums(track, previous, "chunk_scan", (self.totals, self.flagged_count, self.flagged_total))
+
+    def finish_streamed(self) -> None:
+        """New centroids from every chunk's sums and totals; the bound's maxima start again."""
+        self.bound_max.fill(0)
+        self._finish(self.totals)
+
+    def _sorted_sums(self, track: bool, previous, scan: str, scan_tail: tuple) -> None:
+        """Counting sort of the points by cluster, then float64 sums over runs of one cluster."""
+        n, d, k = np.int64(self.n), np.int32(self.d), np.int32(self.k)
+        shared_k = self.k if self.k <= SHARED_HISTOGRAM_K else 0
+        launch = self._update
+        launch["histogram"]((self._stream_blocks,), (256,),
+                            (self.labels, n, k, self.counts, np.int32(shared_k), previous, self.changed,
+                             np.int32(track)), shared_mem=shared_k * 4)
+        launch[scan]((1,), (1024,), (self.counts, k, self.starts, self.cursor) + scan_tail)
+        launch["scatter"]((self._stream_blocks * 2,), (256,), (self.labels, n, self.cursor, self.order))
+        launch["segment_sums"](((self.n + CHUNK - 1) // CHUNK,), (self._sum_threads,),
+                               (self.x, d, self.order, self.labels, n, self.sums))
+
+    def _finish(self, counts) -> None:
+        self._update["finish"]((self.k,), (self._sum_threads,),
+                               (self.sums, counts, np.int32(self.k), np.int32(self.d), self.centroids64,
+                                self.centroids, self.centroids_tf32, self.half_norms, self.bound_max))
+
+    @property
+    def _sum_threads(self) -> int:
+        """Threads of segment_sums and finish: one per dimension, whole warps, at most 256."""
+        return int(min(256, max(32, (self.d + 31) // 32 * 32)))
+
+    def iterate(self, track: bool, combine=None) -> None:
+        self.assign()
+        self.update(track, combine)
+
+
+def _triton_on_cupy_stream():
+    """Triton launches on PyTorch's current stream: make that CuPy's current stream (the
+    capture stream too). CuPy's null stream (0) is the legacy default stream, PyTorch's too."""
+    import cupy
+    import torch
+
+    ptr = cupy.cuda.get_current_stream().ptr
+    return torch.cuda.stream(torch.cuda.ExternalStream(ptr) if ptr else torch.cuda.default_stream())
+
+
+def _norms(rows):
+    import cupy
+
+    wide = rows.astype(cupy.float64)
+    return cupy.sqrt((wide * wide).sum(axis=1))
+
+
+def _chunked_rows(x, per_chunk, dtype):
+    """per_chunk applied to a chunk of rows at a time (bounded temporaries at any n)."""
+    import cupy
+
+    out = None
+    step = max(1, (1 << 24) // max(1, x.shape[1]))
+    for first in range(0, x.shape[0], step):
+        part = per_chunk(x[first:first + step])
+        if out is None:
+            out = cupy.empty((x.shape[0],) + part.shape[1:], dtype=dtype)
+        out[first:first + step] = part
+    return out

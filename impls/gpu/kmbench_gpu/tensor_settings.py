@@ -1,0 +1,94 @@
+"""The tensor-core path's settings, decided on the host in plain Python before anything runs
+(so the CPU tests check them): whether the path can run here, the Triton kernels' tilings and
+their overrides, the re-check's precision, the bound's arguments the TF32 pass receives, the
+most points it counts and the GPU memory it holds. tensor_path.py has the buffers and launches.
+"""
+
+from __future__ import annotations
+
+import os
+
+from impls.gpu.kmbench_gpu import bound
+from kmbench.errors import ImplementationError
+
+# Up to here a block's rows stay on chip (BLOCK_D = d padded). At 256 the tf32x3 re-check
+# asked for 320 KB of shared memory (it keeps split copies of its operands): over the H100's 227.
+WHOLE_MAX_DIM = 128
+
+
+def default_tilings(d: int, k: int = 0) -> tuple[tuple, tuple]:
+    """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages) of certified_assign and of
+    exact_assign for d and k; BLOCK_D >= d keeps the rows on chip. With the packed epilogue
+    (pack_bits) the pass runs four warps on 32 centroids a tile, 64 where k needs fewer tiles
+    to fit the packing's bits: at 1e6 x 64 and 1e6 x 128 that took it from 1.15 and 1.51 ms
+    (eight warps, slots) to 0.68 and 1.19 ms (`bench/tensor_experiments.py epilogue`,
+    NOTES.md). The re-check streams its rows in chunks of 32 at every d: it holds two copies of
+    them (FP32 and TF32), and on chip they cost it 3.6x at 1e6 x 128 (`... rechecks`)."""
+    pad = 1 << max(4, (d - 1).bit_length())
+    exact = (64, 128, 32, 4, 3)
+    if pad > WHOLE_MAX_DIM:
+        return (128, 256, 32, 8, 3), exact
+    for packed in ((128, 32, pad, 4, 3), (128, 64, pad, 4, 3)):
+        if pack_bits(d, k, packed):
+            return packed, exact
+    return (128, 64, pad, 8, 3), exact
+
+
+EXACT_PROGRAMS_PER_SM = 4
+RECHECKS = ("ieee", "tf32x3")
+# "tf32x3" re-checks 3.4x faster at 1e6 x 128, k = 1024, but is not FP32-grade: at 12,007 x 200,
+# k = 773 it ended a mismatch where IEEE and cuBLAS FP32 are ok (NOTES.md). It stays an option.
+RECHECK = "ieee"
+MAX_POINTS = 2**31 - 1  # labels, counts and the order are int32
+
+
+def bound_arguments(d: int) -> tuple[float, float, float]:
+    """certified_assign's (eps, eta, margin) for rows of d: E(x) = eps |x| C + eta H, and E's
+    multiple in the certified margin and the re-check's limit, all of them bound.py's (the kernel
+    holds no threshold of its own). Plain Python, so the CPU tests check what the kernel gets."""
+    eps, eta = bound.error_terms(d)
+    return float(eps), float(eta), float(bound.MARGIN)
+
+
+# How the TF32 pass keeps each slot's best two where rows stay on chip: "packed" (tile number in
+# the scores' low bits, bound.pack) or "slots" (a compare and three selects per score). A
+# module setting, so an experiment can measure one against the other in one process.
+EPILOGUE = "packed"
+
+
+def pack_bits(d: int, k: int, tiling: tuple) -> int:
+    """The low mantissa bits certified_assign packs tile numbers into (0: it does not): only
+    where rows stay on chip (BLOCK_D >= d), EPILOGUE is "packed" and the tiles fit in
+    bound.PACK_MAX_BITS bits."""
+    block_n, block_d = tiling[1], tiling[2]
+    bits = bound.tile_bits(-(-k // block_n))
+    return bits if EPILOGUE == "packed" and block_d >= d and bits <= bound.PACK_MAX_BITS else 0
+
+
+def tensor_status() -> tuple[bool, str]:
+    """Whether the tensor path can run here: Triton and PyTorch's CUDA (Triton's launcher)."""
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError:
+        return False, "Triton is not installed (it comes with PyTorch on Linux)"
+    if not torch.cuda.is_available():
+        return False, "PyTorch sees no CUDA GPU"
+    return True, ""
+
+
+def tiling_from_env(name: str, default: tuple) -> tuple:
+    """A tiling override for experiments: KMBENCH_TENSOR_TILING="128,64,32,8,3"."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    values = tuple(int(part) for part in raw.split(","))
+    if len(values) != 5:
+        raise ImplementationError(f"{name} takes five integers: BLOCK_M,BLOCK_N,BLOCK_D,warps,stages")
+    return values
+
+
+def device_bytes(n: int, d: int, k: int) -> int:
+    """GPU memory the path holds: the points, their norms, labels, previous labels, order, the
+    flag list and its limits (twice: as listed and sorted), and the k-sized buffers."""
+    return n * d * 4 * 2 + n * 4 * 8 + k * d * (8 + 8 + 4 + 4) + k * 16
