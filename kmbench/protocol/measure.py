@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from kmbench.protocol import clock, validate
 from kmbench.protocol.memory import MemoryWatch
-from kmbench.protocol.timing import spread_warning, summarize
+from kmbench.protocol.statistics import spread_warning, summarize
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from kmbench.protocol.measure import Counting, Measured
 from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
                                        make_problem)
 from kmbench.protocol.task import Task, cell_record, usable
-from kmbench.protocol.timing import summarize
+from kmbench.protocol.statistics import summarize
 
 # Settings and problems are made in settings.py; callers read them from the runner that uses them.
 __all__ = ["INITS", "LloydProtocol", "Settings", "check_settings", "check_sizes", "choose_start", "describe_dataset",

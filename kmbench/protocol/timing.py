@@ -1,19 +1,14 @@
-"""Clocks and statistics.
-
-Implementations time their regions with these timers, never with a clock of their
-own choosing: `host_region` for CPU work, `CudaEventRegion` for GPU work (events
-recorded on the stream, read after one synchronisation at the end).
+"""The clocks implementations time their regions with, never one of their own choosing:
+`host_region` for CPU work, `CudaEventRegion` for GPU work (events recorded on the stream,
+read after one synchronisation at the end); and how a time is written. What the harness makes
+of the times (means, spreads) is statistics.py's.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-
-WIDE_SPREAD_CV = 0.10  # coefficient of variation above which we warn
 
 
 @contextmanager
@@ -52,55 +47,6 @@ class CudaEventRegion:
 
         self._end.synchronize()
         return cupy.cuda.get_elapsed_time(self._start, self._end) / 1000.0
-
-
-@dataclass
-class Stats:
-    mean: float
-    median: float
-    min: float
-    max: float
-    std: float
-    count: int
-
-    @property
-    def cv(self) -> float:
-        return self.std / self.mean if self.mean > 0 else 0.0
-
-    def as_dict(self) -> dict:
-        return {
-            "mean": self.mean,
-            "median": self.median,
-            "min": self.min,
-            "max": self.max,
-            "std": self.std,
-            "cv": self.cv,
-            "count": self.count,
-        }
-
-
-def summarize(values: list[float]) -> Stats | None:
-    if not values:
-        return None
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return Stats(
-        mean=statistics.fmean(values),
-        median=statistics.median(values),
-        min=min(values),
-        max=max(values),
-        std=std,
-        count=len(values),
-    )
-
-
-def spread_warning(stats: Stats | None) -> str | None:
-    """A warning that tells the user what to do, or None when the spread is narrow."""
-    if stats is None or stats.count < 2 or stats.cv <= WIDE_SPREAD_CV:
-        return None
-    return (
-        f"wide spread (CV {stats.cv:.0%} over {stats.count} repeats): close other busy "
-        "programs, or raise --repeats, before trusting the mean"
-    )
 
 
 def format_seconds(seconds: float | None) -> str:

@@ -24,7 +24,7 @@ from kmbench.data import cells, results
 from kmbench.errors import UsageError
 from kmbench.protocol import environment, reference, validate
 from kmbench.protocol.task import Counting, Task, run_cells, usable
-from kmbench.protocol.timing import summarize
+from kmbench.protocol.statistics import summarize
 from kmbench.tasks import assign, batched
 
 TASKS = ("assign", "batched")
