@@ -3,11 +3,15 @@
 from kmbench.data import cells
 
 
-def _lloyd(impl="numpy", k=5, threads=None, stop="iterations", tol=0.0, mean=1.0, workers=None):
+def _any(record):
+    return True
+
+
+def _lloyd(impl="numpy", k=5, threads=None, stop="iterations", tol=0.0, mean=1.0, workers=None, status="ok"):
     build = {} if threads is None else {"threads": threads}
     if workers is not None:
         build["workers"] = workers
-    return {"impl": impl, "dataset": {"name": "blobs"}, "build": build, "times": {"mean": mean},
+    return {"impl": impl, "status": status, "dataset": {"name": "blobs"}, "build": build, "times": {"mean": mean},
             "params": {"k": k, "iterations": 10, "stop": stop, "tol": tol, "init": "random", "seed": 0}}
 
 
@@ -26,9 +30,9 @@ def test_threads_and_the_tolerance_make_different_cells_and_a_tolerance_off_rule
 def test_a_planned_cell_is_found_at_whatever_threads_its_row_ran_on():
     planned = cells.lloyd_cell("numpy", "blobs", 5, 10, "iterations", 0.0, "random", 0)
     record = _lloyd(threads=2)
-    assert planned in cells.measured([record])
+    assert planned in cells.finished([record], _any)
     assert cells.newest([record, _lloyd(k=6)], wanted={planned}) == [record]
-    assert planned not in cells.measured([_lloyd(k=6)])
+    assert planned not in cells.finished([_lloyd(k=6)], _any)
 
 
 def test_gpu_sets_make_different_cells_and_a_plan_finds_either():
@@ -37,7 +41,18 @@ def test_gpu_sets_make_different_cells_and_a_plan_finds_either():
     one, two = _lloyd("kmbench-gpu-dask", workers=1), _lloyd("kmbench-gpu-dask", workers=2)
     assert cells.newest([one, two]) == [one, two]
     planned = cells.lloyd_cell("kmbench-gpu-dask", "blobs", 5, 10, "iterations", 0.0, "random", 0)
-    assert planned in cells.measured([two])
+    assert planned in cells.finished([two], _any)
+
+
+def test_only_a_verdict_finishes_a_cell_and_only_where_comparable():
+    """Plans and task suites skip the same cells: one with a verdict, measured by code and on a
+    machine the caller accepts; an error or a skip is measured again."""
+    planned = cells.lloyd_cell("numpy", "blobs", 5, 10, "iterations", 0.0, "random", 0)
+    for status, done in (("ok", True), ("mismatch", True), ("approximate", True), ("error", False), ("skipped", False)):
+        assert (planned in cells.finished([_lloyd(status=status)], _any)) == done, status
+    assert planned not in cells.finished([_lloyd()], lambda record: False)
+    task = {"task": "assign", "impl": "x", "suite": "ladder", "workload": "n=1", "status": "error"}
+    assert cells.finished([task], _any) == {}
 
 
 def test_task_cells_are_a_row_on_one_workload_of_one_suite():

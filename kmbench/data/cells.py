@@ -12,7 +12,7 @@ them open (None) and is found in a record at any count.
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from kmbench.data.records import Record
 
@@ -68,11 +68,17 @@ def newest(records: Iterable[dict], wanted: Iterable[Cell] | None = None) -> lis
     return list(latest.values())
 
 
-def measured(records: Iterable[dict]) -> set[Cell]:
-    """Every cell the records measured, each also with its threads and GPUs left open, so that
-    a planned cell (both open) is found whatever counts its row ran on."""
-    found = set()
+# A cell with one of these verdicts was measured to the end; errors and skips are tried again.
+FINISHED = ("ok", "mismatch", "approximate")
+
+
+def finished(records: Iterable[dict], comparable: Callable[[dict], bool]) -> dict[Cell, dict]:
+    """The newest finished record of every cell among the records `comparable` accepts (the
+    same code on the same machine), by its cell and by the cell as a plan names it: what a
+    plan or a suite need not measure again, one rule for both."""
+    found: dict[Cell, dict] = {}
     for record in records:
-        cell = cell_of(record)
-        found.update((cell, cell.as_planned()))
+        if record.get("status") in FINISHED and comparable(record):
+            cell = cell_of(record)
+            found[cell] = found[cell.as_planned()] = record
     return found

@@ -21,7 +21,6 @@ from kmbench.tasks import lloyd
 BLOBS_DEFAULTS = {"d": 2, "centers": 5, "std": 1.0, "seed": 0, "dtype": "float32"}
 RADIAL_DEFAULTS = {"branches1": 10, "dist1": 20.0, "branches2": 5, "dist2": 2.0, "cluster_size": 20000,
                    "scale": 0.1, "seed": 0, "dtype": "float32"}
-SKIPPABLE = ("ok", "mismatch")  # finished cells; errors and skips are tried again
 # Protocol settings a dataset entry may set for its own cells (a budgeted CPU row, say).
 OWN_SETTINGS = {"stop": str, "tol": float, "repeats": int, "warmup": int, "max_time": float}
 
@@ -134,10 +133,9 @@ def _planned(impl: str, dataset: str, settings: runner.Settings) -> cells.Cell:
 
 
 def finished(store=None) -> set:
-    """Cells measured to the end with this code on this machine."""
+    """Cells measured to the end with this code on this machine (cells.finished)."""
     here = environment.identity()
-    return cells.measured(record for record in results.load(store)
-                          if record.get("status") in SKIPPABLE and environment.identity(record.get("env")) == here)
+    return set(cells.finished(results.load(store), lambda record: environment.identity(record.get("env")) == here))
 
 
 def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=False,

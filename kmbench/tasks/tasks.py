@@ -206,11 +206,11 @@ def task_of(suite: TaskSuite) -> SuiteTask:
 def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool = False, data_dir=None,
               reporter=None) -> list[dict]:
     """Every (workload, implementation) cell of a task suite; a cell this code already
-    measured on this machine is taken from the store unless `force`."""
+    measured to the end on this machine (cells.finished) is taken from the store unless `force`."""
     impls = registry.select(impl_names or ",".join(suite.impls), task=suite.task)
     here = environment.identity(environment.capture())
-    earlier = {cells.cell_of(r): r for r in results.load(store, task=suite.task)
-               if environment.identity(r.get("env") or {}) == here}
+    earlier = cells.finished(results.load(store, task=suite.task),
+                             lambda record: environment.identity(record.get("env") or {}) == here)
 
     def stored(spec: dict, impl):
         return None if force else earlier.get(
