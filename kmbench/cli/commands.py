@@ -112,13 +112,10 @@ def run(
     sizes, make = planned_datasets(n or "100000", dataset, d or 2, centers or 5, dtype or "float32", data_dir, label_column)
     plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)
     data = made_datasets(make)
-    for index, count in enumerate(counts or [None]):
-        if count is not None:
-            os.environ["KMBENCH_THREADS"] = str(count)  # read by impls/cpu_fast
-        # After the first count only the rows that take a thread count run again.
-        chosen = impls if index == 0 else [one for one in impls if one.takes_threads]
-        if chosen:
-            run_and_show(chosen, data, settings, store, data_dir)
+    # After the first count only the rows that take a thread count run again.
+    passes = [(impls if index == 0 else [one for one in impls if one.takes_threads], count)
+              for index, count in enumerate(counts or [None])]
+    run_and_show([(chosen, count) for chosen, count in passes if chosen], data, settings, store, data_dir)
 
 
 @app.command("report")
@@ -180,7 +177,7 @@ def reproduce(
         plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
     if chosen.plots:
-        require_matplotlib()
+        require_matplotlib(f"kmbench reproduce {name} (it draws the suite's plots)")
     records = plan.latest_records(steps, store) if no_run else execute_plan(steps, store, data_dir, force)
     if not records:
         raise UsageError(f"No stored record of suite {name} in {results.store_path(store)}.")
@@ -237,7 +234,7 @@ def sweep(
     steps = plan.expand([spec], settings, numbers("--k", k), numbers("--iters", iters), impl)
     plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
-    require_matplotlib()
+    require_matplotlib("kmbench sweep (it draws its plots)")
     records = execute_plan(steps, store, data_dir, force)
     cells = report.cells_frame(records)
     write_text(export.markdown(cells, str(results.store_path(store)), comparisons=(), title="kmbench sweep"), out)

@@ -9,6 +9,8 @@ import an implementation, and every row already imports the protocol.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from kmbench.errors import ImplementationError
@@ -16,6 +18,11 @@ from kmbench.errors import ImplementationError
 # Set by the harness, read by the Dask rows (impls/dask_impl.py, impls/dask_nccl.py).
 SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"  # `kmbench run --scheduler ADDRESS`: a running cluster
 GPUS_ENV = "KMBENCH_DASK_GPUS"  # `kmbench scale --gpus`: this GPU set ("0" or "0,1") for a new cluster
+
+
+def nvidia_gpu_present() -> bool:
+    """An NVIDIA GPU on this machine, whatever software can use it (the driver's device file)."""
+    return Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia/gpus").is_dir()
 
 
 def cuda_status() -> tuple[bool, str]:

@@ -13,7 +13,7 @@ from dataclasses import asdict, replace
 from datetime import datetime, timezone
 
 from kmbench.data.datasets import Dataset
-from kmbench.judge import trajectory
+from kmbench.judge import precision, trajectory
 from kmbench.protocol import Implementation, Problem, Result, ceilings, clock, explain, reference, validate
 from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
@@ -214,6 +214,8 @@ def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | N
     warning = spread_warning(iterate)
     if warning:
         record["warnings"].append(warning)
+    if precision.narrower(dtype, str(problem.dtype)):  # --dtype float64 does not make it compute so
+        record["warnings"].append(f"computes in {dtype} on {problem.dtype} data: judged by {dtype}'s bounds")
     record["reference_iterations"] = oracle.iterations
     record["warnings"] += iteration_warnings(iterations, oracle.iterations, record["stop"]["followed"])
     return record

@@ -43,10 +43,12 @@ class LloydTask(Task):
         return make_problem(dataset, self.settings)
 
     def oracle(self, dataset: Dataset, problem: Problem, progress=None) -> validate.Oracle:
-        note = (lambda text: progress(f"{text} on {dataset.name}")) if progress else None
-        if note:
-            note("float64 reference")
-        return oracles.get(dataset, problem, self.data_dir, progress=note)[0]
+        if progress:
+            progress("float64 reference")
+        oracle = oracles.get(dataset, problem, self.data_dir, progress=progress)[0]
+        if progress:  # the stage it is in now, not the reference's last iteration (issue 34)
+            progress("timed runs")
+        return oracle
 
     def judge(self, result: Result, oracle: validate.Oracle, problem: Problem, impl: Implementation):
         verdict = judgement([result], oracle, problem, impl)
