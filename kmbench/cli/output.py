@@ -70,8 +70,8 @@ def summary_table(records: list[dict]) -> Table:
     marks = {_cell_key(r["impl"], r["dataset"]["name"], r["params"]["k"], (r.get("build") or {}).get("threads")):
              _precision_mark(r) for r in shown}
     varying = [name for name in VARYING if not cells.empty and cells[name].dropna().nunique() > 1]
-    table = Table(title="kmbench run: Lloyd loop, mean of counted repeats; speedup vs scikit-learn",
-                  box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
+    title = "kmbench run: Lloyd loop, mean of counted repeats; speedup vs scikit-learn"
+    table = Table(title=title, min_width=len(title), box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
     for column in ("impl", "n", *varying, "status", "iters", "mean", "per iter", "speedup"):
         table.add_column(column, no_wrap=True, justify="left" if column in ("impl", "status") else "right")
     for _, row in cells.iterrows():
@@ -97,7 +97,7 @@ def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
             continue
         why = record.get("detail") or "no reason given"
         if not gpu_here and any(word in why for word in GPU_STACK):
-            reason = "GPU rows skipped: no GPU here"
+            reason = "GPU skipped: no GPU here"
         elif "not installed" in why and "pip install" in why:
             hint = re.split(r"\)| \(", why[why.index("pip install"):])[0].strip()
             reason = f"not installed: {hint}"
@@ -106,11 +106,11 @@ def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
         reasons.setdefault(reason, set()).add(record["impl"])
     lines = []
     for reason, names in reasons.items():
-        count = f"{len(names)} row{'s' if len(names) > 1 else ''}"
-        listed = f" ({', '.join(sorted(names))})" if len(names) <= 4 else ""
-        lines.append(f"{len(names)} {reason}" if reason.startswith("GPU rows") else
-                     f"{count}{listed} {reason}" if reason.startswith("not installed") else
-                     f"{count} skipped{listed}: {reason}")
+        gpu = reason.startswith("GPU ")
+        count = f"{len(names)}{' GPU' if gpu else ''} row{'s' if len(names) > 1 else ''}"
+        listed = f" ({', '.join(sorted(names))})" if len(names) <= 4 and not gpu else ""
+        lines.append(f"{count}{reason[3:]}" if gpu else f"{count}{listed} {reason}"
+                     if reason.startswith("not installed") else f"{count} skipped{listed}: {reason}")
     return lines
 
 
