@@ -143,11 +143,14 @@ def _lattice(n, d, seed):
 @pytest.mark.parametrize("d", [1, 2, 3, 16])
 @pytest.mark.parametrize("layout", ["blobs", "lattice"])
 @pytest.mark.parametrize("iterations", [1, 6])
-def test_the_sorted_search_picks_exactly_what_scoring_every_centroid_picks(d, layout, iterations):
+def test_the_sorted_search_picks_exactly_what_scoring_every_centroid_picks(d, layout, iterations, monkeypatch):
     """Many centroids at low d go through the sorted-axis search. Its scores are the brute-force
     pass's, so the two builds must end on the same float64 centroids, bit for bit, also where
     centroids are duplicated or tie exactly (decided by index, not by the sorted order; on the
-    lattice a tie at exactly the axis gap must still be scored), or share values on an axis."""
+    lattice a tie at exactly the axis gap must still be scored), or share values on an axis.
+    One thread: with several, which thread sums which points varies (dynamic work units), and
+    so do the sums' last bits."""
+    monkeypatch.setenv("KMBENCH_THREADS", "1")
     rng = np.random.default_rng(d)
     data = _blobs(20_011, d, 400, seed=d) if layout == "blobs" else _lattice(20_000, d, d)
     data[:, 0] = np.round(data[:, 0])  # many equal values on one axis
@@ -180,6 +183,14 @@ def test_any_thread_count_gives_the_same_answer_and_is_recorded(threads, monkeyp
     _, record = _cell(_blobs(5_000, 2, 7, seed=4), 7)
     assert record["status"] == "ok", record.get("detail")
     assert record["build"]["threads"] == int(threads)
+
+
+def test_waiting_threads_sleep_unless_the_user_says_otherwise(monkeypatch):
+    """A spinning OpenMP thread held a core from the thread it waited for on a busy machine."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert KmbenchCpu().environment()["OMP_WAIT_POLICY"] == "passive"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    assert KmbenchCpu().environment()["OMP_WAIT_POLICY"] == "active"
 
 
 def test_a_bad_thread_count_is_one_sentence(monkeypatch):
