@@ -9,6 +9,10 @@ run from the repository root with it on the path:
     python3 bench/tensor_experiments.py breakdown # per kernel, per iteration, each re-check
     python3 bench/tensor_experiments.py rechecks  # tilings of the re-check
     python3 bench/tensor_experiments.py wide      # tilings of the TF32 pass, d > 128
+    python3 bench/tensor_experiments.py epilogue [FORMS] [TILINGS]
+                                                  # packed against slot epilogues, d <= 128
+                                                  # (FORMS: slots,packed; TILINGS: M,N,D,warps,
+                                                  # stages;... with D for d)
 
 Tilings are set through KMBENCH_TENSOR_TILING in this process only; the benchmark itself is
 `kmbench reproduce embeddings`."""
@@ -217,6 +221,31 @@ def wide() -> None:
                   flush=True)
 
 
+def epilogue() -> None:
+    """The TF32 pass's two epilogues where rows stay on chip (tensor_settings.EPILOGUE: tile
+    numbers packed into the scores, or a compare and three selects per score), at a few
+    tilings, at 1e6 x 128, k = 1024, 1e6 x 64, k = 1000 and 1e7 x 128, k = 4096 (blobs)."""
+    from impls.fast import tensor_settings
+
+    forms = sys.argv[2].split(",") if len(sys.argv) > 2 else ["slots", "packed"]
+    tilings = sys.argv[3].split(";") if len(sys.argv) > 3 else ["128,64,D,8,3", "128,128,D,8,3", "64,128,D,4,3",
+                                                                  "128,64,D,4,3", "64,64,D,4,3"]
+    for n, d, k in ((1_000_000, 128, 1024), (1_000_000, 64, 1000), (10_000_000, 128, 4096)):
+        problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
+        for tiling in (choice.replace("D", str(d)) for choice in tilings):
+            for form in forms:
+                tensor_settings.EPILOGUE = form
+                try:
+                    tf32, recheck, first = _pass_times(problem, "KMBENCH_TENSOR_TILING", tiling, 6)
+                except Exception as error:  # a tiling may not fit: say so and go on
+                    print(f"{n}x{d} k={k} {form:6s} {tiling:14s}: {type(error).__name__}: {str(error)[:120]}",
+                          flush=True)
+                    continue
+                print(f"{n}x{d} k={k} {form:6s} {tiling:14s}: tf32 pass {tf32:9.1f} us, re-check {recheck:9.1f} us "
+                      f"(first {first:9.1f} us)", flush=True)
+    tensor_settings.EPILOGUE = "packed"
+
+
 if __name__ == "__main__":
     {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown,
-     "rechecks": rechecks, "wide": wide}[sys.argv[1]]()
+     "rechecks": rechecks, "wide": wide, "epilogue": epilogue}[sys.argv[1]]()

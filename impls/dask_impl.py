@@ -4,11 +4,11 @@ label changes) and the reduction of those partials; the centroids go back to eve
 each iteration.
 
 - `dask`: NumPy chunks on a dask.distributed cluster. Without a scheduler address it starts a
-  LocalCluster in this process (one thread per worker); with $KMBENCH_DASK_SCHEDULER (set by
-  `kmbench run --scheduler ADDRESS`) it uses that cluster, whose workers must be able to
+  LocalCluster in this process (one thread per worker); with the problem's options.scheduler
+  (`kmbench run --scheduler ADDRESS`) it uses that cluster, whose workers must be able to
   import kmbench.
 - `dask-cuda`: the same step on CuPy chunks, one worker per GPU through dask-cuda's
-  LocalCUDACluster; $KMBENCH_DASK_GPUS (say "0" or "0,1") picks the GPUs, for a scaling run.
+  LocalCUDACluster; the problem's options.gpus (say "0" or "0,1") picks the GPUs, for a scaling run.
 
 The data are cut into row chunks on the client and scattered to the workers in prepare
 (dask-cuda's workers then copy theirs to their GPU), so no worker and no task graph ever
@@ -26,8 +26,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from kmbench.errors import ImplementationError
-from kmbench.protocol import Implementation, Problem, Result, stop_done
-from kmbench.protocol.device import GPUS_ENV, SCHEDULER_ENV, cuda_status
+from kmbench.protocol import Implementation, Options, Problem, Result, stop_done
+from kmbench.protocol.device import cuda_status
 from kmbench.protocol.timing import host_region
 
 CHUNKS_PER_WORKER = 4
@@ -129,7 +129,7 @@ class DaskLloyd(Implementation):
     def follows_tolerance(self, tol: float) -> bool:
         return True
 
-    def _start_cluster(self):
+    def _start_cluster(self, options: Options):
         from distributed import Client, LocalCluster
 
         workers = max(1, min(4, os.cpu_count() or 1))
@@ -143,11 +143,11 @@ class DaskLloyd(Implementation):
         from distributed import Client, wait
 
         phases: dict[str, float] = {}
-        address = os.environ.get(SCHEDULER_ENV)
+        address = problem.options.scheduler
         with host_region(phases, "cluster"):
             try:
                 self._cluster, self._client = (None, Client(address, timeout="10s")) if address \
-                    else self._start_cluster()
+                    else self._start_cluster(problem.options)
             except OSError as exc:
                 raise ImplementationError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
         workers = max(1, len(self._client.scheduler_info()["workers"]))
@@ -211,12 +211,12 @@ class DaskCudaLloyd(DaskLloyd):
         ready, why = dask_cuda_status()
         return (ready, why) if not ready else super().available()
 
-    def _start_cluster(self):
+    def _start_cluster(self, options: Options):
         from dask_cuda import LocalCUDACluster
         from distributed import Client
 
-        gpus = os.environ.get(GPUS_ENV)  # None: every GPU visible
-        cluster = LocalCUDACluster(dashboard_address=":0", CUDA_VISIBLE_DEVICES=gpus)
+        # options.gpus None: every GPU visible
+        cluster = LocalCUDACluster(dashboard_address=":0", CUDA_VISIBLE_DEVICES=options.gpus)
         return cluster, Client(cluster)
 
 

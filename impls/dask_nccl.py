@@ -3,7 +3,7 @@ running kmbench-gpu's own kernels on its shard, the partial sums combined every 
 an NCCL all-reduce between the GPUs (CuPy's cupy.cuda.nccl), never through the scheduler.
 
 Dask places the shards and starts the workers (dask-cuda's LocalCUDACluster, or the scheduler
-at $KMBENCH_DASK_SCHEDULER); it also hands out the communicator: rank 0's worker makes NCCL's
+at the problem's options.scheduler); it also hands out the communicator: rank 0's worker makes NCCL's
 unique id, and every rank's set-up task receives it as an argument, so the ranks meet without
 any other rendezvous. After that, a run is one task per worker. Each runs all the iterations
 on its own: assign its shard, sum by cluster, all-reduce the k x (d + 1) float64 sums (and the
@@ -17,7 +17,6 @@ communication. The per-iteration Dask reduction (the `dask-cuda` row) stays as t
 
 from __future__ import annotations
 
-import os
 import uuid
 from dataclasses import replace
 
@@ -26,8 +25,7 @@ import numpy as np
 from impls.dask_impl import dask_cuda_status, worker_loss_is_one_sentence
 from impls.fast import KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
-from kmbench.protocol import Implementation, Problem, Result, reference
-from kmbench.protocol.device import GPUS_ENV, SCHEDULER_ENV
+from kmbench.protocol import Implementation, Options, Problem, Result, reference
 from kmbench.protocol.timing import host_region
 
 # This worker process's shards, by run token (a worker may serve several runs in turn).
@@ -145,17 +143,17 @@ class DaskNcclLloyd(Implementation):
     def follows_tolerance(self, tol: float) -> bool:
         return True
 
-    def _start_cluster(self):
+    def _start_cluster(self, options: Options):
         from dask_cuda import LocalCUDACluster
         from distributed import Client
 
-        address = os.environ.get(SCHEDULER_ENV)
+        address = options.scheduler
         if address:
             try:
                 return None, Client(address, timeout="10s")
             except OSError as exc:
                 raise ImplementationError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-        cluster = LocalCUDACluster(dashboard_address=":0", CUDA_VISIBLE_DEVICES=os.environ.get(GPUS_ENV))
+        cluster = LocalCUDACluster(dashboard_address=":0", CUDA_VISIBLE_DEVICES=options.gpus)
         return cluster, Client(cluster)
 
     def prepare(self, problem: Problem) -> None:
@@ -163,7 +161,7 @@ class DaskNcclLloyd(Implementation):
 
         phases: dict[str, float] = {}
         with host_region(phases, "cluster"):
-            self._cluster, self._client = self._start_cluster()
+            self._cluster, self._client = self._start_cluster(problem.options)
         client = self._client
         self._workers = sorted(client.scheduler_info()["workers"])  # rank = place in this order
         world = len(self._workers)
@@ -189,7 +187,7 @@ class DaskNcclLloyd(Implementation):
         d, k = problem.d, problem.k
         payload = (k * (d + 1) * 8 if d <= 32 else k * d * 8 + k * 4) + 8  # sums (and counts), changed
         self._info = {"gpus": world, "workers": world, "collective": "NCCL all-reduce (cupy.cuda.nccl), in place",
-                      "nccl": _nccl_version(), "scheduler": os.environ.get(SCHEDULER_ENV) or "LocalCUDACluster",
+                      "nccl": _nccl_version(), "scheduler": problem.options.scheduler or "LocalCUDACluster",
                       "strategy": self._ranks[0]["strategy"], "rows_per_gpu": [r["rows"] for r in self._ranks],
                       "gpu_names": sorted({r["gpu"] for r in self._ranks}),
                       "allreduce_bytes_per_iteration": payload,

@@ -109,6 +109,9 @@ class FlashKMeans(TorchLloyd):
     def bytes_per_iteration(self, problem: Problem) -> int:
         return problem.n * problem.d * (2 if self.half else 4)
 
+    def arithmetic(self, problem: Problem) -> tuple[str, float]:
+        return ("fp16" if self.half else "tf32"), 2.0 * problem.d  # its tl.dot over every pair
+
 
 class FlashKMeansHalf(FlashKMeans):
     name = "flash-kmeans-fp16"

@@ -2,7 +2,8 @@
 named beside it with the stage it is in. Off one (a log file, CI): a line when a cell starts and
 ends, and one at least every HEARTBEAT_S seconds while a cell runs, so a nine-minute cell is
 never silent; a row that cannot run here makes no line (the summary below the table counts
-them). Both take the same calls from the runner: start, note, done, skip."""
+them). Both take the same calls from the one runner (kmbench.protocol.task.run_cells), whatever
+the task: start (a row and the workload's name), note, done, skip."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ class BarReporter:
         self.task = progress.add_task("starting", total=total)
         self.cell = ""
 
-    def start(self, impl, dataset):
-        self.cell = f"{impl.name} on {dataset.name}"
+    def start(self, impl, where: str):
+        self.cell = f"{impl.name} on {where}"
         self.progress.update(self.task, description=self.cell)
 
     def note(self, text):
@@ -69,8 +70,8 @@ class LineReporter:
                 note = f"; {self.latest_note}" if self.latest_note else ""
                 self._say(f"[{self.finished}/{self.total}] still running {self.cell} ({elapsed:.0f} s){note}")
 
-    def start(self, impl, dataset):
-        self.cell, self.latest_note, self.started = f"{impl.name} on {dataset.name}", "", time.monotonic()
+    def start(self, impl, where: str):
+        self.cell, self.latest_note, self.started = f"{impl.name} on {where}", "", time.monotonic()
         self.quiet = not usable(impl)[0]  # skipped at once: counted, not said
         if not self.quiet:
             self._say(f"[{self.finished}/{self.total}] {self.cell}: started")

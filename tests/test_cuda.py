@@ -108,6 +108,8 @@ def test_environment_measures_both_ceilings():
     assert info["name"] and info["copy_bandwidth_Bps"] > 1e11  # any data-centre GPU copies > 100 GB/s
     # An H100/H200 issues about 3e13 FP32 instructions per second; any recent GPU over 1e12.
     assert 1e12 < info["fp32_issue_rate"] < 1e15
+    # Tensor cores: TF32 products outrun the FP32 pipes (2 FLOPs an FMA), fp16 outruns TF32.
+    assert info["tf32_flops"] > 2 * info["fp32_issue_rate"] and info["fp16_flops"] > info["tf32_flops"]
 
 
 @pytest.mark.gpu

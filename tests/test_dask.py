@@ -7,19 +7,18 @@ import pytest
 pytest.importorskip("distributed")
 
 from impls.dask_impl import DaskCudaLloyd, DaskLloyd  # noqa: E402
-from kmbench.protocol.device import SCHEDULER_ENV  # noqa: E402
-from kmbench.protocol import runner, validate  # noqa: E402
+from kmbench.protocol import Options, runner, validate  # noqa: E402
 from kmbench.data.datasets import Dataset  # noqa: E402
 from kmbench.tasks import lloyd  # noqa: E402
 from tests.conftest import blob_data  # noqa: E402
 
 
-def _cell(tol=None, iterations=15, n=20_003, impl=None):
+def _cell(tol=None, iterations=15, n=20_003, impl=None, scheduler=None):
     data = blob_data(np.random.default_rng(8), n=n, d=3, k=6)
     dataset = Dataset("dask", data, None, {"generator": "test"})
     settings = runner.Settings(k=6, iterations=iterations, warmup=0, repeats=1,
                                stop="iterations" if tol is None else "tolerance", tol=tol or 0.0)
-    problem = runner.make_problem(dataset, settings)
+    problem = runner.make_problem(dataset, settings, Options(scheduler=scheduler))
     oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, iterations, tol=problem.tol)
     impl = impl or DaskLloyd()
     impl.min_chunk_rows = 1000  # several chunks even on test-sized data
@@ -47,48 +46,19 @@ def test_dask_row_stops_by_the_tolerance_rule():
     assert record["iterations_executed"] == oracle.iterations < 100
 
 
-def test_an_existing_scheduler_by_address(monkeypatch):
+def test_an_existing_scheduler_by_address():
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
-        monkeypatch.setenv(SCHEDULER_ENV, cluster.scheduler_address)
-        _, record = _cell(iterations=5, n=5_000)
+        _, record = _cell(iterations=5, n=5_000, scheduler=cluster.scheduler_address)
     assert record["status"] == "ok", record.get("detail")
     assert record["build"]["scheduler"].startswith(("tcp://", "inproc://"))
     assert record["build"]["workers"] == 2
 
 
-def test_an_unreachable_scheduler_is_an_error_cell(monkeypatch):
-    monkeypatch.setenv(SCHEDULER_ENV, "tcp://127.0.0.1:1")
-    _, record = _cell(iterations=2, n=500)
+def test_an_unreachable_scheduler_is_an_error_cell():
+    _, record = _cell(iterations=2, n=500, scheduler="tcp://127.0.0.1:1")
     assert record["status"] == "error" and "Dask scheduler" in record["detail"]
-
-
-def test_the_scaling_table_compares_each_row_with_its_one_gpu_run():
-    from kmbench.report import scaling
-    def record(workers, seconds, status="ok"):
-        return {"impl": "dask-cuda", "dataset": {"name": "radial", "n": 10**8}, "params": {"k": 3},
-                "build": {"workers": workers}, "per_iteration_s": seconds, "status": status, "detail": "drift"}
-
-    text = scaling.markdown([record(1, 0.4), record(2, 0.25), record(4, 0.1, "mismatch")])
-    assert "| 2 | 250.00 ms | 1.60x | 80% | - | - | ok |" in text
-    assert "| 4 | - | - | - | - | - | mismatch: drift |" in text
-
-
-def test_the_scaling_table_holds_each_gpu_set_against_kmbench_gpu_alone_and_splits_out_the_collective():
-    from kmbench.report import scaling
-
-    def record(impl, workers, seconds, communicate=None):
-        times = {"phases": {"communicate": {"mean": communicate}}} if communicate is not None else {}
-        return {"impl": impl, "dataset": {"name": "radial", "n": 10**9}, "params": {"k": 1000},
-                "build": {"workers": workers} if workers else {}, "per_iteration_s": seconds, "status": "ok",
-                "iterations_executed": 3, "times": times}
-
-    text = scaling.markdown([record("kmbench-gpu", None, 0.30), record("kmbench-gpu-dask", 1, 0.31, 3e-5),
-                             record("kmbench-gpu-dask", 2, 0.16, 1.5e-4)])
-    assert "| kmbench-gpu | radial | 1,000,000,000 | 1000 | 1 | 300.00 ms | 1.00x | 100% | - | - | ok |" in text
-    assert "| 1 | 310.00 ms | 1.00x | 100% | 1.03x | 10.0 us | ok |" in text
-    assert "| 2 | 160.00 ms | 1.94x | 97% | 0.53x | 50.0 us | ok |" in text
 
 
 class _LosesAWorker(DaskLloyd):

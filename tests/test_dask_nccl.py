@@ -88,7 +88,7 @@ def _leave(token):
 
 
 class _ThreadCluster(dask_nccl.DaskNcclLloyd):
-    def _start_cluster(self):
+    def _start_cluster(self, options):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
         return cluster, distributed.Client(cluster)
 

@@ -6,9 +6,12 @@ OpenMP (the CI machine's g++)."""
 import numpy as np
 import pytest
 
+import os
+from dataclasses import replace
+
 from impls.cpp import build
-from impls.cpu_fast import KmbenchCpu, thread_count
-from kmbench.errors import ImplementationError
+from impls.cpu_fast import KmbenchCpu
+from kmbench.protocol import Options, runner, validate
 from tests.conftest import gpu_cell, memory_problem
 
 needs_compiler = pytest.mark.skipif(build.find_compiler()[0] is None, reason="no C++ compiler on PATH")
@@ -31,7 +34,7 @@ def test_agrees_with_the_oracle_on_both_paths(d, k):
     _, record = _cell(_blobs(5_003, d, max(k, 1)), k)
     assert record["status"] == "ok", record.get("detail")
     assert record["iterations_executed"] == 12
-    assert record["build"]["threads"] == thread_count()
+    assert record["build"]["threads"] == len(os.sched_getaffinity(0))  # none asked for: every core
 
 
 @needs_compiler
@@ -123,8 +126,13 @@ class _BruteForce(KmbenchCpu):
         return [*super().compile_flags(), "-DKMBENCH_NO_SORTED"]
 
 
-def _centroids(impl, data, start, iterations):
+def _centroids(impl, data, start, iterations, threads=None):
+    from dataclasses import replace
+
+    from kmbench.protocol import Options
+
     _, _, problem = memory_problem(data, len(start), iterations, start=start, warmup=0)
+    problem = replace(problem, options=Options(threads=threads))
     impl.prepare(problem)
     try:
         return impl.run(problem).centroids
@@ -143,22 +151,21 @@ def _lattice(n, d, seed):
 @pytest.mark.parametrize("d", [1, 2, 3, 16])
 @pytest.mark.parametrize("layout", ["blobs", "lattice"])
 @pytest.mark.parametrize("iterations", [1, 6])
-def test_the_sorted_search_picks_exactly_what_scoring_every_centroid_picks(d, layout, iterations, monkeypatch):
+def test_the_sorted_search_picks_exactly_what_scoring_every_centroid_picks(d, layout, iterations):
     """Many centroids at low d go through the sorted-axis search. Its scores are the brute-force
     pass's, so the two builds must end on the same float64 centroids, bit for bit, also where
     centroids are duplicated or tie exactly (decided by index, not by the sorted order; on the
     lattice a tie at exactly the axis gap must still be scored), or share values on an axis.
     One thread: with several, which thread sums which points varies (dynamic work units), and
     so do the sums' last bits."""
-    monkeypatch.setenv("KMBENCH_THREADS", "1")
     rng = np.random.default_rng(d)
     data = _blobs(20_011, d, 400, seed=d) if layout == "blobs" else _lattice(20_000, d, d)
     data[:, 0] = np.round(data[:, 0])  # many equal values on one axis
     start = data[rng.choice(len(data), 300, replace=False)].astype(np.float64)
     start[200:300] = start[rng.choice(200, 100, replace=False)]  # duplicates after their originals
     start[100:110] = start[290:300]  # ... and before them
-    sorted_run = _centroids(KmbenchCpu(), data, start, iterations)
-    brute_run = _centroids(_BruteForce(), data, start, iterations)
+    sorted_run = _centroids(KmbenchCpu(), data, start, iterations, threads=1)
+    brute_run = _centroids(_BruteForce(), data, start, iterations, threads=1)
     np.testing.assert_array_equal(sorted_run, brute_run)
 
 
@@ -177,12 +184,15 @@ def test_the_tolerance_rule_stops_with_the_oracle():
 
 
 @needs_compiler
-@pytest.mark.parametrize("threads", ["1", "3"])
-def test_any_thread_count_gives_the_same_answer_and_is_recorded(threads, monkeypatch):
-    monkeypatch.setenv("KMBENCH_THREADS", threads)
-    _, record = _cell(_blobs(5_000, 2, 7, seed=4), 7)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_any_thread_count_gives_the_same_answer_and_is_recorded(threads):
+    dataset, settings, problem = memory_problem(_blobs(5_000, 2, 7, seed=4), 7, 12, repeats=2)
+    problem = replace(problem, options=Options(threads=threads))
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 12)
+    record = runner.run_cell(KmbenchCpu(), problem, oracle, dataset, settings, "t")
     assert record["status"] == "ok", record.get("detail")
-    assert record["build"]["threads"] == int(threads)
+    assert record["build"]["threads"] == threads
+    assert record["label"] == f"kmbench CPU ({threads} thread{'' if threads == 1 else 's'})"
 
 
 def test_waiting_threads_sleep_unless_the_user_says_otherwise(monkeypatch):
@@ -193,20 +203,52 @@ def test_waiting_threads_sleep_unless_the_user_says_otherwise(monkeypatch):
     assert KmbenchCpu().environment()["OMP_WAIT_POLICY"] == "active"
 
 
-def test_a_bad_thread_count_is_one_sentence(monkeypatch):
+def test_a_bad_thread_count_in_the_environment_is_one_sentence(monkeypatch):
+    from typer.testing import CliRunner
+
+    from kmbench.cli import app
+
     monkeypatch.setenv("KMBENCH_THREADS", "none")
-    with pytest.raises(ImplementationError, match="KMBENCH_THREADS must be a whole number"):
-        thread_count()
+    out = CliRunner().invoke(app, ["run", "--n", "100", "--impl", "numpy"])
+    assert out.exit_code == 2 and "$KMBENCH_THREADS takes whole numbers" in out.output
+
+
+def test_the_harness_hands_options_to_rows_not_through_the_environment(monkeypatch):
+    """--threads and --scheduler reach the rows in their Problem; the run leaves os.environ as it was."""
+    from typer.testing import CliRunner
+
+    from kmbench.cli import app
+
+    for name in ("KMBENCH_THREADS", "KMBENCH_DASK_SCHEDULER"):
+        monkeypatch.delenv(name, raising=False)
+    out = CliRunner().invoke(app, ["run", "--n", "500", "--k", "3", "--iters", "2", "--repeats", "1", "--impl", "numpy",
+                                   "--threads", "2", "--scheduler", "tcp://127.0.0.1:1"])
+    assert out.exit_code == 0, out.output
+    assert "KMBENCH_THREADS" not in os.environ and "KMBENCH_DASK_SCHEDULER" not in os.environ
 
 
 @needs_compiler
-def test_run_lists_it_and_threads_reach_it(monkeypatch):
+def test_the_environments_thread_count_is_read_at_the_command_line(monkeypatch):
+    from typer.testing import CliRunner
+
+    from kmbench.cli import app
+    from kmbench.data import results
+
+    monkeypatch.setenv("KMBENCH_THREADS", "2")
+    out = CliRunner().invoke(app, ["run", "--n", "2000", "--k", "3", "--iters", "4", "--repeats", "1",
+                                   "--impl", "kmbench-cpu"])
+    assert out.exit_code == 0, out.output
+    (record,) = results.load()
+    assert record["status"] == "ok" and record["build"]["threads"] == 2
+
+
+@needs_compiler
+def test_run_lists_it_and_threads_reach_it():
     from typer.testing import CliRunner
 
     from kmbench.data import results
     from kmbench.cli import app
 
-    monkeypatch.delenv("KMBENCH_THREADS", raising=False)  # the CLI sets it: restored after the test
     out = CliRunner().invoke(app, ["run", "--n", "2000", "--k", "3", "--iters", "4", "--repeats", "1",
                                    "--impl", "kmbench-cpu", "--threads", "2"])
     assert out.exit_code == 0, out.output
@@ -215,14 +257,12 @@ def test_run_lists_it_and_threads_reach_it(monkeypatch):
 
 
 @needs_compiler
-def test_a_scaling_run_repeats_only_the_threaded_row_and_the_report_shows_it(monkeypatch):
+def test_a_scaling_run_repeats_only_the_threaded_row_and_the_report_shows_it():
     from typer.testing import CliRunner
 
     from kmbench.cli import app
     from kmbench.data import results
 
-    monkeypatch.setenv("KMBENCH_THREADS", "1")
-    monkeypatch.delenv("KMBENCH_THREADS")  # the CLI sets it: restored (unset) after the test
     out = CliRunner().invoke(app, ["run", "--n", "3000", "--k", "4", "--iters", "4", "--repeats", "1",
                                    "--impl", "kmbench-cpu,numpy", "--threads", "1,2"])
     assert out.exit_code == 0, out.output

@@ -44,11 +44,8 @@ def test_a_long_cell_is_never_silent_for_longer_than_the_heartbeat():
         def available(self):
             return True, ""
 
-    class Data:
-        name = "data"
-
     try:
-        reporter.start(Impl(), Data())
+        reporter.start(Impl(), "data")
         reporter.note("float64 reference: iteration 3/9 on data")
         time.sleep(0.9)
         reporter.done({"status": "ok", "per_iteration_s": 0.5})

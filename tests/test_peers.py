@@ -59,16 +59,16 @@ def test_faiss_runs_every_iteration_asked_where_its_objective_stalls():
 
 
 def test_a_row_that_stops_early_says_so_alike_in_table_and_warning():
-    from kmbench.report import export
+    from kmbench.report import formatting
     assert runner.iteration_warnings(21, 30, "own") == [
         "stopped early: ran 21 of 30 iterations; compare it per iteration"]
     assert runner.iteration_warnings(30, 30, "own") == []
     assert "given the reference's count, stopped early" in runner.iteration_warnings(21, 30, "reference count")[0]
     row = {"iters_executed": 21, "reference_iterations": 30, "iterations": 30, "stop_followed": "own"}
-    assert export.iterations_text(row) == "21 of 30 (stopped early)"
-    assert export.iterations_text({**row, "stop_followed": "reference count"}) == \
+    assert formatting.iterations_text(row) == "21 of 30 (stopped early)"
+    assert formatting.iterations_text({**row, "stop_followed": "reference count"}) == \
         "21 of 30 (reference's count; stopped early)"
-    assert export.iterations_text({**row, "iters_executed": 30, "stop_followed": "reference count"}) == \
+    assert formatting.iterations_text({**row, "iters_executed": 30, "stop_followed": "reference count"}) == \
         "30 (reference's count)"
 
 

@@ -92,11 +92,8 @@ def test_the_rows_that_cannot_run_here_make_no_progress_lines():
         def available(self):
             return False, CUPY
 
-    class Data:
-        name = "data"
-
     try:
-        reporter.start(Missing(), Data())
+        reporter.start(Missing(), "data")
         reporter.done({"status": "skipped", "detail": CUPY})
     finally:
         reporter.close()

@@ -3,7 +3,8 @@ import numpy as np
 
 from kmbench.data import datasets
 from kmbench.protocol import runner
-from kmbench.report import export, report
+from kmbench.report import csv, markdown, report
+from kmbench.report.contents import Contents
 from kmbench.tasks import lloyd
 from impls.numpy_fast import NumpyFast
 from tests.test_validate import SkipsLastPoint
@@ -25,15 +26,14 @@ def _records(tmp_path):
 
 
 def test_a_mismatch_is_shown_in_every_table(tmp_path):
-    cells = report.cells_frame(_records(tmp_path))
-    assert list(cells["status"]) == ["mismatch", "ok"]
-    md = export.markdown(cells)
+    records = _records(tmp_path)
+    assert list(report.cells_frame(records)["status"]) == ["mismatch", "ok"]
+    md = markdown.render(Contents(records))
     pivot, detail, published = md.split("| Implementation |")[1:4]
     for table in (pivot, detail, published):
         blog_line = next(line for line in table.splitlines() if line.startswith("| Our Python") or "Our Python |" in line)
         assert "MISMATCH" in blog_line.upper(), table
-    csv = export.csv(cells)
-    assert "mismatch" in csv
+    assert "mismatch" in csv.render(Contents(records))
 
 
 def test_published_figures_sit_beside_measured(tmp_path):
@@ -77,9 +77,9 @@ def test_ratios_follow_polarity_and_bandwidth_needs_both_figures():
     ])
     assert list(report._speedups(cells, "mean_s")) == [1.0, 4.0]  # lower is better
     assert list(report._speedups(cells, "dist_evals_per_s")) == [1.0, 4.0]  # higher is better
-    gpu = {"env": {"gpu": {"copy_bandwidth_Bps": 4e12}}, "achieved_bandwidth_Bps": 1e12}
-    assert report._roofline(gpu)["memory_fraction"] == 0.25
-    assert report._roofline({"achieved_bandwidth_Bps": 1e12})["roofline_fraction"] is None
+    gpu = {"env": {"gpu": {"copy_bandwidth_Bps": 4e12}}, "bytes_per_iteration": 1e9, "per_iteration_s": 1e-3}
+    assert report._roofline(gpu)["memory_fraction"] == 0.25  # 1 TB/s of a 4 TB/s copy rate
+    assert report._roofline({"bytes_per_iteration": 1e9, "per_iteration_s": 1e-3})["roofline_fraction"] is None
 
 
 def _gpu_record(impl, per_iter, k, n=1_000_000):
@@ -123,39 +123,35 @@ def test_roofline_names_the_limit_the_cell_is_near():
 
 
 def test_markdown_shows_the_roofline_position():
-    from kmbench.report import export
-    md = export.markdown(report.cells_frame([_gpu_record("v", 400e-6, k=1000)]))
+    md = markdown.render(Contents([_gpu_record("v", 400e-6, k=1000)]))
     assert "of FP32 issue" in md and "37.9% of FP32 issue" in md
 
 
 def test_each_row_says_what_it_is_built_on_and_computes_in():
-    from kmbench.report import export
     peer = dict(_gpu_record("pykeops", 1e-3, k=10), build={"library": "pykeops 2.3", "precision": "fp32"})
     older = dict(_gpu_record("faiss-cpu", 2e-3, k=10), build={"library": "faiss 1.8", "computes_in": "float32"})
     silent = _gpu_record("numpy", 3e-3, k=10)  # declares neither: no line of its own
-    md = export.markdown(report.cells_frame([peer, older, silent]))
+    md = markdown.render(Contents([peer, older, silent]))
     assert "| pykeops | pykeops 2.3 | fp32 |" in md
     assert "| faiss-cpu | faiss 1.8 | float32 |" in md  # records written before the key was renamed
     table = md.split("What each row is built on and computes in:")[1]
     assert "| numpy |" not in table.split("\n\n")[1]
 
 
-def test_high_d_rows_are_shown_as_multiples_of_the_measured_gemm():
-    from kmbench.report import export
-    floor = {"fp32": 6e-3, "tf32": 2e-3}
-    ours = dict(_gpu_record("kmbench-gpu", 4e-3, k=1024), gemm_floor_s=floor)
-    peer = dict(_gpu_record("torch", 12e-3, k=1024), gemm_floor_s=floor)
-    md = export.markdown(report.cells_frame([ours, peer]), comparisons=("best-peer",))
-    table = md.split("Against the measured GEMM floor")[1]
-    assert "| kmbench-gpu | 1,000,000 | 4.000ms | 6.000ms | 0.67x | 2.000ms | 2.00x |" in table
-    assert "| torch | 1,000,000 | 12.000ms | 6.000ms | 2.00x | 2.000ms | 6.00x |" in table
-    assert "| 3.00x |" in md.split("against the best peer")[1]  # ratio column; then x TF32 GEMM 2.00x
-    assert "Against the measured GEMM floor" not in export.markdown(
-        report.cells_frame([_gpu_record("v", 400e-6, k=1000)]))  # no floor measured: no table
+def test_rows_are_set_against_the_floors_of_their_own_arithmetic():
+    """A tensor-core row's compute floor is taken at the TF32 rate, an FP32 row's at the FP32
+    issue rate (from the FP32 instructions older records declare); both against the copy rate."""
+    from kmbench.report.formatting import seconds_text
 
-
-def test_the_gemm_floor_is_measured_only_for_high_d_cells_on_a_gpu():
-    low = runner.make_problem(datasets.blobs(200, 8, 3, seed=0), runner.Settings(k=3, iterations=2))
-    high = runner.make_problem(datasets.blobs(200, 64, 3, seed=0), runner.Settings(k=3, iterations=2))
-    assert runner.gemm_floor(low, {"gpu": {"name": "G"}}) is None
-    assert runner.gemm_floor(high, {"gpu": None}) is None
+    tensor_env = {"gpu": {"name": "G", "copy_bandwidth_Bps": 4e12, "fp32_issue_rate": 3.3e13, "tf32_flops": 4e14}}
+    ours = dict(_gpu_record("kmbench-gpu", 4e-3, k=1024), env=tensor_env,
+                arithmetic={"unit": "tf32", "per_distance": 256.0})
+    peer = dict(_gpu_record("torch", 12e-3, k=1024), env=tensor_env)
+    md = markdown.render(Contents([ours, peer], comparisons=("best-peer",)))
+    table = md.split("Against the floors of each row's own work")[1]
+    tf32_floor, fp32_floor = 1e6 * 1024 * 256 / 4e14, 1e6 * 1024 * 5 / 3.3e13
+    assert (f"| kmbench-gpu | 1,000,000 | 4.000ms | {seconds_text(tf32_floor)} (TF32 peak) | "
+            f"{4e-3 / tf32_floor:.2f}x | {seconds_text(8e6 / 4e12)} | 2000.00x |") in table
+    assert f"| torch | 1,000,000 | 12.000ms | {seconds_text(fp32_floor)} (FP32 issue) | {12e-3 / fp32_floor:.2f}x |" in table
+    assert f"| {4e-3 / tf32_floor:.2f}x |" in md.split("against the best peer")[1]  # the x compute floor column
+    assert "Against the floors" not in markdown.render(Contents([dict(_gpu_record("v", 4e-4, k=10), env={})]))

@@ -81,8 +81,9 @@ def test_an_implementation_that_cannot_follow_is_given_the_reference_count_and_m
     assert record["iterations_executed"] == oracle.iterations
     assert record["status"] == "ok"
     assert any("cannot stop by the tolerance rule itself" in w for w in record["warnings"])
-    from kmbench.report import export, report
-    md = export.markdown(report.cells_frame([record]))
+    from kmbench.report import markdown
+    from kmbench.report.contents import Contents
+    md = markdown.render(Contents([record]))
     assert "(reference's count)" in md
     assert "until no label changes" in md
 

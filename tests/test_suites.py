@@ -155,14 +155,14 @@ def test_radial_size_by_n():
 
 
 def test_peak_rates_table_sets_published_beside_measured():
-    from kmbench.report import export, report
+    from kmbench.report import comparisons, report
     record = {"impl": "cpp", "label": "Our C++", "status": "ok",
               "dataset": {"name": "radial-x", "generator": "radial", "parameters": {}, "n": 1_000_000, "d": 2,
                           "dtype": "float32"},
               "params": {"k": 100, "iterations": 30, "stop": "tolerance", "tol": 0.0, "init": "random", "seed": 0},
               "times": {"iterate": {"mean": 2.0}}, "iterations_executed": 20, "reference_iterations": 20,
               "distance_evals_per_s": 100 * 1e6 * 20 / 2.0, "per_iteration_s": 0.1}
-    md = "\n".join(export.rates_markdown(report.cells_frame([record]), "radial-tree"))
+    md = "\n".join(comparisons.rates_markdown(report.cells_frame([record]), "radial-tree"))
     assert "| sequential code, one CPU core, peak over all parameters | cpp | 0.95 | 1 |" in md
     assert "h = 20" in md
 
@@ -212,10 +212,10 @@ def _whole_run_record(impl, status, stop, iterations, per_iteration, reference=4
 
 
 def test_whole_run_table_extrapolates_budget_rows_and_says_so():
-    from kmbench.report import export, report
+    from kmbench.report import comparisons, report
     records = [_whole_run_record("kmcuda", "ok", "tolerance", 40, 0.5),
                _whole_run_record("sklearn", "mismatch", "iterations", 2, 3.0)]
-    md = "\n".join(export.whole_run_markdown(report.cells_frame(records), "yinyang"))
+    md = "\n".join(comparisons.whole_run_markdown(report.cells_frame(records), "yinyang"))
     sklearn_line = next(line for line in md.splitlines() if line.startswith("| sklearn"))
     assert "~2m 00s (extrapolated from 2 iterations to 40)" in sklearn_line  # 3 s x 40
     assert "MISMATCH" in sklearn_line and "> 3h 00m" in sklearn_line

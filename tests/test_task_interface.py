@@ -11,6 +11,7 @@ from impls.batched_sklearn import BatchedSklearn
 from impls.numpy_fast import NumpyFast
 from kmbench.data import results
 from kmbench.data.datasets import Dataset
+from kmbench.plans import suite
 from kmbench.protocol import runner, task as task_module
 from kmbench.protocol.task import Task, run_cells
 from kmbench.tasks import assign, lloyd, tasks
@@ -23,18 +24,18 @@ def _lloyd():
 
 
 def _assign():
-    suite = tasks.parse("t-assign", {"task": "assign", "title": "t", "source": "001", "impls": ["assign-numpy"],
+    chosen = suite.parse("t-assign", {"task": "assign", "title": "t", "source": "001", "impls": ["assign-numpy"],
                                      "workloads": [{"n": 2000, "d": 2, "k": 8, "seed": 1}],
                                      "protocol": {"repeats": 2, "warmup": 0}})
-    return tasks.task_of(suite), suite.workloads[0]
+    return tasks.task_of(chosen), chosen.workloads[0]
 
 
 def _batched():
-    suite = tasks.parse("t-batched", {"task": "batched", "title": "t", "source": "003", "impls": ["batched-sklearn"],
+    chosen = suite.parse("t-batched", {"task": "batched", "title": "t", "source": "003", "impls": ["batched-sklearn"],
                                       "workloads": [{"rows": 20, "points": 30, "d": 1, "k": 3, "seeds": 3,
                                                      "stop": "iterations", "iterations": 5}],
                                       "protocol": {"repeats": 2, "warmup": 0}})
-    return tasks.task_of(suite), suite.workloads[0]
+    return tasks.task_of(chosen), chosen.workloads[0]
 
 
 CASES = {"lloyd": (_lloyd, NumpyFast), "assign": (_assign, AssignNumpy), "batched": (_batched, BatchedSklearn)}
@@ -114,3 +115,44 @@ def test_usable_turns_a_failing_check_into_a_reason():
             raise OSError("driver gone")
 
     assert task_module.usable(Broken()) == (False, "availability check failed: driver gone")
+
+
+def _claims_too_long(row_class):
+    """The row, claiming far more time for its timed region than the whole call took."""
+
+    class ClaimsTooLong(row_class):
+        name = f"{row_class.name}-slow-claim"
+
+        def run(self, problem):
+            result = super().run(problem)
+            if hasattr(result, "phases"):  # Lloyd: the claim rides on the result
+                result.phases["iterate"] = 1e3
+            self.phases = {"iterate": 1e3}  # assign and batched: on the row
+            return result
+
+    return ClaimsTooLong
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_task_checks_the_claimed_time_against_the_harness_clock(name, tmp_path):
+    task, workload = CASES[name][0]()
+    (record,) = run_cells(task, [workload], [_claims_too_long(CASES[name][1])()], tmp_path / "r.jsonl")
+    assert record["status"] == "error" and "inside a call the harness timed" in record["detail"]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_task_releases_a_row_that_fails_and_records_the_error(name, tmp_path):
+    released = []
+
+    class Fails(CASES[name][1]):
+        def run(self, problem):
+            raise RuntimeError("out of memory on the device\nsecond line")
+
+        def release(self):
+            released.append(True)
+
+    task, workload = CASES[name][0]()
+    (record,) = run_cells(task, [workload], [Fails()], tmp_path / "r.jsonl")
+    assert (record["status"], record["detail"]) == ("error", "out of memory on the device")
+    assert "RuntimeError" in record["traceback"] and released == [True] and "build" in record
+    assert record["run_id"] and record["label"] and record["timestamp"]  # the one header, whatever went wrong

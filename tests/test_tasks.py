@@ -16,7 +16,9 @@ from impls.batched_sklearn import BatchedSklearn
 from kmbench import registry
 from kmbench.data import results
 from kmbench.plans import suite
-from kmbench.tasks import assign, task_export, tasks
+from kmbench.report import markdown
+from kmbench.report.contents import Contents
+from kmbench.tasks import assign, tasks
 from kmbench.cli import app
 from kmbench.errors import UsageError
 
@@ -66,11 +68,11 @@ def test_the_assign_problem_is_a_second_pass():
 def _tiny(task: str, impls: list, **protocol) -> tasks.TaskSuite:
     if task == "assign":
         workloads = [{"n": 3000, "d": 1, "k": 16, "seed": 0}]
-        return tasks.parse("assign-ladder", {"task": task, "title": "t", "source": "001", "published": "assign-ladder",
+        return suite.parse("assign-ladder", {"task": task, "title": "t", "source": "001", "published": "assign-ladder",
                                              "impls": impls, "workloads": workloads, "protocol": protocol})
     workloads = [{"rows": 40, "points": 30, "d": 1, "k": 3, "seeds": 4, "stop": "epsilon", "epsilon": 0.02,
                   "iterations": 100}]
-    return tasks.parse("batched", {"task": task, "title": "t", "source": "003", "published": "batched",
+    return suite.parse("batched", {"task": task, "title": "t", "source": "003", "published": "batched",
                                    "impls": impls, "workloads": workloads, "protocol": protocol})
 
 
@@ -86,7 +88,7 @@ def test_task_cells_are_stored_apart_from_lloyd_and_reused(tmp_path):
     assert again[0]["run_id"] == records[0]["run_id"] and len(results.load(store, task="assign")) == 1
     tasks.reproduce(chosen, None, store, force=True)
     assert len(results.load(store, task="assign")) == 2
-    text = task_export.markdown(chosen, tasks.latest(chosen, store))
+    text = markdown.render(Contents(tasks.latest(chosen, store), suites={chosen.name: chosen}))
     assert "NumPy (assign)" in text and "| ok |" in text
 
 
@@ -107,7 +109,9 @@ def test_a_wrong_assign_kernel_is_a_mismatch_in_the_table():
     oracle = task.oracle(chosen.workloads[0], problem)
     record = task.measure(OffByOne(), problem, oracle, chosen.workloads[0], "run")
     assert record["status"] == "mismatch" and "not the nearest centroid" in record["detail"]
-    record.update(workload="w", spec=chosen.workloads[0], label="off by one", step=None)
+    # The header the runner adds (kmbench.protocol.task), which a record's readers need.
+    record.update(task="assign", suite=chosen.name, workload="w", spec=chosen.workloads[0], impl="off-by-one",
+                  label="off by one", step=None)
     text = task.render([record])
     assert f"~~{record['seconds'] * 1e6:.1f}~~" in text and "**mismatch**" in text
 
@@ -121,7 +125,8 @@ def test_a_budget_cut_row_is_judged_on_its_rows_and_extrapolated():
     assert record["status"] == "ok", record["detail"]
     assert record["rows_done"] == 1 and record["repeats_done"] == 1  # one budgeted run, no warm-up
     assert record["extrapolated_seconds"] == pytest.approx(record["seconds"] * 40)
-    record.update(workload="w", spec=chosen.workloads[0], label="loop", impl="batched-sklearn")
+    record.update(task="batched", suite=chosen.name, workload="w", spec=chosen.workloads[0], label="loop",
+                  impl="batched-sklearn")
     assert "extrapolated from 1 rows" in task.render([record])
 
 

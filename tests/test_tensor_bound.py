@@ -307,3 +307,51 @@ def test_high_dimensions_take_the_tensor_path_only_where_it_can_run():
     assert strategy(10**6, 128, 1024, tensor_cores=True) == "tensor"
     assert strategy(10**6, 128, 1024, tensor_cores=False) == "gemm"
     assert strategy(10**6, TILED_MAX_DIM, 1024, tensor_cores=True) == "tiled"
+
+
+@pytest.mark.parametrize("k, block_n", [(20, 8), (200, 8), (1024, 64)])
+def test_packed_scores_certify_only_what_the_unpacked_bound_certifies(rng, k, block_n):
+    """The TF32 pass's packed epilogue (a tile number in each score's low bits) decides with
+    E + bound.packing_error: whatever it certifies, the plain scores certify too, with the same
+    winner; its limit keeps every candidate of the plain bound and its floor is no higher. On
+    near-ties, scores of both signs and exact ties across tiles."""
+    d = 64
+    x, c = _scene(rng, 400, d, k, offset=0.5)
+    x[100:200] = 0.5 * (c[1] + c[2])  # near-ties
+    c[k - 1] = c[0]  # an exact tie between the first and the last tile
+    scores = bound.tf32_scores(x, c)
+    assert (scores < 0).any() and (scores > 0).any()
+    winner, best, second = bound.best_two(scores)
+    x_norm, c_max, h_max = _bound_inputs(x, c)
+    error = bound.score_error(d, x_norm, c_max, h_max)
+    tiles = -(-k // block_n)
+    total = error + bound.packing_error(tiles, x_norm, c_max, h_max)
+
+    label, packed_best, packed_second = bound.packed_best_two(scores, block_n)
+    sure = bound.certified(packed_best, packed_second, total)
+    assert sure.any() and not sure.all()
+    assert (sure <= bound.certified(best, second, error)).all()
+    assert np.array_equal(label[sure], winner[sure])
+    assert (bound.candidates(scores, packed_best, total) >= bound.candidates(scores, best, error)).all()
+    assert (bound.floor(packed_best, packed_second, total) <= bound.floor(best, second, error)).all()
+
+
+def test_packing_moves_a_score_by_less_than_its_bound(rng):
+    tiles = 200
+    scores = (rng.standard_normal(100_000) * 10.0 ** rng.uniform(-8, 8, 100_000)).astype(np.float32)
+    scores[:4] = (0.0, -0.0, 1e-44, -1e-44)  # zero and subnormals: the floor's share
+    for tile in (0, 1, tiles - 1):
+        moved = np.abs(bound.pack(scores, tile, tiles).astype(np.float64) - scores)
+        assert (moved <= bound.packing_unit(tiles) * np.abs(scores.astype(np.float64)) + bound.PACKING_FLOOR).all()
+    assert (bound.pack(scores, tiles - 1, tiles) != scores).mean() > 0.9  # it does move them
+
+
+def test_a_margin_widened_by_the_packing_alone_is_not_certified():
+    """Scores 1 and 1 + 2E, E = 2^-12, in tiles 0 and 1: the plain margin is exactly 2E (not
+    certified); packed, the second score gains its tile's bit (2^-23) and the margin passes 2E.
+    With packing_error added to E it is still not certified."""
+    scores = np.array([[1.0, 1.0 + 2.0 ** -11]], dtype=np.float32)
+    error = np.array([2.0 ** -12])
+    label, packed_best, packed_second = bound.packed_best_two(scores, block_n=1)
+    assert label[0] == 0 and packed_second[0] - packed_best[0] > bound.MARGIN * error[0]
+    assert not bound.certified(packed_best, packed_second, error + bound.packing_error(2, 0.0, 1.0, 1.0))[0]

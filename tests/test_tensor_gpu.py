@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from impls.fast import HERE, KmbenchGpu
-from impls.fast.tensor_path import WHOLE_MAX_DIM, default_tilings, device_bytes
+from impls.fast.tensor_path import WHOLE_MAX_DIM, default_tilings, device_bytes, pack_bits
 from tests.conftest import gpu_cell
 from tests.test_fast import _blobs as fast_blobs
 
@@ -33,6 +33,19 @@ def test_tilings_keep_rows_on_chip_up_to_their_limit(d):
         assert copies * block_d * 4 * (block_m + stages * block_n) <= 227 * 1024  # an H100's shared memory
     assert (tiling[2] >= d) == (d <= WHOLE_MAX_DIM)  # the TF32 pass keeps its rows on chip
     assert exact[2] < d or d <= 32  # the re-check streams them
+
+
+def test_scores_are_packed_only_where_rows_stay_on_chip_and_the_tiles_fit_the_bits():
+    from impls.fast.bound import PACK_MAX_BITS
+
+    on_chip, streamed = default_tilings(128, 1024)[0], default_tilings(408, 1024)[0]
+    assert on_chip[1] == 32 and pack_bits(128, 1024, on_chip) == 5  # 32 tiles of 32
+    assert pack_bits(408, 1024, streamed) == 0
+    most = on_chip[1] << PACK_MAX_BITS
+    assert pack_bits(128, most, on_chip) == PACK_MAX_BITS and pack_bits(128, most + 1, on_chip) == 0
+    wider = default_tilings(128, most + 1)[0]  # more tiles than the bits hold at 32: tiles of 64
+    assert wider[1] == 64 and wider[3] == 4 and pack_bits(128, most + 1, wider) == PACK_MAX_BITS
+    assert default_tilings(128, 2 * most + 1)[0][3] == 8  # past that, the slot epilogue's eight warps
 
 
 def test_memory_count_covers_the_data_twice():

@@ -3,9 +3,9 @@ built on demand and run as a subprocess like the `cpp` rows (impls/cpp's protoco
 cache). The data are centred once before any timed run and kept in float32; the sums are
 float64, so the row is judged as a float32 program.
 
-Threads: KMBENCH_THREADS (`kmbench run --threads`), default every core os.sched_getaffinity
-allows; each record's build information says how many ran. The binary is built for this
-machine's CPU (-march=native): the CPU's model is part of the build cache's key, so a cache
+Threads: the problem's options.threads (`kmbench run --threads`), default every core
+os.sched_getaffinity allows; each record's build information says how many ran. The binary is
+built for this machine's CPU (-march=native): the CPU's model is part of the build cache's key, so a cache
 shared between machines never runs one CPU's binary on another."""
 
 from __future__ import annotations
@@ -16,24 +16,16 @@ from pathlib import Path
 
 from impls.cpp import HERE as CPP_HERE
 from impls.cpp import NativeLloyd, build
-from kmbench.errors import ImplementationError
 from kmbench.protocol.environment import cpu_model
 from kmbench.protocol import Problem
 
 HERE = Path(__file__).resolve().parent
 
 
-def thread_count() -> int:
-    """KMBENCH_THREADS, else every core this process may run on."""
-    wanted = os.environ.get("KMBENCH_THREADS")
-    if wanted:
-        try:
-            count = int(wanted)
-        except ValueError:
-            count = 0
-        if count < 1:
-            raise ImplementationError(f"KMBENCH_THREADS must be a whole number >= 1; got {wanted!r}")
-        return count
+def thread_count(problem: Problem) -> int:
+    """The threads the problem's options ask for, else every core this process may run on."""
+    if problem.options.threads is not None:
+        return problem.options.threads
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -59,11 +51,7 @@ class KmbenchCpu(NativeLloyd):
     takes_threads = True
     follows_shift = True  # kmbench.KMeans's rule, in one process rather than one per iteration
 
-    @property
-    def label(self) -> str:
-        """Named by its thread count where one was asked for, so a scaling run's rows differ."""
-        wanted = os.environ.get("KMBENCH_THREADS")
-        return f"kmbench CPU ({wanted} thread{'' if wanted == '1' else 's'})" if wanted else "kmbench CPU"
+    label = "kmbench CPU"  # the harness adds the thread count asked for (LloydProtocol.label)
 
     def __init__(self, source_dir: Path | None = None, **kwargs):
         super().__init__(source_dir or HERE, **kwargs)
@@ -75,7 +63,7 @@ class KmbenchCpu(NativeLloyd):
         return [self.source_dir / self.source_file, self.source_dir / "sorted_search.hpp", CPP_HERE / "harness.hpp"]
 
     def prepare(self, problem: Problem) -> None:
-        self._threads = thread_count()
+        self._threads = thread_count(problem)
         super().prepare(problem)
 
     def compile_flags(self) -> list[str]:

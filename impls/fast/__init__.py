@@ -220,6 +220,11 @@ class KmbenchGpu(GpuImplementation):
     def fp32_per_distance(self, problem: Problem) -> float:
         return KINDS.get(self.strategy_for(problem), Strategy).fp32_per_distance(problem)
 
+    def arithmetic(self, problem: Problem) -> tuple[str, float]:
+        if self.tf32:
+            return "tf32", 2.0 * problem.d  # the GEMM path's products on tensor cores
+        return KINDS.get(self.strategy_for(problem), Strategy).arithmetic(problem)
+
 
 class KmbenchGpuTf32(KmbenchGpu):
     """The high-d path with TF32 matrix products: faster, not exact. Its notes say how many

@@ -61,6 +61,38 @@ def error_terms(d: int) -> tuple[float, float]:
     return dot_eps(d), SAFETY * HALF_NORM_UNIT
 
 
+# The TF32 pass may keep, per (row, column slot), scores whose lowest mantissa bits are replaced
+# by their tile's number (certified_assign's packed epilogue: one min and one max per score
+# instead of a compare and three selects). That moves a score by less than 2^bits units in its
+# last place, at most packing_unit(tiles) |s| + PACKING_FLOOR, and |s| <= |x| C + H.
+PACK_MAX_BITS = 8  # up to 256 tiles: 2^-15 relative, well under eps(d) (about 2^-10)
+PACKING_FLOOR = 1e-35  # covers scores at or near zero, where the low bits are a subnormal's
+
+
+def tile_bits(tiles: int) -> int:
+    """Bits that hold a tile number from 0 to tiles - 1 (at least one)."""
+    return max(1, (int(tiles) - 1).bit_length())
+
+
+def packing_unit(tiles: int) -> float:
+    """The relative change of a score whose low tile_bits(tiles) mantissa bits are replaced."""
+    return SAFETY * 2.0 ** (tile_bits(tiles) - 23)
+
+
+def packing_error(tiles: int, x_norm, c_max: float, h_max: float):
+    """The bound on |packed - s^| for points of norm x_norm. certified_assign adds it to E(x):
+    then MARGIN (E + it) covers both packed scores of a margin, and the limit and floor stay
+    sound (tests/test_tensor_bound.py checks all three on packed near-ties)."""
+    return packing_unit(tiles) * (np.asarray(x_norm, dtype=np.float64) * c_max + h_max) + PACKING_FLOOR
+
+
+def pack(scores: np.ndarray, tile: int, tiles: int) -> np.ndarray:
+    """FP32 scores with their lowest tile_bits(tiles) bits replaced by `tile` (the kernel's packing)."""
+    mask = np.uint32((1 << tile_bits(tiles)) - 1)
+    bits = np.ascontiguousarray(scores, dtype=np.float32).view(np.uint32)
+    return ((bits & ~mask) | np.uint32(tile)).view(np.float32)
+
+
 def score_error(d: int, x_norm, c_max: float, h_max: float):
     """E(x): the bound on |s^_j - s_j| for every centroid j, for points of norm x_norm."""
     eps, eta = error_terms(d)
@@ -132,3 +164,26 @@ def best_two(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rest = scores.copy()
     rest[np.arange(len(scores)), winner] = np.inf
     return winner, best, rest.min(axis=1)
+
+
+def packed_best_two(scores: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What certified_assign's packed epilogue keeps (tensor_kernels._best_two_packed): per row,
+    the winner decoded from its packed score and slot, and the best and second packed scores."""
+    rows, k = scores.shape
+    tiles = -(-k // block_n)
+    absent = np.float32(3.0e38)
+    best = np.full((rows, block_n), absent, dtype=np.float32)
+    second = best.copy()
+    for tile in range(tiles):
+        part = np.full((rows, block_n), absent, dtype=np.float32)
+        width = min(block_n, k - tile * block_n)
+        part[:, :width] = scores[:, tile * block_n:tile * block_n + width]
+        packed = pack(part, tile, tiles)
+        second = np.minimum(second, np.maximum(best, packed))
+        best = np.minimum(best, packed)
+    top = best.min(axis=1)
+    slot = np.argmax(best == top[:, None], axis=1)  # the lowest slot of equal bests
+    tile_of = top.view(np.uint32) & np.uint32((1 << tile_bits(tiles)) - 1)
+    others = best.copy()
+    others[np.arange(rows), slot] = second[np.arange(rows), slot]
+    return tile_of.astype(np.int64) * block_n + slot, top, others.min(axis=1)

@@ -42,9 +42,9 @@ def _rows(x_ptr, rows64, row_ok, low, DIM: tl.constexpr, BLOCK_D: tl.constexpr):
 @triton.jit
 def _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, col_ok,
             DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-            PRECISION: tl.constexpr):
-    """|c|^2 / 2 - x . c for one tile; absent centroids score +inf. x_whole: the block's
-    rows, loaded once, where BLOCK_D >= DIM."""
+            PRECISION: tl.constexpr, ABSENT: tl.constexpr = float("inf")):
+    """|c|^2 / 2 - x . c for one tile; absent centroids score ABSENT (+inf unless told). x_whole:
+    the block's rows, loaded once, where BLOCK_D >= DIM."""
     if BLOCK_D >= DIM:
         cs = _rows(c_ptr, cols.to(tl.int64), col_ok, 0, DIM, BLOCK_D)
         dots = tl.dot(x_whole, tl.trans(cs), input_precision=PRECISION)
@@ -54,7 +54,7 @@ def _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, col_ok,
             xs = _rows(x_ptr, rows64, row_ok, low, DIM, BLOCK_D)
             cs = _rows(c_ptr, cols.to(tl.int64), col_ok, low, DIM, BLOCK_D)
             dots = tl.dot(xs, tl.trans(cs), dots, input_precision=PRECISION)
-    half = tl.load(half_ptr + cols, mask=col_ok, other=float("inf"))
+    half = tl.load(half_ptr + cols, mask=col_ok, other=ABSENT)
     return half[None, :] - dots
 
 
@@ -83,6 +83,40 @@ def _best_two_by_slot(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
     return best, second, label
 
 
+# A finite stand-in for +inf where scores are packed: inf with a tile number in its low bits
+# would be a NaN. Above every real score (|s| <= |x| C + H) and below FP32's largest.
+PACKED_ABSENT = tl.constexpr(3.0e38)
+
+
+@triton.jit
+def _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     PACK_BITS: tl.constexpr):
+    """The same per (row, column slot), with each score's lowest PACK_BITS mantissa bits
+    replaced by its tile's number: a slot then keeps its best and runner-up with one min and
+    one max per score (no compare, no selects, no index array), and the winner's tile comes back
+    out of its score. The packing moves a score by bound.packing_error, which the caller adds
+    to E. Of equal packed scores the lower slot wins; equal scores are never
+    certified (their margin is zero), so the re-check decides those ties."""
+    mask = (1 << PACK_BITS) - 1
+    slot_best = tl.full((BLOCK_M, BLOCK_N), PACKED_ABSENT, dtype=tl.float32)
+    slot_second = tl.full((BLOCK_M, BLOCK_N), PACKED_ABSENT, dtype=tl.float32)
+    for first in range(0, k, BLOCK_N):
+        cols = first + tl.arange(0, BLOCK_N)
+        scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
+                         DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32", PACKED_ABSENT)
+        tile = first // BLOCK_N
+        packed = ((scores.to(tl.int32, bitcast=True) & ~mask) | tile).to(tl.float32, bitcast=True)
+        slot_second = tl.minimum(slot_second, tl.maximum(slot_best, packed))
+        slot_best = tl.minimum(slot_best, packed)
+    best = tl.min(slot_best, axis=1)
+    slots = tl.arange(0, BLOCK_N)
+    winning = tl.min(tl.where(slot_best == best[:, None], slots[None, :], BLOCK_N), axis=1)
+    label = (best.to(tl.int32, bitcast=True) & mask) * BLOCK_N + winning
+    second = tl.min(tl.where(slots[None, :] == winning[:, None], slot_second, slot_best), axis=1)
+    return best, second, label
+
+
 @triton.jit
 def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
                      DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
@@ -107,15 +141,18 @@ def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
 
 @triton.jit
 def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_ptr, flagged_ptr, limit_ptr,
-                     flagged_count_ptr, floor_ptr, n, k, eps, eta, margin,
+                     flagged_count_ptr, floor_ptr, n, k, eps, eta, margin, pack_unit, pack_floor,
                      DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                     KEEP_FLOOR: tl.constexpr):
+                     KEEP_FLOOR: tl.constexpr, PACK_BITS: tl.constexpr):
     block = tl.program_id(0)
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < n
     rows64 = rows.to(tl.int64)
     x_whole = _rows(x_ptr, rows64, row_ok, 0, DIM, BLOCK_D)  # used only where BLOCK_D >= DIM
-    if BLOCK_D >= DIM:
+    if BLOCK_D >= DIM and PACK_BITS > 0:
+        best, second, label = _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                                               DIM, BLOCK_M, BLOCK_N, BLOCK_D, PACK_BITS)
+    elif BLOCK_D >= DIM:
         best, second, label = _best_two_by_slot(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
                                                 DIM, BLOCK_M, BLOCK_N, BLOCK_D)
     else:
@@ -128,6 +165,10 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
     h_max = tl.load(bound_max_ptr + 1)
     x_norm = tl.load(x_norm_ptr + rows64, mask=row_ok, other=0.0)
     error = eps * x_norm * c_max + eta * h_max
+    if PACK_BITS > 0:
+        # Packed scores are off by bound.packing_error more: E grows by that much, which covers
+        # it on both sides of the margin, in the limit and in the floor.
+        error += pack_unit * (x_norm * c_max + h_max) + pack_floor
     flag = row_ok & ~((second - best) > margin * error)
     if KEEP_FLOOR:
         # A lower bound on the exact score of every centroid but the exact winner (yinyang's

@@ -29,7 +29,7 @@ import numpy as np
 from impls.fast import bound
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.fast.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
-                                        WHOLE_MAX_DIM, bound_arguments, default_tilings, device_bytes,
+                                        WHOLE_MAX_DIM, bound_arguments, default_tilings, device_bytes, pack_bits,
                                         tensor_status, tiling_from_env)
 from kmbench.errors import ImplementationError
 
@@ -92,7 +92,7 @@ class TensorPath:
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
                         "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
-        tiling, exact_tiling = default_tilings(d)
+        tiling, exact_tiling = default_tilings(d, k)
         self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
         self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
         self.recheck = os.environ.get("KMBENCH_TENSOR_RECHECK", RECHECK)
@@ -188,12 +188,13 @@ class TensorPath:
         t = self._torch
         with _triton_on_cupy_stream():
             block_m, block_n, block_d, warps, stages = self.tiling
+            bits = pack_bits(self.d, self.k, self.tiling)
             self._certified[((self.n + block_m - 1) // block_m,)](
                 t["x_tf32"], t["x_norm"], t["centroids_tf32"], t["half_norms"], t["bound_max"], t["labels"],
                 t["flagged"], t["limits"], t["flagged_count"], t["floor"], self.n, self.k,
-                self.eps, self.eta, self.margin,
+                self.eps, self.eta, self.margin, bound.packing_unit(-(-self.k // block_n)), bound.PACKING_FLOOR,
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
-                num_warps=warps, num_stages=stages)
+                PACK_BITS=bits, num_warps=warps, num_stages=stages)
 
     def recheck_flagged(self) -> None:
         """The listed points' labels again, in FP32 against the centroids the bound leaves in play:

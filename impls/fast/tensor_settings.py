@@ -16,16 +16,22 @@ from kmbench.errors import ImplementationError
 WHOLE_MAX_DIM = 128
 
 
-def default_tilings(d: int) -> tuple[tuple, tuple]:
+def default_tilings(d: int, k: int = 0) -> tuple[tuple, tuple]:
     """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages) of certified_assign and of
-    exact_assign for d; BLOCK_D >= d keeps the rows on chip. The re-check streams its rows in
-    chunks of 32 at every d: it holds two copies of them (FP32 and TF32), and on chip they cost
-    it 3.6x at 1e6 x 128 (`bench/tensor_experiments.py rechecks`, NOTES.md)."""
+    exact_assign for d and k; BLOCK_D >= d keeps the rows on chip. With the packed epilogue
+    (pack_bits) the pass runs four warps on 32 centroids a tile, 64 where k needs fewer tiles
+    to fit the packing's bits: at 1e6 x 64 and 1e6 x 128 that took it from 1.15 and 1.51 ms
+    (eight warps, slots) to 0.68 and 1.19 ms (`bench/tensor_experiments.py epilogue`,
+    NOTES.md). The re-check streams its rows in chunks of 32 at every d: it holds two copies of
+    them (FP32 and TF32), and on chip they cost it 3.6x at 1e6 x 128 (`... rechecks`)."""
     pad = 1 << max(4, (d - 1).bit_length())
     exact = (64, 128, 32, 4, 3)
-    if pad <= WHOLE_MAX_DIM:
-        return (128, 64, pad, 8, 3), exact
-    return (128, 256, 32, 8, 3), exact
+    if pad > WHOLE_MAX_DIM:
+        return (128, 256, 32, 8, 3), exact
+    for packed in ((128, 32, pad, 4, 3), (128, 64, pad, 4, 3)):
+        if pack_bits(d, k, packed):
+            return packed, exact
+    return (128, 64, pad, 8, 3), exact
 
 
 EXACT_PROGRAMS_PER_SM = 4
@@ -42,6 +48,21 @@ def bound_arguments(d: int) -> tuple[float, float, float]:
     holds no threshold of its own). Plain Python, so the CPU tests check what the kernel gets."""
     eps, eta = bound.error_terms(d)
     return float(eps), float(eta), float(bound.MARGIN)
+
+
+# How the TF32 pass keeps each slot's best two where rows stay on chip: "packed" (tile number in
+# the scores' low bits, bound.pack) or "slots" (a compare and three selects per score). A
+# module setting, so an experiment can measure one against the other in one process.
+EPILOGUE = "packed"
+
+
+def pack_bits(d: int, k: int, tiling: tuple) -> int:
+    """The low mantissa bits certified_assign packs tile numbers into (0: it does not): only
+    where rows stay on chip (BLOCK_D >= d), EPILOGUE is "packed" and the tiles fit in
+    bound.PACK_MAX_BITS bits."""
+    block_n, block_d = tiling[1], tiling[2]
+    bits = bound.tile_bits(-(-k // block_n))
+    return bits if EPILOGUE == "packed" and block_d >= d and bits <= bound.PACK_MAX_BITS else 0
 
 
 def tensor_status() -> tuple[bool, str]:

@@ -3,7 +3,6 @@ the harness and prints; no benchmarking logic lives here."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -11,16 +10,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from kmbench import registry
+from kmbench import progress, registry
 from kmbench.cli.app import DataDir, Store, app, console, errors, friendly, gen_app
-from kmbench.cli.options import init_method, numbers, planned_datasets, refuse_ignored, thread_counts, whole_count
+from kmbench.cli.options import (init_method, numbers, planned_datasets, refuse_ignored, row_options, thread_counts,
+                                 whole_count)
 from kmbench.cli.output import execute_plan, made_datasets, run_and_show, write_text, write_plots
 from kmbench.data import datasets, files, results
 from kmbench.errors import UsageError
 from kmbench.plans import plan, suite
 from kmbench.protocol import runner
-from kmbench.protocol.device import SCHEDULER_ENV
-from kmbench.report import export, report
+from kmbench.report import exporters, html, markdown, report
+from kmbench.report.contents import Contents
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
 from kmbench.tasks import lloyd, tasks
 
@@ -94,16 +94,14 @@ def run(
     init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++ (also spelled k-means++)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
-    threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of kmbench-cpu [default: every core]; several, comma separated (1,2,4), run its cells once per count and the report shows the scaling. Each record says how many ran.")),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="The dask rows run on this Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a cluster of their own."),
+    threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of kmbench-cpu [default: $KMBENCH_THREADS, else every core]; several, comma separated (1,2,4), run its cells once per count and the report shows the scaling. Each record says how many ran.")),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help=escape("The dask rows run on this Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a cluster of their own [default: $KMBENCH_DASK_SCHEDULER].")),
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
 ):
     """Run implementations on the same problem, validate each result, store one record per cell."""
     refuse_ignored(stop, tol, max_iters, dataset, label_column,
                     {"--n": n, "--d": d, "--centers": centers, "--dtype": dtype})
-    if scheduler:
-        os.environ[SCHEDULER_ENV] = scheduler  # read by the dask rows
     counts = thread_counts(threads)
     settings = runner.Settings(k=k, iterations=max_iters if max_iters is not None else iters,
                                stop=stop, tol=tol or 0.0, init=init_method(init), seed=seed, warmup=warmup,
@@ -113,22 +111,24 @@ def run(
     plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)
     data = made_datasets(make)
     # After the first count only the rows that take a thread count run again.
-    passes = [(impls if index == 0 else [one for one in impls if one.takes_threads], count)
+    passes = [(impls if index == 0 else [one for one in impls if one.takes_threads], row_options(count, scheduler))
               for index, count in enumerate(counts or [None])]
-    run_and_show([(chosen, count) for chosen, count in passes if chosen], data, settings, store, data_dir)
+    run_and_show([(chosen, options) for chosen, options in passes if chosen], data, settings, store, data_dir)
 
 
 @app.command("report")
 @friendly
 def report_cmd(
-    format: str = typer.Option("markdown", "--format", help="markdown, csv or json."),
+    format: str = typer.Option("markdown", "--format", help=escape("markdown, csv, json or html (one self-contained page of tables and charts; needs plotly: pip install 'kmbench[html]').")),
     out: Optional[Path] = typer.Option(None, "--out", help="Write here instead of the terminal."),
     plot: Optional[Path] = typer.Option(None, "--plot", help=escape("Also draw time per iteration to this PNG (needs matplotlib: pip install 'kmbench[plot]').")),
     store: Optional[Path] = Store,
 ):
     """Render tables from stored records: per dataset, and document 000's published table beside ours."""
-    if format not in export.FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(export.FORMATS)}; got {format!r}.")
+    if format not in exporters.FORMATS:
+        raise UsageError(f"--format must be one of {', '.join(exporters.FORMATS)}; got {format!r}.")
+    if format == "html":
+        html.require_plotly()  # before anything is read or written
     source = results.store_path(store)
     if not source.exists():
         raise UsageError(f"No record store at {source}: run `kmbench run` first or pass --store.")
@@ -137,10 +137,17 @@ def report_cmd(
         files.check_writable_file(plot, "--plot")
     if out is not None:
         files.check_writable_file(out, "--out")
-    cells = report.cells_frame(results.load(source))
-    write_text(export.FORMATS[format](cells, str(source)), out)
+    found = results.read(source)
+    contents = Contents(found, str(source), suites=_suites_of(found))
+    write_text(exporters.FORMATS[format](contents), out)
     if plot is not None:
-        errors.print(f"wrote {per_iteration_chart(cells, plot)}")
+        errors.print(f"wrote {per_iteration_chart(report.cells_frame(contents.of('lloyd')), plot)}")
+
+
+def _suites_of(found: list) -> dict:
+    """The shipped task suites the records are of, whose titles and published figures head their tables."""
+    names = {record.suite for record in found if record.task != "lloyd"} & set(suite.names())
+    return {name: suite.load(name) for name in names}
 
 
 @app.command("reproduce")
@@ -178,7 +185,8 @@ def reproduce(
     files.check_writable_file(out, "--out")
     if chosen.plots:
         require_matplotlib(f"kmbench reproduce {name} (it draws the suite's plots)")
-    records = plan.latest_records(steps, store) if no_run else execute_plan(steps, store, data_dir, force)
+    records = plan.latest_records(steps, store) if no_run else execute_plan(steps, store, data_dir, force,
+                                                                            row_options())
     if not records:
         raise UsageError(f"No stored record of suite {name} in {results.store_path(store)}.")
     # "seconds" and "best-peer" need no published key; the rate comparisons name theirs.
@@ -192,13 +200,14 @@ def reproduce(
 def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force: bool, no_run: bool, store):
     """A suite of the assign or batched task: its cells, then its markdown."""
     if impl or not no_run:
-        registry.select(impl or ",".join(chosen.impls), task=chosen.task)  # unknown names: one sentence
+        impls = registry.select(impl or ",".join(chosen.impls), task=chosen.task)  # unknown names: one sentence
     files.check_writable_file(out, "--out")
     if no_run:
         records = tasks.latest(chosen, store)
     else:
         results.check_writable(store)
-        records = tasks.reproduce(chosen, impl, store, force, reporter=lambda text: console.print(f"[dim]{escape(text)}[/dim]"))
+        with progress.reporting(console, len(chosen.workloads) * len(impls)) as reporter:
+            records = tasks.reproduce(chosen, impl, store, force, reporter=reporter)
     if not records:
         raise UsageError(f"No stored record of suite {chosen.name} in {results.store_path(store)}.")
     write_text(tasks.task_of(chosen).render(records), out)
@@ -235,7 +244,7 @@ def sweep(
     plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
     require_matplotlib("kmbench sweep (it draws its plots)")
-    records = execute_plan(steps, store, data_dir, force)
+    records = execute_plan(steps, store, data_dir, force, row_options())
     cells = report.cells_frame(records)
-    write_text(export.markdown(cells, str(results.store_path(store)), comparisons=(), title="kmbench sweep"), out)
+    write_text(markdown.render(Contents(records, str(results.store_path(store)), "kmbench sweep", comparisons=())), out)
     write_plots(cells, ["sweep"], out.with_suffix(""))

@@ -12,10 +12,12 @@ import typer
 from rich.markup import escape
 
 from kmbench.cli.app import app, friendly
+from kmbench.cli.options import row_options
 from kmbench.data import files, results
 from kmbench.plans import out_of_core, scaling
 from kmbench.plans.in_memory import Counts, exit_status
-from kmbench.report.scaling import markdown as scaling_markdown
+from kmbench.report import markdown
+from kmbench.report.contents import Contents
 
 # The protocol's counts, the same options (and defaults) for both commands.
 Iters = typer.Option(3, "--iters", help="Lloyd iterations of every cell.")
@@ -58,8 +60,8 @@ def scale_cmd(
 
     Per k, one float64 oracle judges every cell: first the --alone rows, then the --impl rows on each GPU set in turn, each set a new cluster. A row that cannot hold its share ends as an error that says so, and the run goes on. The table covers every record in --store; the exit code is 1 if a cell is mismatch or approximate."""
     plan = scaling.check(workload, gpus, k, alone, impl, scale, Counts(iters, warmup, repeats, seed))
-    records = scaling.run(plan, store)
-    _finish(scaling_markdown(results.load(store)), out, records)
+    records = scaling.run(plan, store, row_options())
+    _finish(markdown.render(Contents(results.read(store, ["lloyd"]), view="scaling")), out, records)
 
 
 @app.command("out-of-core")
@@ -84,4 +86,4 @@ def out_of_core_cmd(
     Every cell is judged against the float64 oracle; a row that cannot hold the data ends as an error that says so, and the exit code is 1 if a cell is mismatch or approximate. Needs a GPU."""
     counts = Counts(iters, warmup, repeats, seed)
     records = out_of_core.run(out_of_core.shares(share), d, k, centers, impl, counts, store)
-    _finish(out_of_core.markdown(records), out, records)
+    _finish(markdown.render(Contents(records, view="out-of-core")), out, records)

@@ -1,10 +1,20 @@
 """Options read as people write them, and options that would change nothing refused in one
-sentence (UsageError): counts such as 1e5, k-means++, lists of numbers, the dataset options."""
+sentence (UsageError): counts such as 1e5, k-means++, lists of numbers, the dataset options;
+and the rows' options (threads, Dask scheduler and GPUs), with their environment defaults."""
 
 from __future__ import annotations
 
+import os
+
 from kmbench.data import datasets
 from kmbench.errors import UsageError
+from kmbench.protocol import Options
+
+# The user's defaults for the rows' options, read here once: the rows are handed an Options in
+# their Problem and never read the environment themselves.
+THREADS_ENV = "KMBENCH_THREADS"  # kmbench-cpu's threads, as `run --threads`
+SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"  # a running Dask cluster, as `run --scheduler`
+GPUS_ENV = "KMBENCH_DASK_GPUS"  # the GPUs ("0,1") of the Dask GPU rows' own cluster
 
 
 def whole_count(option: str, text: str) -> int:
@@ -38,6 +48,14 @@ def thread_counts(text: str | None) -> list[int]:
     if not counts:
         raise UsageError("--threads names no count.")
     return counts
+
+
+def row_options(threads: int | None = None, scheduler: str | None = None) -> Options:
+    """What every row is handed: the command's options, else the environment's defaults."""
+    if threads is None and os.environ.get(THREADS_ENV):
+        threads = whole_count(f"${THREADS_ENV}", os.environ[THREADS_ENV])
+    return Options(threads=threads, scheduler=scheduler or os.environ.get(SCHEDULER_ENV) or None,
+                   gpus=os.environ.get(GPUS_ENV) or None)
 
 
 def numbers(option: str, text: str) -> list:

@@ -3,7 +3,6 @@ the runs themselves with their progress (kmbench.progress picks a bar or plain l
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Optional
@@ -19,6 +18,7 @@ from kmbench.cli.app import STATUS_STYLE, console, errors
 from kmbench.data import files, results
 from kmbench.judge import precision
 from kmbench.plans import estimate, plan
+from kmbench.protocol import Options
 from kmbench.protocol.device import nvidia_gpu_present
 from kmbench.protocol.task import usable
 from kmbench.protocol.timing import format_seconds
@@ -130,15 +130,14 @@ def show_warnings(records: list[dict]) -> None:
 
 
 def run_and_show(passes, data, settings, store, data_dir=None):
-    """passes: (implementations, CPU thread count or None) in turn, all in one table."""
+    """passes: (implementations, the options they are handed: a thread count, say) in turn, all in
+    one table."""
     rows = sum(usable(impl)[0] for impls, _ in passes for impl in impls)
     warn_long([estimate.Planned(dataset.name, dataset.n, dataset.d, settings, rows) for dataset in data])
     records = []
     with progress.reporting(console, sum(len(impls) for impls, _ in passes) * len(data)) as reporter:
-        for impls, threads in passes:
-            if threads is not None:
-                os.environ["KMBENCH_THREADS"] = str(threads)  # read by impls/cpu_fast
-            records += lloyd.run(impls, data, settings, store, reporter, data_dir)
+        for impls, options in passes:
+            records += lloyd.run(impls, data, settings, store, reporter, data_dir, options)
     console.print(summary_table(records))
     show_seeding_times(records)
     show_warnings(records)
@@ -174,14 +173,14 @@ def write_text(text: str, out: Optional[Path]):
     console.print(f"wrote {out}")
 
 
-def execute_plan(steps, store, data_dir, force):
+def execute_plan(steps, store, data_dir, force, options: Options = Options()):
     """Run a checked plan with one bar over every cell (skipped cells advance it too)."""
     total = sum(len(step.impls) for step in steps)
     done = set() if force else plan.finished(store)
     warn_long([estimate.Planned(step.name, plan.dataset_name(step.spec)[1], step.spec.get("d", 2), step.settings,
                                 sum(usable(impl)[0] for impl in plan.remaining(step, done))) for step in steps])
     with progress.reporting(console, total) as reporter:
-        records, skipped = plan.execute(steps, store, reporter, data_dir, force)
+        records, skipped = plan.execute(steps, store, reporter, data_dir, force, options)
     if records:
         console.print(summary_table(records))
         show_warnings(records)

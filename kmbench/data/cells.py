@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Iterable, NamedTuple
 
+from kmbench.data.records import Record
+
 
 class Cell(NamedTuple):
     task: str
@@ -37,8 +39,10 @@ def lloyd_cell(impl: str, dataset: str, k: int, iterations: int, stop: str, tol:
                 threads)
 
 
-def cell_of(record: dict) -> Cell:
-    """The cell a stored record measured."""
+def cell_of(record: dict | Record) -> Cell:
+    """The cell a stored record (as stored, or typed) measured."""
+    if isinstance(record, Record):
+        record = record.to_dict()
     task = record.get("task", "lloyd")
     if task != "lloyd":
         return Cell(task, record.get("impl"), f"{record.get('suite')}/{record.get('workload')}")

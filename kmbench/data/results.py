@@ -15,16 +15,10 @@ import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
-from kmbench.data import files
+from kmbench.data import files, records
+from kmbench.data.records import SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
 DEFAULT_STORE = Path("results") / "records.jsonl"
-# What the readers of each task index without a default: a record lacking any is not whole.
-REQUIRED = {
-    "lloyd": {"impl": str, "status": str, "dataset": {"name": str, "n": int, "d": int},
-              "params": {"k": int, "iterations": int, "init": str, "seed": int}},
-    "*": {"impl": str, "status": str, "label": str, "suite": str, "workload": str},
-}
 
 
 class StoreWarning(UserWarning):
@@ -61,8 +55,11 @@ def _default(value):
     raise TypeError(f"cannot store {type(value).__name__} in a record")
 
 
-def append(record: dict, path: Path | str | None = None) -> None:
+def append(record: dict | records.Record, path: Path | str | None = None) -> None:
+    """One record (typed, or the object a loop built) appended as one line."""
     path = store_path(path)
+    if isinstance(record, records.Record):
+        record = record.to_dict()
     line = json.dumps({"schema": SCHEMA_VERSION, **record}, default=_default, allow_nan=True)
     with _locked(path):
         old = path.read_bytes() if path.exists() else b""
@@ -74,28 +71,14 @@ def append(record: dict, path: Path | str | None = None) -> None:
             os.fsync(handle.fileno())
 
 
-def _whole(record, shape: dict) -> bool:
-    """Whether `record` has every field of `shape`, each of the declared type (nested dicts)."""
-    if not isinstance(record, dict):
-        return False
-    for name, kind in shape.items():
-        value = record.get(name)
-        if isinstance(kind, dict):
-            if not _whole(value, kind):
-                return False
-        elif not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            return False
-    return True
-
-
-def load(path: Path | str | None = None, task: str = "lloyd") -> list[dict]:
-    """Every whole record of one task (records without a task are Lloyd's). A line that does
-    not parse, or parses to something that is not a whole record, is skipped, and one
-    StoreWarning counts the skipped lines."""
+def _read(path: Path | str | None, tasks: set[str]) -> list[tuple[dict, records.Record]]:
+    """Every whole record of the tasks named, in store order, as stored and typed. A line that does not parse, or
+    parses to something that is not a whole record of its schema (kmbench.data.records), is
+    skipped, and one StoreWarning counts the skipped lines."""
     path = store_path(path)
     if not path.exists():
         return []
-    records, skipped = [], 0
+    found, skipped = [], 0
     for line in path.read_text(errors="replace").splitlines():
         line = line.strip()
         if not line:
@@ -105,16 +88,23 @@ def load(path: Path | str | None = None, task: str = "lloyd") -> list[dict]:
         except json.JSONDecodeError:
             skipped += 1
             continue
-        if not isinstance(record, dict) or record.get("schema") != SCHEMA_VERSION:
+        if isinstance(record, dict) and records.task_of(record) not in tasks:
+            continue
+        try:
+            found.append((record, records.parse(record)))
+        except records.RecordError:
             skipped += 1
-            continue
-        if record.get("task", "lloyd") != task:
-            continue
-        if not _whole(record, REQUIRED.get(task, REQUIRED["*"])):
-            skipped += 1
-            continue
-        records.append(record)
     if skipped:
         warnings.warn(f"skipped {skipped} line(s) of {path} that are not whole kmbench records "
-                      "(not JSON, another schema, or fields missing)", StoreWarning, stacklevel=2)
-    return records
+                      "(not JSON, another schema, or fields missing)", StoreWarning, stacklevel=3)
+    return found
+
+
+def load(path: Path | str | None = None, task: str = "lloyd") -> list[dict]:
+    """Every whole record of one task (records without a task are Lloyd's), as stored."""
+    return [stored for stored, _ in _read(path, {task})]
+
+
+def read(path: Path | str | None = None, tasks=tuple(records.SCHEMAS)) -> list[records.Record]:
+    """Every whole record of the tasks asked for (every task's by default), typed, in store order."""
+    return [record for _, record in _read(path, set(tasks))]

@@ -8,6 +8,7 @@ generated where they are used, each time, from a seed, and never cached.
 
 from __future__ import annotations
 
+import copy
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kmbench.errors import UsageError
-from kmbench.protocol import validate
+from kmbench.protocol import Options, validate
 from kmbench.protocol.device import PinnedHost, cuda_status
 from kmbench.protocol.runner import Settings, check_settings
 from kmbench.tasks.lloyd import LloydTask
@@ -115,9 +116,15 @@ class InMemoryLloydTask(LloydTask):
     size), once per dataset name, however many times run_cells asks (each row set, each GPU
     set). The task's settings fix the initial centroids and the stop rule, so the name is the key."""
 
-    def __init__(self, settings):
-        super().__init__(settings)
+    def __init__(self, settings, options: Options = Options()):
+        super().__init__(settings, options=options)
         self._oracles: dict[str, validate.Oracle] = {}
+
+    def with_options(self, options: Options) -> "InMemoryLloydTask":
+        """This task handing its rows other options (a GPU set), sharing its oracles."""
+        other = copy.copy(self)  # shallow: the oracles' dict is the same one
+        other.options = options
+        return other
 
     def oracle(self, dataset, problem, progress=None):
         if dataset.name not in self._oracles:
@@ -136,8 +143,8 @@ class Lines:
     def _say(self, text: str) -> None:
         print(f"[{time.perf_counter() - self._start:7.1f} s] {text}", flush=True)
 
-    def start(self, impl, dataset):
-        self._say(f"{impl.name} on {dataset.name}")
+    def start(self, impl, where: str):
+        self._say(f"{impl.name} on {where}")
 
     def note(self, text):
         self._say(f"  {text}")

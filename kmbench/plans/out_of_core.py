@@ -33,8 +33,8 @@ def points_for(share: float, d: int, gpu_bytes: int) -> int:
 class OutOfCoreTask(InMemoryLloydTask):
     """Each streamed row's time per iteration as a multiple of its copy floor, too."""
 
-    def measure(self, impl, problem, oracle, dataset, run_id: str) -> dict:
-        record = super().measure(impl, problem, oracle, dataset, run_id)
+    def measure(self, impl, problem, oracle, dataset, progress=None) -> dict:
+        record = super().measure(impl, problem, oracle, dataset, progress)
         floor = (record.get("build") or {}).get("copy_floor_s")
         record["gpu_memory_share"] = dataset.meta["parameters"]["share"]
         if floor:
@@ -42,30 +42,6 @@ class OutOfCoreTask(InMemoryLloydTask):
             if record.get("per_iteration_s"):
                 record["floor_multiple"] = record["per_iteration_s"] / floor
         return record
-
-
-def markdown(records: list[dict]) -> str:
-    env = next((r.get("env") for r in records if r.get("env")), {}) or {}
-    gpu = env.get("gpu") or {}
-    lines = [f"# Lloyd on data larger than the GPU ({gpu.get('name', '?')})", "",
-             "Time per iteration: mean of the counted repeats (CUDA events), over the iterations run. "
-             "Copy floor: one pass of the host-to-device copies alone, same chunks, measured by the "
-             "streamed row in its prepare.", "",
-             "| implementation | n | d | k | data | share of GPU memory | copy floor | time per iteration "
-             "| x floor | status |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for record in records:
-        data = record["dataset"]
-        size = data["n"] * data["d"] * 4
-        per, floor = record.get("per_iteration_s"), record.get("copy_floor_s")
-        status = record.get("status")
-        lines.append(f"| {record['impl']} | {data['n']:,} | {data['d']} | {record['params']['k']} | "
-                     f"{size / 1e9:.1f} GB | {record.get('gpu_memory_share', 0):.2f} | "
-                     f"{f'{floor * 1e3:.0f} ms' if floor else '-'} | "
-                     f"{f'{per * 1e3:.0f} ms' if per and status == 'ok' else '-'} | "
-                     f"{f'{per / floor:.2f}x' if per and floor and status == 'ok' else '-'} | {status}"
-                     f"{': ' + record.get('detail', '') if status != 'ok' else ''} |")
-    return "\n".join(lines) + "\n"
 
 
 def gpu_memory_bytes() -> int:

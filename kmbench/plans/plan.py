@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from kmbench import registry
 from kmbench.data import cells, datasets, files, results
-from kmbench.protocol import environment, runner
+from kmbench.protocol import Options, environment, runner
 from kmbench.errors import UsageError
 from kmbench.tasks import lloyd
 
@@ -145,8 +145,9 @@ def remaining(step: Step, done: set) -> list:
     return [impl for impl in step.impls if _planned(impl.name, step.name, step.settings) not in done]
 
 
-def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=False) -> tuple[list[dict], int]:
-    """Run every step; returns the new records and the number of cells skipped."""
+def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=False,
+            options: Options = Options()) -> tuple[list[dict], int]:
+    """Run every step, each row handed `options`; returns the new records and the number of cells skipped."""
     done = set() if force else finished(store)
     records, skipped = [], 0
     for step in steps:
@@ -156,7 +157,7 @@ def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=F
         if reporter:
             reporter.skip(len(step.impls) - len(todo))
         if todo:
-            records += lloyd.run(todo, [dataset], step.settings, store, reporter, data_dir)
+            records += lloyd.run(todo, [dataset], step.settings, store, reporter, data_dir, options)
     return records, skipped
 
 

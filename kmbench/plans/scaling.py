@@ -10,15 +10,14 @@ Every dataset is made once, in memory (the radial tree on the CPU by the same ge
 seed as `kmbench gen-data radial`, the blobs on the GPU: 51 GB does not fit the GPU machines'
 disks), and pinned. Per k, the oracle is computed once and judges every cell: first the
 one-GPU rows alone (`--alone`, kmbench-gpu: the time a GPU set must beat), then the multi-GPU
-rows (`--impl`) on each GPU set in turn, each set a new cluster ($KMBENCH_DASK_GPUS). A row
+rows (`--impl`) on each GPU set in turn, each set a new cluster (the rows' Options.gpus). A row
 that cannot hold its share ends as an error that says so, and the run goes on. `--scale`
 shrinks every n (0.01: a smoke run of the same code).
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from kmbench import registry
 from kmbench.data.datasets import Dataset, fill_radial, radial_centers, radial_name
 from kmbench.errors import UsageError
 from kmbench.plans.in_memory import Counts, InMemoryLloydTask, Lines, gpu_blobs, host_points
-from kmbench.protocol.device import GPUS_ENV
+from kmbench.protocol import Options
 from kmbench.protocol.task import run_cells
 
 RADIAL = {"branches1": 10, "dist1": 20.0, "branches2": 5, "dist2": 2.0, "scale": 0.1}  # document 002's tree
@@ -113,19 +112,21 @@ def check(workload: str, gpus: str, k: str | None, alone: str, impl: str, scale:
                 registry.select(impl) if impl else [], only, scale, counts)
 
 
-def run(plan: Plan, store) -> list[dict]:
-    """Every workload of the plan in turn, each k, the rows alone then each GPU set; every
-    record is appended to `store` as it exists. Returns this run's records."""
+def run(plan: Plan, store, options: Options = Options()) -> list[dict]:
+    """Every workload of the plan in turn, each k, the rows alone then each GPU set (each row
+    handed `options`, with the set's GPUs); every record is appended to `store` as it exists.
+    Returns this run's records."""
     lines = Lines()
     records = []
     for workload in plan.workloads:
         ks = [k for k in workload.ks if plan.only is None or k in plan.only]
         if ks:
-            records += _one_workload(plan, workload, ks, store, lines)
+            records += _one_workload(plan, workload, ks, store, lines, options)
     return records
 
 
-def _one_workload(plan: Plan, workload: Workload, ks: list[int], store, lines: Lines) -> list[dict]:
+def _one_workload(plan: Plan, workload: Workload, ks: list[int], store, lines: Lines,
+                  options: Options) -> list[dict]:
     """Its own function, so the data are gone before the next workload's are made."""
     n = rows_of(workload, plan.scale)
     records = []
@@ -134,10 +135,11 @@ def _one_workload(plan: Plan, workload: Workload, ks: list[int], store, lines: L
         name, meta = fill(workload, n, plan.counts.seed, data)
         dataset = Dataset(name, data, None, meta)
         for k in ks:
-            task = InMemoryLloydTask(plan.counts.settings(k))  # one oracle for every cell of this k
+            task = InMemoryLloydTask(plan.counts.settings(k), options)  # one oracle for every cell of this k
             records += run_cells(task, [dataset], plan.alone, store=store, reporter=lines)
             for chosen in plan.sets:
-                os.environ[GPUS_ENV] = chosen
                 lines.note(f"GPU set {chosen}")
-                records += run_cells(task, [dataset], plan.spread, store=store, reporter=lines)
+                # Each set a new cluster of its own GPUs, never a running scheduler's.
+                on_set = task.with_options(replace(options, gpus=chosen, scheduler=None))
+                records += run_cells(on_set, [dataset], plan.spread, store=store, reporter=lines)
     return records

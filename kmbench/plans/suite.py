@@ -1,7 +1,8 @@
 """Suites: one declarative TOML file per reproduction under kmbench/plans/suites/, naming its
 datasets, parameters, implementations, the published figures it compares against and the
 plots it draws. Adding a reproduction is adding one file. (Suites of the other tasks, with
-`task = "assign"` or `"batched"`, are described in kmbench.tasks.tasks.)
+`task = "assign"` or `"batched"`, are described in kmbench.tasks.tasks; `parse` below checks
+both kinds.)
 
     title, source, published (key in published.json),
     comparison ("seconds" | "peak-rates" | "best-peer" | "whole-run"),
@@ -78,17 +79,26 @@ def load(name: str) -> Suite:
 
 
 def parse(name: str, raw: dict):
-    """Check a suite's fields, so a broken file is one sentence, not a traceback mid-run. A
-    suite with a `task` other than lloyd is a task suite (kmbench.tasks.tasks)."""
-    if raw.get("task", "lloyd") != "lloyd":
-        return tasks.parse(name, raw)
-    missing = [key for key in ("title", "source", "protocol", "datasets") if key not in raw]
+    """Check a suite's fields, so a broken file is one sentence, not a traceback mid-run: a
+    Lloyd suite (Suite), or with a `task` other than lloyd, a task suite (tasks.TaskSuite)."""
+    task = raw.get("task", "lloyd")
+    if task != "lloyd" and task not in tasks.TASKS:
+        raise UsageError(f"Suite {name}: task must be lloyd or one of {', '.join(tasks.TASKS)}; got {task!r}.")
+    lloyd = task == "lloyd"
+    required = ("title", "source", "protocol", "datasets") if lloyd else ("title", "source", "workloads", "impls")
+    # A Lloyd suite's keys must be there; a task suite's must also not be empty.
+    missing = [key for key in required if (key not in raw if lloyd else not raw.get(key))]
     if missing:
         raise UsageError(f"Suite {name} lacks {', '.join(missing)}.")
-    protocol = raw["protocol"]
-    unknown = set(protocol) - PROTOCOL_KEYS
+    protocol = raw.get("protocol", {})
+    unknown = set(protocol) - set(PROTOCOL_KEYS if lloyd else tasks.PROTOCOL_KEYS)
     if unknown:
         raise UsageError(f"Suite {name}: unknown protocol keys {', '.join(sorted(unknown))}.")
+    return _lloyd_suite(name, raw) if lloyd else _task_suite(name, raw, task)
+
+
+def _lloyd_suite(name: str, raw: dict) -> Suite:
+    protocol = raw["protocol"]
     if not isinstance(protocol.get("k"), list) or not protocol["k"]:
         raise UsageError(f"Suite {name}: protocol.k must be a non-empty list.")
     comparison = raw.get("comparison", "none")
@@ -101,3 +111,13 @@ def parse(name: str, raw: dict):
         raise UsageError(f"Suite {name} names no dataset.")
     return Suite(name, raw["title"], raw["source"], protocol, raw["datasets"], raw.get("published"),
                  comparison, plots, raw.get("impls"))
+
+
+def _task_suite(name: str, raw: dict, task: str) -> tasks.TaskSuite:
+    for spec in raw["workloads"]:
+        extra = set(spec) - tasks.WORKLOAD_KEYS[task]
+        if extra:
+            raise UsageError(f"Suite {name}: unknown workload keys {', '.join(sorted(extra))} for the {task} task.")
+    own = {key: tasks.PROTOCOL_KEYS[key](value) for key, value in raw.get("protocol", {}).items()}
+    return tasks.TaskSuite(name, raw["title"], raw["source"], task, raw["workloads"], raw["impls"],
+                           raw.get("published"), **own)

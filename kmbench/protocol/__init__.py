@@ -33,6 +33,16 @@ def describe_stop(iterations: int, tol: float | None) -> str:
 
 
 @dataclass(frozen=True)
+class Options:
+    """What the user chose for the rows that take a choice, handed to every row in its Problem
+    (never through environment variables). None: the row's own default."""
+
+    threads: int | None = None  # CPU threads of a row that takes_threads; None: every core it may use
+    scheduler: str | None = None  # a running Dask scheduler's address; None: the Dask rows start their own
+    gpus: str | None = None  # the GPUs ("0" or "0,1") of a multi-GPU row's own cluster; None: every one visible
+
+
+@dataclass(frozen=True)
 class Problem:
     """One k-means problem, identical for every implementation."""
 
@@ -50,6 +60,7 @@ class Problem:
     seeding: dict = field(default_factory=dict)
     # An untimed validation run: a row that `traces` returns every iteration's centroids.
     trace: bool = False
+    options: Options = field(default_factory=Options)
     # kmbench.KMeans's stop rule (scikit-learn's), for a row that `follows_shift`: also stop after
     # an iteration whose centroids moved by at most this, summed squared shift. Never in a record.
     shift_tol: float | None = None
@@ -118,7 +129,7 @@ class Implementation:
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
-    takes_threads: bool = False  # follows KMBENCH_THREADS (`run --threads`), so a scaling run repeats it
+    takes_threads: bool = False  # follows Problem.options.threads (`run --threads`), so a scaling run repeats it
     follows_shift: bool = False  # stops by Problem.shift_tol itself (else kmbench.KMeans steps it)
     roofline_on: str = "gpu"  # whose measured ceilings its declared counts are held against ("gpu" or "cpu")
 
@@ -161,6 +172,14 @@ class Implementation:
         (subtractions, multiplies, FMAs, the compare), declared by GPU implementations so a
         record can say what fraction of the GPU's measured FP32 issue rate it reached."""
         return None
+
+    def arithmetic(self, problem: Problem) -> tuple[str, float] | None:
+        """What one distance evaluation costs, in the unit of the ceiling that bounds it:
+        ("fp32", FP32 instructions) from fp32_per_distance by default; rows whose distances are
+        tensor-core products declare ("tf32" or "fp16", FLOPs), 2 d a distance. The record's
+        compute floor is n k times this over the machine's measured rate of that unit."""
+        instructions = self.fp32_per_distance(problem)
+        return ("fp32", instructions) if instructions else None
 
     def release(self) -> None:
         """Free what `prepare` holds (device memory, say) before the next problem."""

@@ -1,14 +1,14 @@
-"""The two ceilings a cell is measured against, each measured once per process. On the GPU
-present: the device-to-device copy rate (bytes read plus written per second) and the FP32
-issue rate (FP32 instructions per second, counting one per thread per instruction, a fused
-multiply-add as one). A cell's position on the roofline is the larger of its two fractions:
-declared bytes over the copy rate, and distance evaluations times declared FP32 instructions
-per evaluation over the issue rate. On the CPU (for kmbench-cpu, the one CPU row that declares
-its counts): the host copy rate over every core, and BLAS SGEMM's rate in FMAs per second.
+"""The ceilings a cell is measured against, each measured once per process, and the floors
+they put under its time. On the GPU present: the device-to-device copy rate (bytes read plus
+written per second), the FP32 issue rate (FP32 instructions per second, counting one per thread
+per instruction, a fused multiply-add as one) and the dense TF32 and fp16 tensor-core rates
+(FLOP/s of cuBLAS's large square products). On the CPU (for kmbench-cpu, the one CPU row that
+declares its counts): the host copy rate over every core, and BLAS SGEMM's rate in FMAs per second.
 
-High-d cells (d > HIGH_DIM) also get a measured floor: cuBLAS's FP32 and TF32 products of the
-cell's shape, (n x d) times (d x k), the work of one assignment by GEMM, timed once per shape
-and process. Tensor-core rows pass the FP32 issue rate, so there the floor is the fairer yardstick.
+A cell's floors per iteration: the compute floor, n k distances times the cost its row declares
+(Implementation.arithmetic: FP32 instructions, or tensor-core FLOPs) at the measured rate of that
+unit; the memory floor, its declared bytes at the copy rate. Its place on the roofline is the
+larger of floor over time.
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ from contextlib import contextmanager
 
 import numpy as np
 
-HIGH_DIM = 32  # above this a cell is high-d: kmbench-gpu's tensor-core side (impls/fast)
-FLOOR_SCORES_BYTES = 1 << 28  # the floor's products run in row chunks of at most 256 MB of scores
-_gemm_floors: dict[tuple[int, int, int], dict | None] = {}
 
 # Eight independent FMA chains per thread keep every FP32 pipe busy (the FMA latency is 4
 # cycles; two warps per scheduler and 8 chains cover it); the result is written so the
@@ -77,6 +74,27 @@ def fp32_issue_rate(cupy, rounds: int = 4096, launches: int = 5) -> float | None
         return None
 
 
+TENSOR_SIZE = 8192  # the square product that measures a tensor-core rate (1.1e12 FLOPs)
+
+
+def tensor_rates(cupy, size: int = TENSOR_SIZE, products: int = 5) -> dict:
+    """Dense tensor-core rates in FLOP/s, from cuBLAS's square products: "tf32_flops" (float32
+    operands, TF32 compute) and "fp16_flops" (float16 operands). The compute floors of rows
+    that declare tensor-core arithmetic are taken against them; a rate that cannot be
+    measured is left out."""
+    rates = {}
+    for name, dtype, tf32 in (("tf32_flops", cupy.float32, True), ("fp16_flops", cupy.float16, False)):
+        try:
+            a = cupy.ones((size, size), dtype=dtype)
+            out = cupy.empty_like(a)
+            with matmul_precision(tf32):
+                seconds = _event_seconds(cupy, lambda: cupy.matmul(a, a, out=out), products)
+            rates[name] = 2.0 * size ** 3 * products / seconds
+        except Exception:
+            continue
+    return rates
+
+
 def cpu_copy_bandwidth(megabytes: int = 128, copies: int = 4) -> float | None:
     """Host memory copy rate in bytes per second (read plus written), every core copying its
     own slice at once (NumPy releases the GIL while it copies)."""
@@ -122,20 +140,62 @@ def cpu_fp32_rate(size: int = 1536, repeats: int = 3) -> float | None:
         return None
 
 
-def fractions(record: dict) -> dict:
-    """The memory and arithmetic fractions of one record, where both figures exist, and which
-    limit the cell is nearer ("memory" or "FP32 issue"), against the ceilings of the processor
-    the row ran on (`roofline_on`: the GPU's, or for kmbench-cpu the CPU's)."""
+# The measured rate each declared unit of arithmetic is bound by (environment.gpu's keys).
+RATE_OF_UNIT = {"fp32": "fp32_issue_rate", "tf32": "tf32_flops", "fp16": "fp16_flops"}
+UNIT_NAMES = {"fp32": "FP32 issue", "tf32": "TF32 peak", "fp16": "fp16 peak"}
+
+
+def declared_arithmetic(declared: tuple[str, float] | None) -> dict | None:
+    """A row's declared arithmetic (Implementation.arithmetic) as the record keeps it."""
+    if not declared:
+        return None
+    unit, per_distance = declared
+    if unit not in RATE_OF_UNIT:
+        raise ValueError(f"unknown arithmetic unit {unit!r}; known: {', '.join(RATE_OF_UNIT)}")
+    return {"unit": unit, "per_distance": float(per_distance)}
+
+
+def _arithmetic(record: dict) -> dict | None:
+    """The record's declared arithmetic; records older than the field declared FP32 instructions."""
+    if record.get("arithmetic"):
+        return record["arithmetic"]
+    per = record.get("fp32_per_distance")
+    return {"unit": "fp32", "per_distance": per} if per else None
+
+
+def floors(record: dict) -> dict:
+    """Seconds per iteration no implementation of the record's arithmetic could beat on its
+    machine: "compute_floor_s" (n k distances times the declared cost, at the measured rate of
+    that unit) and "memory_floor_s" (the declared bytes at the measured copy rate), with
+    "compute_unit" naming the ceiling; each only where the record has what it needs."""
     env = record.get("env") or {}
     measured = (env.get("cpu_ceilings") if record.get("roofline_on") == "cpu" else env.get("gpu")) or {}
     found = {}
-    achieved, ceiling = record.get("achieved_bandwidth_Bps"), measured.get("copy_bandwidth_Bps")
-    if achieved and ceiling:
-        found["memory"] = achieved / ceiling
-    rate, instructions = record.get("distance_evals_per_s"), record.get("fp32_per_distance")
-    issue = measured.get("fp32_issue_rate")
-    if rate and instructions and issue:
-        found["FP32 issue"] = rate * instructions / issue
+    arithmetic = _arithmetic(record)
+    data, k = record.get("dataset") or {}, (record.get("params") or {}).get("k")
+    if arithmetic and data.get("n") and k:
+        rate = measured.get(RATE_OF_UNIT.get(arithmetic["unit"], ""))
+        if rate:
+            found["compute_floor_s"] = data["n"] * k * arithmetic["per_distance"] / rate
+            found["compute_unit"] = UNIT_NAMES[arithmetic["unit"]]
+    copy, moved = measured.get("copy_bandwidth_Bps"), record.get("bytes_per_iteration")
+    if copy and moved:
+        found["memory_floor_s"] = moved / copy
+    return found
+
+
+def fractions(record: dict) -> dict:
+    """Each floor of one record over its time per iteration, where both exist: "memory" and the
+    name of its compute ceiling ("FP32 issue", "TF32 peak", "fp16 peak"). The larger is the
+    limit the cell is nearer."""
+    per_iteration, found = record.get("per_iteration_s"), {}
+    if not per_iteration:
+        return found
+    floor = floors(record)
+    if "memory_floor_s" in floor:
+        found["memory"] = floor["memory_floor_s"] / per_iteration
+    if "compute_floor_s" in floor:
+        found[floor["compute_unit"]] = floor["compute_floor_s"] / per_iteration
     return found
 
 
@@ -151,33 +211,3 @@ def matmul_precision(tf32: bool):
         yield
     finally:
         linalg.set_compute_type(np.dtype(np.float32), previous)
-
-
-def gemm_floor(n: int, d: int, k: int) -> dict | None:
-    """Seconds of one (n x d)(d x k) float32 product by cuBLAS, {"fp32": ..., "tf32": ...},
-    timed in chunks of rows (all of them, one chunk reused: the scores of the whole product
-    need not fit); None where no GPU is usable. Measured once per shape in this process."""
-    key = (n, d, k)
-    if key not in _gemm_floors:
-        _gemm_floors[key] = _time_gemm(n, d, k)
-    return _gemm_floors[key]
-
-
-def _time_gemm(n: int, d: int, k: int) -> dict | None:
-    try:
-        import cupy
-
-        rows = max(1, min(n, FLOOR_SCORES_BYTES // (4 * k)))
-        chunks = -(-n // rows)
-        generator = cupy.random.default_rng(0)
-        x = generator.standard_normal((rows, d), dtype=cupy.float32)
-        centroids_t = generator.standard_normal((k, d), dtype=cupy.float32).T
-        scores = cupy.empty((rows, k), dtype=cupy.float32)
-        floor = {}
-        for name, tf32 in (("fp32", False), ("tf32", True)):
-            with matmul_precision(tf32):
-                seconds = _event_seconds(cupy, lambda: cupy.matmul(x, centroids_t, out=scores), chunks)
-            floor[name] = seconds * n / (rows * chunks)
-        return floor
-    except Exception:
-        return None

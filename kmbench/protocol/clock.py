@@ -75,17 +75,29 @@ def floor_seconds(problem, iterations: int, declared_bytes: int | None, gpu: boo
     return iterations * per_iteration / (FLOOR_HEADROOM * copy_rate(gpu))
 
 
-def check(impl, problem, result, wall: float) -> None:
-    """Raise ClockError where the row's claimed iterate time is impossible."""
-    claims = list(result.iterate_times) if result.iterate_times else (
+def claims_of(result) -> list[float]:
+    """The iterate times a Lloyd result claims: one per counted repeat inside the call, or its
+    one iterate phase; none where the row times nothing."""
+    return list(result.iterate_times) if result.iterate_times else (
         [result.phases["iterate"]] if "iterate" in result.phases else [])
+
+
+def check_wall(name: str, claims: list[float], wall: float) -> None:
+    """Raise ClockError where the claims are not times, or add up to more than the call took."""
+    if not all(isinstance(t, (int, float)) and math.isfinite(t) and t >= 0 for t in claims):
+        raise ClockError(f"{name} claims an iterate time that is negative or not a number: {claims[:3]}")
+    if sum(claims) > wall * (1 + WALL_SLACK) + WALL_SLACK_S:
+        raise ClockError(f"{name} claims {sum(claims):.3g} s of iterations inside a call the harness timed "
+                         f"at {wall:.3g} s")
+
+
+def check(impl, problem, result, wall: float) -> None:
+    """Raise ClockError where the row's claimed iterate time is impossible: against the wall
+    clock, and below the physical floor of its Lloyd iterations."""
+    claims = claims_of(result)
     if not claims:
         return
-    if not all(isinstance(t, (int, float)) and math.isfinite(t) and t >= 0 for t in claims):
-        raise ClockError(f"{impl.name} claims an iterate time that is negative or not a number: {claims[:3]}")
-    if sum(claims) > wall * (1 + WALL_SLACK) + WALL_SLACK_S:
-        raise ClockError(f"{impl.name} claims {sum(claims):.3g} s of iterations inside a call the harness timed "
-                         f"at {wall:.3g} s")
+    check_wall(impl.name, claims, wall)
     gpu = "cupy" in sys.modules and getattr(impl, "roofline_on", "gpu") == "gpu"
     floor = floor_seconds(problem, max(1, int(result.iterations)), _declared_bytes(impl, problem), gpu)
     if min(claims) < floor:

@@ -1,10 +1,9 @@
 """What the harness and the rows both need to know of a GPU: whether CuPy can run kernels here
-(and if not, why, in one sentence), host memory page-locked for fast copies, and the names of
-the environment variables through which the harness tells the multi-GPU rows where to run.
+(and if not, why, in one sentence) and host memory page-locked for fast copies. (Where the
+multi-GPU rows run reaches them in their Problem's options.)
 
 It lives in protocol, beside timing's CUDA events, because both sides reach it from there: the
-plans (which pin the data they make in memory, and pick each GPU set of a scaling run) may not
-import an implementation, and every row already imports the protocol.
+plans (which pin the data they make in memory) may not import an implementation, and every row already imports the protocol.
 """
 
 from __future__ import annotations
@@ -14,10 +13,6 @@ from pathlib import Path
 import numpy as np
 
 from kmbench.errors import ImplementationError
-
-# Set by the harness, read by the Dask rows (impls/dask_impl.py, impls/dask_nccl.py).
-SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"  # `kmbench run --scheduler ADDRESS`: a running cluster
-GPUS_ENV = "KMBENCH_DASK_GPUS"  # `kmbench scale --gpus`: this GPU set ("0" or "0,1") for a new cluster
 
 
 def nvidia_gpu_present() -> bool:

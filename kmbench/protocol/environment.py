@@ -97,6 +97,7 @@ def gpu() -> dict | None:
             "runtime_version": runtime.runtimeGetVersion(),
             "copy_bandwidth_Bps": ceilings.copy_bandwidth(cupy),
             "fp32_issue_rate": ceilings.fp32_issue_rate(cupy),
+            **ceilings.tensor_rates(cupy),
         }
     except Exception:
         return None

@@ -1,29 +1,29 @@
-"""Run the fair protocol: same problem for everyone, warm-up, counted repeats, validation,
-one record per cell. A cell that fails becomes a record with status `error`; the run goes on.
+"""Lloyd's measuring and judging under the fair protocol: the same problem for everyone, warm-up,
+counted repeats, validation, one record per cell; a cell that fails becomes a record with
+status `error` and the run goes on.
 
-This is Lloyd's measuring (run_cell) and judging (judgement); the task that puts them to work,
-with its tables, is kmbench.tasks.lloyd's LloydTask, above report in the layering (a view is
+LloydProtocol fills the task interface's measuring part (kmbench.protocol.task) for Lloyd, and
+the one loop (kmbench.protocol.measure) measures it as it measures every task. The task that
+adds its tables, kmbench.tasks.lloyd's LloydTask, sits above report in the layering (a view is
 drawn with report's pieces, and the protocol may not import report)."""
 
 from __future__ import annotations
 
-import time
-import traceback
 from dataclasses import asdict, replace
-from datetime import datetime, timezone
 
 from kmbench.data.datasets import Dataset
 from kmbench.judge import precision, trajectory
-from kmbench.protocol import Implementation, Problem, Result, ceilings, clock, explain, reference, validate
-from kmbench.protocol.memory import MemoryWatch
+from kmbench.protocol import Implementation, Options, Problem, Result, ceilings, clock, explain, oracles, reference, validate
+from kmbench.protocol.measure import Counting, Measured
 from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
                                        make_problem)
-from kmbench.protocol.task import usable
-from kmbench.protocol.timing import spread_warning, summarize
+from kmbench.protocol.task import Task, cell_record, usable
+from kmbench.protocol.timing import summarize
 
 # Settings and problems are made in settings.py; callers read them from the runner that uses them.
-__all__ = ["INITS", "Settings", "check_settings", "check_sizes", "choose_start", "describe_dataset", "gemm_floor",
+__all__ = ["INITS", "LloydProtocol", "Settings", "check_settings", "check_sizes", "choose_start", "describe_dataset",
            "initial_centroids", "iteration_warnings", "judgement", "make_problem", "run_cell", "usable"]
+
 
 def describe_dataset(dataset: Dataset) -> dict:
     meta = dataset.meta
@@ -45,62 +45,6 @@ def _phase_stats(runs: list[Result]) -> dict:
             for name in names}
 
 
-class _Cell:
-    """Measurements of one implementation on one problem, filled as it runs."""
-
-    def __init__(self):
-        self.setup = None
-        self.first_run = None
-        self.iterate: list[float] = []
-        self.wall: list[float] = []
-        self.counted: list[Result] = []
-        self.stopped_by_budget = False
-        self.validation = None
-
-
-def _timed_run(impl: Implementation, problem: Problem) -> tuple[Result, float]:
-    """One run under the harness's own clock; a claimed time that clock rules out raises."""
-    result, wall = clock.timed(lambda: impl.run(problem))
-    clock.check(impl, problem, result, wall)
-    return result, wall
-
-
-def _measure(impl: Implementation, problem: Problem, settings: Settings, cell: _Cell) -> None:
-    start = time.perf_counter()
-    impl.prepare(problem)
-    cell.setup = time.perf_counter() - start
-    if impl.runs_repeats_itself:
-        # Native programs repeat inside their own process and report each counted repeat.
-        result, wall = _timed_run(impl, problem)
-        cell.iterate = list(result.iterate_times or [])
-        cell.first_run = result.phases.get("first_run")
-        cell.wall = [wall]
-        cell.counted = [result]
-        cell.stopped_by_budget = len(cell.iterate) < settings.repeats
-        return
-    for index in range(settings.warmup):
-        result, _ = _timed_run(impl, problem)
-        if index == 0:
-            cell.first_run = result.phases.get("iterate")
-    budget_start = time.perf_counter()
-    for _ in range(settings.repeats):
-        result, wall = _timed_run(impl, problem)
-        cell.counted.append(result)
-        cell.iterate.append(result.phases.get("iterate", wall))
-        cell.wall.append(wall)
-        over = settings.max_time is not None and time.perf_counter() - budget_start > settings.max_time
-        if over and len(cell.counted) < settings.repeats:
-            cell.stopped_by_budget = True
-            break
-
-
-def _judge(cell: _Cell, problem: Problem, oracle: validate.Oracle, impl: Implementation, progress=None):
-    """The row's trajectory certified step by step (untimed validation runs), every counted
-    repeat's end checked against it; the float64 figures of each repeat beside (the oracle
-    remembers the inertia of centroids it has seen); the cell shows the worst."""
-    return judgement(cell.counted, oracle, problem, impl, progress), impl.dtype or str(problem.dtype)
-
-
 def judgement(results: list[Result], oracle: validate.Oracle, problem: Problem,
               impl: Implementation, progress=None) -> validate.Verdict:
     """The verdict of a row's counted results: certified in the precision it declares."""
@@ -116,109 +60,114 @@ def judgement(results: list[Result], oracle: validate.Oracle, problem: Problem,
     return validate.worst([validate.verdict(certificate, end, oracle, impl.approximate) for end in ends])
 
 
-def _build_info(impl: Implementation) -> dict:
-    try:
-        return impl.build_info()
-    except Exception as exc:
-        return {"error": str(exc)}
+class LloydProtocol(Task):
+    """Lloyd's algorithm under the fair protocol, as the one loop measures it: a workload is a
+    dataset; the settings (k, iterations, stop rule, start) and the rows' options are the same
+    for every row. The oracle comes from the cache under `data_dir` where an earlier run left it."""
+
+    name = "lloyd"
+
+    def __init__(self, settings: Settings | None = None, data_dir=None, options: Options = Options()):
+        """settings: what every cell runs (not needed to render records)."""
+        self.settings, self.data_dir, self.options = settings, data_dir, options
+
+    def describe(self, dataset: Dataset, problem: Problem | None = None) -> dict:
+        return {"dataset": describe_dataset(dataset), "params": asdict(self.settings),
+                "seeding": problem.seeding if problem is not None else {}}
+
+    def workload_name(self, dataset: Dataset) -> str:
+        return dataset.name
+
+    def problem(self, dataset: Dataset) -> Problem:
+        return make_problem(dataset, self.settings, self.options)
+
+    def oracle(self, dataset: Dataset, problem: Problem, progress=None) -> validate.Oracle:
+        if progress:
+            progress("float64 reference")
+        oracle = oracles.get(dataset, problem, self.data_dir, progress=progress)[0]
+        if progress:  # the stage it is in now, not the reference's last iteration (issue 34)
+            progress("timed runs")
+        return oracle
+
+    def counting(self, impl: Implementation, problem: Problem) -> Counting:
+        return Counting(self.settings.warmup, self.settings.repeats, self.settings.max_time)
+
+    def label(self, impl: Implementation, problem: Problem | None) -> str:
+        """A row that takes a thread count is named by the count asked for, so a scaling run's rows differ."""
+        label = super().label(impl, problem)
+        threads = problem.options.threads if problem is not None and impl.takes_threads else None
+        return f"{label} ({threads} thread{'' if threads == 1 else 's'})" if threads else label
+
+    def followed(self, impl: Implementation, problem: Problem, oracle) -> tuple[Problem, dict]:
+        """The problem as this implementation will run it. One that cannot stop by the tolerance
+        rule itself gets the oracle's iteration count under the iterations rule: the same work,
+        said so in the record and the tables, never silently compared."""
+        if problem.tol is None or impl.follows_tolerance(problem.tol):
+            return problem, {"stop": {**problem.stop, "followed": "own"}}
+        given = replace(problem, iterations=oracle.iterations, tol=None)
+        return given, {"stop": {**given.stop, "followed": "reference count"}}
+
+    def claims(self, impl: Implementation, problem: Problem, result: Result, wall: float) -> list[float]:
+        """Its iterate times, checked against the wall clock and the physical floor."""
+        clock.check(impl, problem, result, wall)
+        return clock.claims_of(result)
+
+    def judge(self, results: list[Result], oracle: validate.Oracle, problem: Problem, impl: Implementation,
+              progress=None) -> validate.Verdict:
+        """The row's trajectory certified step by step (untimed validation runs), every counted
+        repeat's end checked against it; the float64 figures of each repeat beside (the oracle
+        remembers the inertia of centroids it has seen); the cell shows the worst."""
+        return judgement(results, oracle, problem, impl, progress)
+
+    def fields(self, impl: Implementation, problem: Problem, oracle: validate.Oracle, measured: Measured,
+               verdict: validate.Verdict) -> dict:
+        last = measured.counted[-1]
+        iterate = summarize(measured.times)
+        iterations = last.iterations
+        dtype = impl.dtype or str(problem.dtype)
+        if verdict.status == validate.MISMATCH:
+            reasons = explain.causes(oracle, dtype, last.notes, impl.relocates_empty_clusters, last.iterations)
+            verdict = replace(verdict, detail=explain.detail(verdict.detail, reasons))
+        fields = dict(
+            status=verdict.status,
+            detail=verdict.detail,
+            validation={**verdict.as_dict(), "dtype": dtype, "reference_inertia": oracle.inertia},
+            iterations_executed=iterations,
+            repeats_done=len(measured.times),
+            stopped_by_budget=measured.stopped_by_budget,
+            times={
+                "iterate": iterate.as_dict(),
+                "wall": summarize(measured.wall).as_dict(),
+                "setup": measured.setup,
+                "validation": measured.validation,  # untimed: stepping the row and certifying each step
+                "setup_phases": impl.setup_phases(),
+                "first_run": measured.first_run,
+                "phases": _phase_stats(measured.counted),
+                "iterate_values": measured.times,
+            },
+            per_iteration_s=iterate.mean / max(1, iterations),
+            bytes_per_iteration=impl.bytes_per_iteration(problem),
+            roofline_on=impl.roofline_on,
+            fp32_per_distance=impl.fp32_per_distance(problem),
+            arithmetic=ceilings.declared_arithmetic(impl.arithmetic(problem)),
+            distance_evals_per_s=problem.k * problem.n * iterations / iterate.mean if iterate.mean else None,
+            notes=last.notes + explain.empty_cluster_note(oracle, impl.relocates_empty_clusters),
+            memory=measured.memory,
+        )
+        if fields["bytes_per_iteration"]:
+            fields["achieved_bandwidth_Bps"] = fields["bytes_per_iteration"] / fields["per_iteration_s"]
+        fields["reference_iterations"] = oracle.iterations
+        fields["warnings"] = iteration_warnings(iterations, oracle.iterations, measured.followed["stop"]["followed"])
+        if precision.narrower(dtype, str(problem.dtype)):  # --dtype float64 does not make it compute so
+            fields["warnings"].append(f"computes in {dtype} on {problem.dtype} data: judged by {dtype}'s bounds")
+        return fields
 
 
-def _as_followed(impl: Implementation, problem: Problem, oracle) -> tuple[Problem, str]:
-    """The problem as this implementation will run it. One that cannot stop by the tolerance
-    rule itself gets the oracle's iteration count under the iterations rule: the same work,
-    said so in the record and the tables, never silently compared."""
-    if problem.tol is None:
-        return problem, "own"
-    if impl.follows_tolerance(problem.tol):
-        return problem, "own"
-    return replace(problem, iterations=oracle.iterations, tol=None), "reference count"
-
-
-def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | None,
-             dataset: Dataset, settings: Settings, run_id: str, progress=None) -> dict:
-    """Measure and validate one implementation on one problem; never raises."""
-    record = {
-        "run_id": run_id,
-        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "impl": impl.name,
-        "label": impl.label or impl.name,
-        "impl_source": impl.source,
-        "dataset": describe_dataset(dataset),
-        "params": asdict(settings),
-        "seeding": problem.seeding if problem is not None else {},
-        "warnings": [],
-    }
-    ready, why = usable(impl)
-    if not ready or problem is None:
-        record.update(status=validate.SKIPPED, detail=why or "no problem was made")
-        return record
-    problem, followed = _as_followed(impl, problem, oracle)
-    record["stop"] = {**problem.stop, "followed": followed}
-    cell = _Cell()
-    watch = MemoryWatch()
-    try:
-        with watch:  # peak host and GPU memory of prepare and every run
-            _measure(impl, problem, settings, cell)
-        if not cell.counted or not cell.iterate:
-            raise RuntimeError("the implementation returned no counted repeat")
-        # What the timed runs did (strategy, filter counts): before validation's one-step runs
-        # overwrite it.
-        record["build"] = _build_info(impl)
-        judging = time.perf_counter()
-        verdict, dtype = _judge(cell, problem, oracle, impl, progress)
-        cell.validation = time.perf_counter() - judging
-    except Exception as exc:
-        message = str(exc).strip() or type(exc).__name__
-        record.update(status=validate.ERROR, detail=message.splitlines()[0][:500],
-                      traceback=traceback.format_exc(limit=6))
-        return record
-    finally:
-        try:
-            impl.release()
-        except Exception:
-            pass
-        record.setdefault("build", _build_info(impl))
-    last = cell.counted[-1]
-    iterate = summarize(cell.iterate)
-    iterations = last.iterations
-    if verdict.status == validate.MISMATCH:
-        reasons = explain.causes(oracle, dtype, last.notes, impl.relocates_empty_clusters, last.iterations)
-        verdict = replace(verdict, detail=explain.detail(verdict.detail, reasons))
-    record.update(
-        status=verdict.status,
-        detail=verdict.detail,
-        validation={**verdict.as_dict(), "dtype": dtype, "reference_inertia": oracle.inertia},
-        iterations_executed=iterations,
-        repeats_done=len(cell.iterate),
-        stopped_by_budget=cell.stopped_by_budget,
-        times={
-            "iterate": iterate.as_dict(),
-            "wall": summarize(cell.wall).as_dict(),
-            "setup": cell.setup,
-            "validation": cell.validation,  # untimed: stepping the row and certifying each step
-            "setup_phases": impl.setup_phases(),
-            "first_run": cell.first_run,
-            "phases": _phase_stats(cell.counted),
-            "iterate_values": cell.iterate,
-        },
-        per_iteration_s=iterate.mean / max(1, iterations),
-        bytes_per_iteration=impl.bytes_per_iteration(problem),
-        roofline_on=impl.roofline_on,
-        fp32_per_distance=impl.fp32_per_distance(problem),
-        distance_evals_per_s=problem.k * problem.n * iterations / iterate.mean if iterate.mean else None,
-        notes=last.notes + explain.empty_cluster_note(oracle, impl.relocates_empty_clusters),
-        memory=watch.peaks(),
-    )
-    if record["bytes_per_iteration"]:
-        record["achieved_bandwidth_Bps"] = record["bytes_per_iteration"] / record["per_iteration_s"]
-    warning = spread_warning(iterate)
-    if warning:
-        record["warnings"].append(warning)
-    if precision.narrower(dtype, str(problem.dtype)):  # --dtype float64 does not make it compute so
-        record["warnings"].append(f"computes in {dtype} on {problem.dtype} data: judged by {dtype}'s bounds")
-    record["reference_iterations"] = oracle.iterations
-    record["warnings"] += iteration_warnings(iterations, oracle.iterations, record["stop"]["followed"])
-    return record
+def run_cell(impl: Implementation, problem: Problem, oracle: validate.Oracle | None, dataset: Dataset,
+             settings: Settings, run_id: str, progress=None) -> dict:
+    """Measure and validate one implementation on one problem (the problem as given: its
+    options too); never raises."""
+    return cell_record(LloydProtocol(settings), impl, problem, oracle, dataset, run_id, progress)
 
 
 def iteration_warnings(executed: int, reference: int, followed: str) -> list[str]:
@@ -229,11 +178,3 @@ def iteration_warnings(executed: int, reference: int, followed: str) -> list[str
         return ["cannot stop by the tolerance rule itself: given the reference's count"] if given else []
     head = "given the reference's count, " if given else ""
     return [f"{head}stopped early: ran {executed} of {reference} iterations; compare it per iteration"]
-
-
-def gemm_floor(problem: Problem, env: dict) -> dict | None:
-    """cuBLAS's FP32 and TF32 GEMM of a high-d cell's shape on this machine's GPU (ceilings.py),
-    every row's yardstick in the report; None for low-d cells or without a GPU."""
-    if problem.d <= ceilings.HIGH_DIM or not env.get("gpu"):
-        return None
-    return ceilings.gemm_floor(problem.n, problem.d, problem.k)

@@ -11,7 +11,7 @@ import numpy as np
 
 from kmbench.data.dataset import Dataset
 from kmbench.errors import UsageError
-from kmbench.protocol import STOP_RULES, Problem, seeding
+from kmbench.protocol import STOP_RULES, Options, Problem, seeding
 
 INITS = ("random", "kmeans++")
 
@@ -79,7 +79,7 @@ def choose_start(data: np.ndarray, k: int, method: str, seed: int) -> tuple[np.n
     return chosen, {"method": method, "device": "cpu (numpy)", "seconds": time.perf_counter() - start}
 
 
-def make_problem(dataset: Dataset, settings: Settings) -> Problem:
+def make_problem(dataset: Dataset, settings: Settings, options: Options = Options()) -> Problem:
     data = np.ascontiguousarray(dataset.data)
     start, how = choose_start(data, settings.k, settings.init, settings.seed)
     return Problem(
@@ -93,4 +93,5 @@ def make_problem(dataset: Dataset, settings: Settings) -> Problem:
         repeats=settings.repeats,
         max_time=settings.max_time,
         seeding=how,
+        options=options,
     )

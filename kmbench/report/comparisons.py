@@ -148,6 +148,6 @@ def peer_markdown(cells: pd.DataFrame) -> list[str]:
                      flagged_text(me, seconds_text(me["per_iter_s"])),
                      f"{best['label']} {seconds_text(best['per_iter_s'])}" if best is not None else "-",
                      ratio_text(best["per_iter_s"] / me["per_iter_s"]) if best is not None and me["status"] == "ok" else "-",
-                     roofline, floor_multiple(me, "tf32")])
+                     roofline, floor_multiple(me, "compute")])
     return out + [markdown_table(["dataset", "k", "iterations", "kmbench-gpu", "best peer", "ratio", "roofline",
-                          "x TF32 GEMM"], rows)]
+                          "x compute floor"], rows)]

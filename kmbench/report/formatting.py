@@ -91,9 +91,9 @@ def bytes_text(value) -> str:
     return f"{value:.0f} B"
 
 
-def floor_multiple(row, precision: str) -> str:
-    """A row's time per iteration as a multiple of the cell's measured GEMM in `precision`."""
-    floor = row.get(f"gemm_{precision}_s")
+def floor_multiple(row, floor: str) -> str:
+    """A row's time per iteration as a multiple of one of its floors ("compute" or "memory")."""
+    floor = row.get(f"{floor}_floor_s")
     if missing(floor) or missing(row.get("per_iter_s")) or not floor:
         return "-"
     return f"{row['per_iter_s'] / floor:.2f}x"

@@ -6,6 +6,8 @@ import json
 from functools import lru_cache
 from importlib.resources import files
 
+from kmbench.data.records import LloydRecord
+
 
 @lru_cache(maxsize=1)
 def tables() -> dict:
@@ -16,15 +18,14 @@ def table(key: str) -> dict:
     return tables()[key]
 
 
-def matches(record: dict, protocol: dict) -> bool:
-    """Does a record measure the configuration a published table used?"""
-    data, params = record.get("dataset", {}), record.get("params", {})
-    parameters = data.get("parameters", {})
+def matches(record: LloydRecord, protocol: dict) -> bool:
+    """Does a Lloyd record measure the configuration a published table used?"""
+    data, params = record.dataset, record.params
     return (
-        data.get("generator") == protocol["generator"]
-        and data.get("d") == protocol["d"]
-        and parameters.get("centers") == protocol["centers"]
-        and params.get("k") == protocol["k"]
-        and params.get("iterations") == protocol["iterations"]
-        and params.get("stop", "iterations") == protocol.get("stop", "iterations")
+        data.generator == protocol["generator"]
+        and data.d == protocol["d"]
+        and data.parameters.get("centers") == protocol["centers"]
+        and params.k == protocol["k"]
+        and params.iterations == protocol["iterations"]
+        and params.stop == protocol.get("stop", "iterations")
     )

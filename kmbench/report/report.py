@@ -1,11 +1,12 @@
 """Shape stored records into tables: one row per measured cell, and the published
-comparison of document 000. The exporters in `kmbench.report.export` render these frames."""
+comparison of document 000. The exporters (`kmbench.report.exporters`) render these frames."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from kmbench.data import cells
+from kmbench.data import cells, records
+from kmbench.data.records import LloydRecord
 from kmbench.protocol import ceilings, environment
 from kmbench.report import published
 from kmbench.protocol import describe_stop
@@ -17,80 +18,75 @@ POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "dist_evals_per_s": "highe
 NOISE_FRACTION = 0.03  # measured means closer than this (or two std devs) are a tie
 
 
-def _group(record: dict) -> str:
-    data, params = record["dataset"], record["params"]
-    parameters = {key: value for key, value in data.get("parameters", {}).items()
-                  if key not in ("n", "path")}
+def _group(record: LloydRecord) -> str:
+    data, params = record.dataset, record.params
+    parameters = {key: value for key, value in data.parameters.items() if key not in ("n", "path")}
     described = " ".join(f"{key}={value}" for key, value in parameters.items())
-    return (f"{data.get('generator')} {described} {data.get('dtype')}; k={params['k']}, "
-            f"{_stop(record)}, init {params['init']} (seed {params['seed']})")
+    return (f"{data.generator} {described} {data.dtype}; k={params.k}, "
+            f"{_stop(record)}, init {params.init} (seed {params.seed})")
 
 
-def _stop(record: dict) -> str:
-    params = record["params"]
-    tolerance = params.get("stop", "iterations") == "tolerance"
-    return describe_stop(params["iterations"], params.get("tol", 0.0) if tolerance else None)
+def _stop(record: LloydRecord) -> str:
+    params = record.params
+    return describe_stop(params.iterations, params.tol if params.stop == "tolerance" else None)
 
 
-def _roofline(record: dict) -> dict:
-    """Memory and arithmetic fractions of the GPU's measured ceilings, and the cell's position
-    on the roofline: the larger of the two, named by the limit it is near."""
-    found = ceilings.fractions(record)
+def _roofline(stored: dict) -> dict:
+    """The cell's floors per iteration (compute, in its declared unit, and memory), each as a
+    fraction of its time, and its position on the roofline: the larger, named by its limit."""
+    floors, found = ceilings.floors(stored), ceilings.fractions(stored)
     limit = max(found, key=found.get) if found else None
-    return {"memory_fraction": found.get("memory"), "arithmetic_fraction": found.get("FP32 issue"),
-            "roofline_fraction": found.get(limit), "roofline_limit": limit}
+    unit = floors.get("compute_unit")
+    return {"compute_floor_s": floors.get("compute_floor_s"), "compute_unit": unit,
+            "memory_floor_s": floors.get("memory_floor_s"), "memory_fraction": found.get("memory"),
+            "arithmetic_fraction": found.get(unit), "roofline_fraction": found.get(limit), "roofline_limit": limit}
 
 
-def _row(record: dict) -> dict:
-    times = record.get("times") or {}
-    iterate = times.get("iterate") or {}
-    validation = record.get("validation") or {}
-    build = record.get("build") or {}
-    data, params = record["dataset"], record["params"]
+def _row(record: LloydRecord) -> dict:
+    iterate = record.times.iterate or records.Statistic()
+    data, params = record.dataset, record.params
     return {
         "group": _group(record),
-        "dataset": data["name"],
-        "n": data["n"],
-        "d": data["d"],
-        "k": params["k"],
-        "iterations": params["iterations"],
+        "dataset": data.name,
+        "n": data.n,
+        "d": data.d,
+        "k": params.k,
+        "iterations": params.iterations,
         "stop": _stop(record),
-        "stop_rule": params.get("stop", "iterations"),
-        "stop_followed": (record.get("stop") or {}).get("followed", "own"),
-        "reference_iterations": record.get("reference_iterations"),
-        "init": params["init"],
-        "seed": params["seed"],
-        "impl": record["impl"],
-        "label": record.get("label", record["impl"]),
-        "status": record["status"],
-        "detail": record.get("detail", ""),
-        "iters_executed": record.get("iterations_executed"),
-        "repeats": record.get("repeats_done"),
-        "stopped_by_budget": record.get("stopped_by_budget", False),
-        "mean_s": iterate.get("mean"),
-        "median_s": iterate.get("median"),
-        "min_s": iterate.get("min"),
-        "std_s": iterate.get("std"),
-        "cv": iterate.get("cv"),
-        "per_iter_s": record.get("per_iteration_s"),
-        "dist_evals_per_s": record.get("distance_evals_per_s"),
-        **_roofline(record),
-        "gemm_fp32_s": (record.get("gemm_floor_s") or {}).get("fp32"),
-        "gemm_tf32_s": (record.get("gemm_floor_s") or {}).get("tf32"),
+        "stop_rule": params.stop,
+        "stop_followed": record.stop_followed,
+        "reference_iterations": record.reference_iterations,
+        "init": params.init,
+        "seed": params.seed,
+        "impl": record.impl,
+        "label": record.label,
+        "status": record.status,
+        "detail": record.detail,
+        "iters_executed": record.iterations_executed,
+        "repeats": record.repeats_done,
+        "stopped_by_budget": record.stopped_by_budget,
+        "mean_s": iterate.mean,
+        "median_s": iterate.median,
+        "min_s": iterate.min,
+        "std_s": iterate.std,
+        "cv": iterate.cv,
+        "per_iter_s": record.per_iteration_s,
+        "dist_evals_per_s": record.distance_evals_per_s,
+        **_roofline(record.to_dict()),
         # What a row is built on and computes in, as its build information declares it.
-        "threads": build.get("threads"),
-        "library": build.get("library"),
-        "precision": build.get("precision") or build.get("computes_in"),
-        "host_memory_bytes": (record.get("memory") or {}).get("host_bytes"),
-        "gpu_memory_bytes": (record.get("memory") or {}).get("gpu_bytes"),
-        "setup_s": times.get("setup"),
-        "first_run_s": times.get("first_run"),
-        "wall_mean_s": (times.get("wall") or {}).get("mean"),
-        "centroid_error": validation.get("centroid_error"),
-        "inertia_difference": validation.get("inertia_difference"),
-        "warnings": "; ".join(record.get("warnings") or []),
-        "machine": environment.describe_machine(record.get("env")),
-        "timestamp": record.get("timestamp"),
+        "threads": record.threads,
+        "library": record.library,
+        "precision": record.precision,
+        "host_memory_bytes": record.memory_bytes("host"),
+        "gpu_memory_bytes": record.memory_bytes("gpu"),
+        "setup_s": record.times.setup,
+        "first_run_s": record.times.first_run,
+        "wall_mean_s": record.times.wall.mean if record.times.wall else None,
+        "centroid_error": record.validation.get("centroid_error"),
+        "inertia_difference": record.validation.get("inertia_difference"),
+        "warnings": "; ".join(record.warnings),
+        "machine": environment.describe_machine(record.env),
+        "timestamp": record.timestamp,
     }
 
 
@@ -105,13 +101,13 @@ def _speedups(cells: pd.DataFrame, column: str) -> pd.Series:
     return baseline / value if POLARITY[column] == "lower" else value / baseline
 
 
-def _published_columns(cells: pd.DataFrame, records: list[dict]) -> pd.DataFrame:
+def _published_columns(cells: pd.DataFrame, chosen: list[LloydRecord]) -> pd.DataFrame:
     """Attach document 000's published seconds and speedup to the cells it covers."""
     table = published.table("python-cpp-cuda")
     seconds = {(row["impl"], int(n)): value for row in table["rows"] for n, value in row["seconds"].items()}
     baseline = {int(n): value for n, value in next(
         row for row in table["rows"] if row["impl"] == table["baseline"])["seconds"].items()}
-    covered = [published.matches(record, table["protocol"]) for record in records]
+    covered = [published.matches(record, table["protocol"]) for record in chosen]
     pub = [seconds.get((impl, n)) if hit else None
            for impl, n, hit in zip(cells["impl"], cells["n"], covered)]
     cells["published_s"] = pd.Series(pub, index=cells.index, dtype=float)
@@ -120,11 +116,12 @@ def _published_columns(cells: pd.DataFrame, records: list[dict]) -> pd.DataFrame
     return cells
 
 
-def cells_frame(records: list[dict]) -> pd.DataFrame:
-    """One row per cell; the latest record wins where a cell was measured more than once."""
-    if not records:
+def cells_frame(lloyd: list[LloydRecord | dict]) -> pd.DataFrame:
+    """One row per Lloyd cell; the latest record wins where a cell was measured more than once.
+    The records come typed (kmbench.data.records) or as the objects a run just built."""
+    if not lloyd:
         return pd.DataFrame()
-    chosen = cells.newest(records)
+    chosen = [records.typed(record) for record in cells.newest(lloyd)]
     frame = pd.DataFrame([_row(record) for record in chosen])
     frame["speedup_vs_sklearn"] = _speedups(frame, "mean_s")
     # scikit-learn stops at convergence; per iteration compares the same unit of work.

@@ -1,7 +1,7 @@
 """The tasks beside Lloyd, as kmbench.protocol.task's interface fills them: "assign" (document
 001: one assignment pass, the kernel ladder) and "batched" (document 003: many small
 problems). Each has its problem, oracle and judge (kmbench.tasks.assign, kmbench.tasks.batched)
-and its tables (kmbench.tasks.task_export); the one runner, kmbench.protocol.task.run_cells,
+and its tables (kmbench.report.task_markdown); the one runner, kmbench.protocol.task.run_cells,
 measures them as it measures Lloyd, one record per (workload, implementation), marked with
 its task.
 
@@ -22,12 +22,13 @@ import numpy as np
 from kmbench import registry
 from kmbench.data import cells, results
 from kmbench.errors import UsageError
-from kmbench.protocol import environment, reference
-from kmbench.protocol.task import Task, measure_cell, run_cells, usable
-from kmbench.tasks import assign, batched, task_export
+from kmbench.protocol import environment, reference, validate
+from kmbench.protocol.task import Counting, Task, run_cells, usable
+from kmbench.protocol.timing import summarize
+from kmbench.tasks import assign, batched
 
 TASKS = ("assign", "batched")
-PROTOCOL_KEYS = {"repeats", "warmup", "budget_s", "checked_rows"}
+PROTOCOL_KEYS = {"repeats": int, "warmup": int, "budget_s": float, "checked_rows": int}  # each with its type
 WORKLOAD_KEYS = {
     "assign": {"n", "d", "k", "seed"},
     "batched": {"rows", "points", "d", "k", "seeds", "stop", "epsilon", "iterations", "seed"},
@@ -50,28 +51,6 @@ class TaskSuite:
 
     def cell_count(self) -> int:
         return len(self.workloads) * len(self.impls)
-
-
-def parse(name: str, raw: dict) -> TaskSuite:
-    """Check a task suite's fields: a broken file is one sentence, not a traceback mid-run."""
-    task = raw["task"]
-    if task not in TASKS:
-        raise UsageError(f"Suite {name}: task must be lloyd or one of {', '.join(TASKS)}; got {task!r}.")
-    missing = [key for key in ("title", "source", "workloads", "impls") if not raw.get(key)]
-    if missing:
-        raise UsageError(f"Suite {name} lacks {', '.join(missing)}.")
-    protocol = raw.get("protocol", {})
-    unknown = set(protocol) - PROTOCOL_KEYS
-    if unknown:
-        raise UsageError(f"Suite {name}: unknown protocol keys {', '.join(sorted(unknown))}.")
-    for spec in raw["workloads"]:
-        extra = set(spec) - WORKLOAD_KEYS[task]
-        if extra:
-            raise UsageError(f"Suite {name}: unknown workload keys {', '.join(sorted(extra))} for the {task} task.")
-    return TaskSuite(name, raw["title"], raw["source"], task, raw["workloads"], raw["impls"], raw.get("published"),
-                     int(protocol.get("repeats", 5)), int(protocol.get("warmup", 1)),
-                     float(protocol.get("budget_s", 30.0)),
-                     int(protocol.get("checked_rows", batched.MAX_CHECKED_ROWS)))
 
 
 # ------------------------------------------------------------------ problems
@@ -119,19 +98,52 @@ class SuiteTask(Task):
     def __init__(self, suite: TaskSuite):
         self.suite = suite
 
-    def describe(self, spec: dict) -> dict:
+    def describe(self, spec: dict, problem=None) -> dict:
         return {"task": self.name, "suite": self.suite.name, "workload": workload_name(self.name, spec),
                 "spec": dict(spec)}
 
-    def measure(self, impl, problem, oracle, spec: dict, run_id: str) -> dict:
-        budgeted = isinstance(impl, batched.BudgetedBatched)  # one long run; its budget bounds it
-        if budgeted:
+    def workload_name(self, spec: dict) -> str:
+        return workload_name(self.name, spec)
+
+    def counting(self, impl, problem) -> Counting:
+        """A row that bounds its own time is handed the suite's budget and runs once, unwarmed."""
+        if isinstance(impl, batched.BudgetedBatched):
             impl.budget_s = self.suite.budget_s
+            return Counting(warmup=0, repeats=1)
+        return Counting(self.suite.warmup, self.suite.repeats)
+
+    def judge(self, results: list, oracle, problem, impl, progress=None) -> tuple[str, str]:
+        """Every counted result by the task's own judge; the first that is wrong says why."""
+        verdicts = [self.judge_one(result, oracle) for result in results]
+        bad = [detail for status, detail in verdicts if status != validate.OK]
+        return (validate.MISMATCH, bad[0]) if bad else (validate.OK, "")
+
+    def judge_one(self, result, oracle) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def measure(self, impl, problem, oracle, spec: dict, progress=None) -> dict:
+        """The one loop's fields, after the row's ladder step and description (skipped or not)."""
         return {"step": getattr(impl, "step", None), "description": impl.description,
-                **measure_cell(self, impl, problem, oracle, self.suite.repeats, self.suite.warmup, budgeted)}
+                **super().measure(impl, problem, oracle, spec, progress)}
+
+    def fields(self, impl, problem, oracle, measured, verdict) -> dict:
+        status, detail = verdict
+        stats = summarize(measured.times)
+        return {"status": status, "detail": detail, "repeats_done": len(measured.times),
+                "times": {"run": stats.as_dict(), "values": measured.times, "setup": {"setup": measured.setup},
+                          "setup_phases": impl.setup_phases()},
+                "seconds": stats.mean, **self.extra_fields(impl, problem, measured.counted[-1], stats)}
+
+    def extra_fields(self, impl, problem, last, stats) -> dict:
+        """Fields of this task's own, from the cell's last counted result."""
+        return {}
 
     def render(self, records: list[dict], suite=None, source: str = "") -> str:
-        return task_export.markdown(suite or self.suite, records)
+        from kmbench.report import markdown  # as Lloyd's: only drawing the tables loads pandas
+        from kmbench.report.contents import Contents
+
+        chosen = suite or self.suite
+        return markdown.render(Contents(records, suites={chosen.name: chosen}))
 
 
 class AssignTask(SuiteTask):
@@ -145,7 +157,7 @@ class AssignTask(SuiteTask):
     def oracle(self, spec: dict, problem, progress=None) -> assign.AssignOracle:
         return assign.AssignOracle.compute(problem)
 
-    def judge(self, result, oracle, problem, impl) -> tuple[str, str]:
+    def judge_one(self, result, oracle) -> tuple[str, str]:
         return assign.judge(result, oracle)
 
     def floor(self, impls, problem, env: dict) -> dict:
@@ -174,7 +186,7 @@ class BatchedTask(SuiteTask):
     def oracle(self, spec: dict, problem, progress=None) -> batched.BatchedOracle:
         return batched.BatchedOracle.compute(problem, max_rows=self.suite.checked_rows)
 
-    def judge(self, result, oracle, problem, impl) -> tuple[str, str]:
+    def judge_one(self, result, oracle) -> tuple[str, str]:
         return batched.judge(result, oracle, "float32")
 
     def extra_fields(self, impl, problem, last, stats) -> dict:
@@ -191,22 +203,6 @@ def task_of(suite: TaskSuite) -> SuiteTask:
     return TASK_CLASSES[suite.task](suite)
 
 
-class _TextReporter:
-    """run_cells' reporter for the text lines a task suite prints."""
-
-    def __init__(self, say, task: str):
-        self.say, self.task = say, task
-
-    def start(self, impl, spec: dict) -> None:
-        self.say(f"{workload_name(self.task, spec)}: {impl.name}")
-
-    def note(self, text: str) -> None:
-        self.say(text)
-
-    def done(self, record: dict) -> None:
-        pass
-
-
 def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool = False, data_dir=None,
               reporter=None) -> list[dict]:
     """Every (workload, implementation) cell of a task suite; a cell this code already
@@ -220,8 +216,7 @@ def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool 
         return None if force else earlier.get(
             cells.Cell(suite.task, impl.name, f"{suite.name}/{workload_name(suite.task, spec)}"))
 
-    return run_cells(task_of(suite), suite.workloads, impls, store, stored,
-                     _TextReporter(reporter, suite.task) if reporter else None)
+    return run_cells(task_of(suite), suite.workloads, impls, store, stored, reporter)
 
 
 def latest(suite: TaskSuite, store=None) -> list[dict]:

@@ -72,6 +72,12 @@ class Strategy:
             return 2 * problem.d + 1  # d subtractions, d FMAs, the compare
         return problem.d + 1  # d FMAs, the compare
 
+    @classmethod
+    def arithmetic(cls, problem: Problem) -> tuple[str, float]:
+        """The record's compute floor: FP32 instructions per distance, unless a strategy's
+        distances are tensor-core products."""
+        return "fp32", cls.fp32_per_distance(problem)
+
     # ------------------------------------------------------------------ one prepared problem
 
     def __init__(self, d: int, k: int, tf32: bool = False, order: bool = True):

@@ -17,6 +17,12 @@ class Tensor(Strategy):
     precision = "tf32 certified by a bound, fp32 re-check, float64 sums"
 
     @classmethod
+    def arithmetic(cls, problem: Problem) -> tuple[str, float]:
+        """Its floor is the TF32 pass over every (point, centroid): 2 d FLOPs each. The FP32
+        re-check of the uncertain points comes on top; the floor does not count it."""
+        return "tf32", 2.0 * problem.d
+
+    @classmethod
     def memory(cls, problem: Problem) -> int:
         """The path's own buffers; it refuses where Triton cannot run or n passes int32."""
         from impls.fast.tensor_settings import MAX_POINTS, device_bytes, tensor_status

@@ -1,30 +1,36 @@
-"""Markdown for the task suites (kmbench.tasks.tasks): document 001's ladder with its published
-microseconds beside ours, and document 003's batched table with the speedups it claims
-beside the ones measured. A row that does not match the oracle says so in its status and
-in its numbers."""
+"""The task suites' tables in markdown (the markdown exporter's assign and batched views):
+document 001's ladder with its published microseconds beside ours, and document 003's batched
+table with the speedups it claims beside the ones measured. A row that does not match the
+oracle says so in its status and in its numbers. `suite` is the task suite the records are of
+(its name, title and published key)."""
 
 from __future__ import annotations
 
+from kmbench.data.records import AssignRecord, BatchedRecord, TaskRecord
 from kmbench.report import published
 from kmbench.protocol import environment
 from kmbench.protocol.timing import format_seconds
 
 
-def _status(record: dict) -> str:
-    status = record.get("status", "?")
-    return status if status == "ok" else f"**{status}**: {record.get('detail', '')}"
+def _status(record: TaskRecord) -> str:
+    return record.status if record.status == "ok" else f"**{record.status}**: {record.detail}"
 
 
-def _flagged(text: str, record: dict) -> str:
+def _flagged(text: str, record: TaskRecord) -> str:
     """A number from a run that did not match the oracle is shown struck, never as a win."""
-    return text if record.get("status") == "ok" or text == "-" else f"~~{text}~~"
+    return text if record.status == "ok" or text == "-" else f"~~{text}~~"
 
 
-def _by_workload(records: list[dict]) -> dict[str, list[dict]]:
-    grouped: dict[str, list[dict]] = {}
+def _by_workload(records: list[TaskRecord]) -> dict[str, list[TaskRecord]]:
+    grouped: dict[str, list[TaskRecord]] = {}
     for record in records:
-        grouped.setdefault(record["workload"], []).append(record)
+        grouped.setdefault(record.workload, []).append(record)
     return grouped
+
+
+def _copy_bandwidth(record: TaskRecord) -> float | None:
+    """The measured copy rate of the GPU the record ran on (bytes read plus written per second)."""
+    return (record.env.get("gpu") or {}).get("copy_bandwidth_Bps")
 
 
 def _published_steps(key: str | None) -> dict[str, str]:
@@ -40,12 +46,12 @@ def _published_steps(key: str | None) -> dict[str, str]:
     return shown
 
 
-def _heading(suite, records: list[dict], timing: str) -> list[str]:
-    machine = environment.describe_machine(next((r.get("env") for r in records if r.get("env")), None))
+def _heading(suite, records: list[TaskRecord], timing: str) -> list[str]:
+    machine = environment.describe_machine(next((r.env for r in records if r.env), None))
     return [f"# kmbench reproduce {suite.name}: {suite.title}", "", f"Machine: {machine}. {timing}", ""]
 
 
-def assign_markdown(suite, records: list[dict]) -> str:
+def assign_markdown(suite, records: list[AssignRecord]) -> str:
     table = published.table(suite.published) if suite.published else None
     lines = _heading(suite, records, "One pass = labels for every point and the changed flag; time per pass is "
                      "the mean of the counted repeats, each the mean of back-to-back launches in one CUDA graph, "
@@ -55,32 +61,32 @@ def assign_markdown(suite, records: list[dict]) -> str:
                   f"n = {table['protocol']['n']}, k = {table['protocol']['k']}, {table['protocol']['statistic']}.", ""]
     steps = _published_steps(suite.published)
     for workload, rows in _by_workload(records).items():
-        spec = rows[0]["spec"]
-        floor = next((r["floor_s"] for r in rows if r.get("floor_s")), None)
+        spec = rows[0].spec
+        floor = next((r.floor_s for r in rows if r.floor_s), None)
         shows_published = table and spec["d"] == table["protocol"]["d"] and spec["k"] == table["protocol"]["k"]
         lines += [f"## {workload}", "",
                   "| step | what changed | published us | measured us | speedup over the step before | "
                   "over V1 | of copy bandwidth | status |", "|---|---|---|---|---|---|---|---|"]
         first = previous = None
         for record in rows:
-            step = record.get("step")
-            seconds = record.get("seconds")
+            step = record.step
+            seconds = record.seconds
             measured = _flagged(f"{seconds * 1e6:.1f}", record) if seconds else "-"
             gain = f"{previous / seconds:.2f}x" if seconds and previous else "-"
             over_first = f"{first / seconds:.2f}x" if seconds and first else "-"
             bandwidth = "-"
-            ceiling = ((record.get("env") or {}).get("gpu") or {}).get("copy_bandwidth_Bps")
-            if seconds and record.get("bytes_per_pass") and ceiling:
-                bandwidth = f"{record['bytes_per_pass'] / seconds / ceiling:.0%}"
+            ceiling = _copy_bandwidth(record)
+            if seconds and record.bytes_per_pass and ceiling:
+                bandwidth = f"{record.bytes_per_pass / seconds / ceiling:.0%}"
             shown = steps.get(step, "-") if shows_published else "-"
-            lines.append(f"| {record['label']} | {record.get('description', '')} | {shown} | {measured} | {gain} | "
+            lines.append(f"| {record.label} | {record.description} | {shown} | {measured} | {gain} | "
                          f"{over_first} | {bandwidth} | {_status(record)} |")
             if seconds:
                 previous = seconds
                 first = first or seconds
         if floor:
-            ceiling = ((rows[0].get("env") or {}).get("gpu") or {}).get("copy_bandwidth_Bps")
-            moved = next((r["bytes_per_pass"] for r in rows if r.get("bytes_per_pass")), None)
+            ceiling = _copy_bandwidth(rows[0])
+            moved = next((r.bytes_per_pass for r in rows if r.bytes_per_pass), None)
             share = f"{moved / floor / ceiling:.0%}" if moved and ceiling else "-"
             lines.append(f"| floor | the same bytes moved, no search (floor.cu; not a step) | - | {floor * 1e6:.1f} "
                          f"| - | - | {share} | - |")
@@ -93,7 +99,7 @@ def assign_markdown(suite, records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def batched_markdown(suite, records: list[dict]) -> str:
+def batched_markdown(suite, records: list[BatchedRecord]) -> str:
     table = published.table(suite.published) if suite.published else None
     lines = _heading(suite, records, "Time: the whole batch, one launch (GPU rows, CUDA events) or the host clock "
                      "(CPU rows); set-up and upload excluded. The slow CPU rows stop at a time budget; their "
@@ -102,27 +108,27 @@ def batched_markdown(suite, records: list[dict]) -> str:
         lines += [f"## {workload}", "",
                   "| implementation | status | time (whole batch) | rows per second | speedup over the scikit-learn loop "
                   "| mean iterations per seed |", "|---|---|---|---|---|---|"]
-        baseline = next((r for r in rows if r["impl"] == "batched-sklearn" and r.get("status") == "ok"), None)
-        base_seconds = baseline and (baseline.get("extrapolated_seconds") or baseline.get("seconds"))
+        baseline = next((r for r in rows if r.impl == "batched-sklearn" and r.status == "ok"), None)
+        base_seconds = baseline and baseline.whole_seconds
         for record in rows:
-            whole = record.get("extrapolated_seconds") or record.get("seconds")
+            whole = record.whole_seconds
             time_text = format_seconds(whole) if whole else "-"
-            if record.get("extrapolated_seconds"):
-                time_text += f" (extrapolated from {record['rows_done']} rows)"
-            rate = f"{record['rows_per_s']:.3g}" if record.get("rows_per_s") else "-"
+            if record.extrapolated_seconds:
+                time_text += f" (extrapolated from {record.rows_done} rows)"
+            rate = f"{record.rows_per_s:.3g}" if record.rows_per_s else "-"
             speedup = f"{base_seconds / whole:.0f}x" if base_seconds and whole else "-"
-            iterations = f"{record['iterations_mean']:.1f}" if record.get("iterations_mean") is not None else "-"
-            lines.append(f"| {record['label']} | {_status(record)} | {_flagged(time_text, record)} | "
+            iterations = f"{record.iterations_mean:.1f}" if record.iterations_mean is not None else "-"
+            lines.append(f"| {record.label} | {_status(record)} | {_flagged(time_text, record)} | "
                          f"{_flagged(rate, record)} | {_flagged(speedup, record)} | {iterations} |")
         lines.append("")
         lines += _claims(table, rows, base_seconds)
     return "\n".join(lines)
 
 
-def _claims(table: dict | None, rows: list[dict], base_seconds: float | None) -> list[str]:
+def _claims(table: dict | None, rows: list[BatchedRecord], base_seconds: float | None) -> list[str]:
     if not table:
         return []
-    seconds = {r["impl"]: r.get("seconds") for r in rows if r.get("status") == "ok"}
+    seconds = {r.impl: r.seconds for r in rows if r.status == "ok"}
     measured = {
         "CUDA C over the scikit-learn loop (up to)": (base_seconds, seconds.get("batched-cuda-c")),
         "CUDA C over Numba": (seconds.get("batched-numba"), seconds.get("batched-cuda-c")),
@@ -140,5 +146,6 @@ def _claims(table: dict | None, rows: list[dict], base_seconds: float | None) ->
     return lines + [""]
 
 
-def markdown(suite, records: list[dict]) -> str:
+def page(suite, records: list[TaskRecord]) -> str:
+    """One task suite's page: the assign or the batched tables, as the records' task is."""
     return assign_markdown(suite, records) if suite.task == "assign" else batched_markdown(suite, records)

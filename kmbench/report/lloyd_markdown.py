@@ -1,8 +1,9 @@
-"""Exporters, one per format, all rendering the same cells frame from `kmbench.report.report`."""
+"""Lloyd's tables in markdown (the markdown exporter's Lloyd view): per dataset group, the
+seconds by size, the detail, the roofline, threads, the GEMM floor and what each row is built
+on, then the published comparisons asked for. They render the cells frame of
+`kmbench.report.report`."""
 
 from __future__ import annotations
-
-import json
 
 import pandas as pd
 
@@ -35,18 +36,11 @@ def _libraries_markdown(group: pd.DataFrame) -> list[str]:
                     for _, row in rows.iterrows()])]
 
 
-def _gemm_floor_markdown(group: pd.DataFrame) -> list[str]:
-    """High-d cells: every row beside cuBLAS's GEMM of the cell's shape on the same GPU."""
-    if "gemm_tf32_s" not in group or group["gemm_tf32_s"].isna().all():
-        return []
-    timed = group.dropna(subset=["gemm_tf32_s"])
-    return ["", "Against the measured GEMM floor: cuBLAS's product of the cell's shape, (n x d) times (d x k), "
-            "the work of one assignment, timed on the same GPU in FP32 and in TF32; each row's time per "
-            "iteration as a multiple of each:", "",
-            markdown_table(["Implementation", "n", "per iteration", "FP32 GEMM", "multiple", "TF32 GEMM", "multiple"],
-                   [[row["label"], f"{row['n']:,}", flagged_text(row, seconds_text(row["per_iter_s"])),
-                     seconds_text(row["gemm_fp32_s"]), floor_multiple(row, "fp32"),
-                     seconds_text(row["gemm_tf32_s"]), floor_multiple(row, "tf32")] for _, row in timed.iterrows()])]
+def _floor_text(row) -> str:
+    """The compute floor and the ceiling it is taken at, "0.54ms (TF32 peak)"."""
+    if missing(row.get("compute_floor_s")):
+        return "-"
+    return f"{seconds_text(row['compute_floor_s'])} ({row['compute_unit']})"
 
 
 def _threads_markdown(group: pd.DataFrame) -> list[str]:
@@ -88,19 +82,19 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
          for _, row in group.iterrows()],
     ))
     if group["roofline_fraction"].notna().any():
-        out += ["", "Rows on the roofline: the declared bytes per iteration (each point read "
-                "once) over the time, as a fraction of the measured copy bandwidth of the processor "
-                "the row ran on (the GPU's; for kmbench-cpu the CPU's, every core copying); the "
-                "distance evaluations times the declared FP32 instructions per evaluation, as a "
-                "fraction of its measured FP32 rate (the GPU's FMA chains; on the CPU, the FMAs per "
-                "distance against BLAS SGEMM's FMA rate); the cell sits at the larger:", ""]
-        out.append(markdown_table(["Implementation", "n", "of copy bandwidth", "of FP32 issue rate", "roofline"],
-                          [[row["label"], f"{row['n']:,}", fraction_text(row["memory_fraction"]),
-                            fraction_text(row["arithmetic_fraction"]),
-                            flagged_text(row, f"{row['roofline_fraction']:.1%} of {row['roofline_limit']}")]
-                           for _, row in group.dropna(subset=["roofline_fraction"]).iterrows()]))
+        out += ["", "Against the floors of each row's own work: the compute floor is n k distances times "
+                "the cost the row declares (FP32 instructions, or TF32 or fp16 tensor-core FLOPs, 2 d a "
+                "distance) at the rate of that unit measured on the processor it ran on; the memory floor "
+                "is its declared bytes per iteration (each point read once) at the measured copy rate. "
+                "The cell sits at the larger share of its time:", ""]
+        out.append(markdown_table(
+            ["Implementation", "n", "per iteration", "compute floor", "x", "memory floor", "x", "roofline"],
+            [[row["label"], f"{row['n']:,}", seconds_text(row["per_iter_s"]),
+              _floor_text(row), floor_multiple(row, "compute"), seconds_text(row["memory_floor_s"]),
+              floor_multiple(row, "memory"),
+              flagged_text(row, f"{row['roofline_fraction']:.1%} of {row['roofline_limit']}")]
+             for _, row in group.dropna(subset=["roofline_fraction"]).iterrows()]))
     out += _threads_markdown(group)
-    out += _gemm_floor_markdown(group)
     out += _libraries_markdown(group)
     notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
@@ -111,7 +105,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
     return out
 
 
-def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title="kmbench report") -> str:
+def page(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title="kmbench report") -> str:
     """Every group's tables, then the published comparisons asked for: "seconds" (document
     000's table beside ours) and ("peak-rates", key) pairs for rate comparisons."""
     out = [f"# {title}", ""]
@@ -135,15 +129,3 @@ def markdown(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), ti
         else:
             out += [""] + rates_markdown(cells, comparison[1])
     return "\n".join(out + [""])
-
-
-def csv(cells: pd.DataFrame, source: str = "") -> str:
-    return cells.to_csv(index=False)
-
-
-def json_(cells: pd.DataFrame, source: str = "") -> str:
-    payload = {"source": source, "cells": json.loads(cells.to_json(orient="records"))}
-    return json.dumps(payload, indent=2) + "\n"
-
-
-FORMATS = {"markdown": markdown, "csv": csv, "json": json_}

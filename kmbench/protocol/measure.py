@@ -1,0 +1,144 @@
+"""The one measuring loop, for every task: one implementation on one problem, never raising.
+
+    setup        prepare(problem), timed on the harness's clock (compile, build, upload)
+    warm-up      uncounted runs (compilation, JIT, caches); the first one's time is kept
+    counted      `repeats` runs, or fewer where the time budget (`max_time`) runs out; a row
+                 that repeats inside its own process (native programs) is called once
+    clock check  every run under the harness's own clock, GPU synchronised on both sides; what
+                 the row claims for its timed region is checked against it (the task says how)
+    memory       peak host and GPU memory of prepare and every run
+    judge        every counted result, by the task's judge, untimed
+    release      always, whatever happened before
+    errors       anything raised becomes the record's `error` status, one sentence and a traceback
+
+The task (kmbench.protocol.task.Task) supplies what differs: how many runs, what a run claims,
+how it is judged, and which record fields its measurements make.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from kmbench.protocol import clock, validate
+from kmbench.protocol.memory import MemoryWatch
+from kmbench.protocol.timing import spread_warning, summarize
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How many runs a cell makes."""
+
+    warmup: int = 1
+    repeats: int = 5
+    max_time: float | None = None  # seconds of counted runs after which the cell stops repeating
+
+
+@dataclass
+class Measured:
+    """What the loop saw of one implementation on one problem."""
+
+    setup: float | None = None  # seconds of prepare
+    first_run: float | None = None  # the first warm-up run's claimed time (a cold start)
+    times: list[float] = field(default_factory=list)  # each counted repeat's claimed time
+    wall: list[float] = field(default_factory=list)  # the harness's clock around each counted call
+    counted: list = field(default_factory=list)  # the result of each counted call
+    stopped_by_budget: bool = False
+    validation: float | None = None  # seconds the judge took (untimed)
+    memory: dict = field(default_factory=dict)  # {"host_bytes", "gpu_bytes"}: peaks above the start
+    followed: dict = field(default_factory=dict)  # what task.followed said of the problem as run
+
+
+def usable(impl) -> tuple[bool, str]:
+    """`available()`, with a check that itself fails counted as a reason, not a crash."""
+    try:
+        return impl.available()
+    except Exception as exc:
+        return False, f"availability check failed: {exc}"
+
+
+def error_fields(exc: Exception) -> dict:
+    message = str(exc).strip() or type(exc).__name__
+    return {"status": validate.ERROR, "detail": message.splitlines()[0][:500],
+            "traceback": traceback.format_exc(limit=6)}
+
+
+def build_info(impl) -> dict:
+    try:
+        return impl.build_info()
+    except Exception as exc:
+        return {"error": str(exc)}
+
+
+def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
+    """One cell's record fields (the header aside); `problem` is None where no row could run
+    yet, and then `impl` cannot either: the record says so. progress(text): the judge's steps."""
+    record: dict = {"warnings": []}
+    ready, why = usable(impl)
+    if not ready or problem is None:
+        return {**record, "status": validate.SKIPPED, "detail": why or "no problem was made"}
+    measured = Measured()
+    problem, measured.followed = task.followed(impl, problem, oracle)
+    record.update(measured.followed)
+    watch = MemoryWatch()
+    try:
+        with watch:
+            _runs(task, impl, problem, task.counting(impl, problem), measured)
+        if not measured.counted or not measured.times:
+            raise RuntimeError("the implementation returned no counted repeat")
+        # What the timed runs did (strategy, filter counts): before the judge's runs overwrite it.
+        record["build"] = build_info(impl)
+        judging = time.perf_counter()
+        verdict = task.judge(measured.counted, oracle, problem, impl, progress)
+        measured.validation = time.perf_counter() - judging
+    except Exception as exc:
+        record.update(error_fields(exc))
+        return record  # with the build information `finally` adds
+    finally:
+        try:
+            impl.release()
+        except Exception:
+            pass
+        record.setdefault("build", build_info(impl))
+    measured.memory = watch.peaks()
+    warning = spread_warning(summarize(measured.times))
+    if warning:
+        record["warnings"].append(warning)
+    fields = task.fields(impl, problem, oracle, measured, verdict)
+    record["warnings"] += fields.pop("warnings", [])
+    record.update(fields)
+    return record
+
+
+def _timed_run(task, impl, problem):
+    """(result, wall seconds, the times it claims): one run under the harness's clock."""
+    result, wall = clock.timed(lambda: impl.run(problem))
+    return result, wall, task.claims(impl, problem, result, wall)
+
+
+def _runs(task, impl, problem, counting: Counting, measured: Measured) -> None:
+    start = time.perf_counter()
+    impl.prepare(problem)
+    measured.setup = time.perf_counter() - start
+    if impl.runs_repeats_itself:
+        # Native programs repeat inside their own process and report each counted repeat.
+        result, wall, claims = _timed_run(task, impl, problem)
+        measured.times, measured.wall, measured.counted = list(claims), [wall], [result]
+        measured.first_run = result.phases.get("first_run")
+        measured.stopped_by_budget = len(claims) < counting.repeats
+        return
+    for index in range(counting.warmup):
+        _, _, claims = _timed_run(task, impl, problem)
+        if index == 0:
+            measured.first_run = claims[0] if claims else None
+    budget_start = time.perf_counter()
+    for _ in range(counting.repeats):
+        result, wall, claims = _timed_run(task, impl, problem)
+        measured.counted.append(result)
+        measured.times.append(claims[0] if claims else wall)  # a row that times nothing: the wall
+        measured.wall.append(wall)
+        over = counting.max_time is not None and time.perf_counter() - budget_start > counting.max_time
+        if over and len(measured.counted) < counting.repeats:
+            measured.stopped_by_budget = True
+            break
