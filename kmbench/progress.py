@@ -1,8 +1,9 @@
 """What a run shows while it works. On a terminal: one bar over the cells, the cell in progress
-named beside it. Off one (a log file, CI): a line when a cell starts and ends, and one at
-least every HEARTBEAT_S seconds while a cell runs, so a nine-minute cell is never silent.
-Both take the same calls from the one runner (kmbench.protocol.task.run_cells), whatever the
-task: start (a row and the workload's name), note, done, skip."""
+named beside it with the stage it is in. Off one (a log file, CI): a line when a cell starts and
+ends, and one at least every HEARTBEAT_S seconds while a cell runs, so a nine-minute cell is
+never silent; a row that cannot run here makes no line (the summary below the table counts
+them). Both take the same calls from the one runner (kmbench.protocol.task.run_cells), whatever
+the task: start (a row and the workload's name), note, done, skip."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from kmbench.protocol.task import usable
 from kmbench.protocol.timing import format_seconds
 
 HEARTBEAT_S = 30.0
@@ -25,12 +27,14 @@ class BarReporter:
     def __init__(self, progress: Progress, total: int):
         self.progress = progress
         self.task = progress.add_task("starting", total=total)
+        self.cell = ""
 
     def start(self, impl, where: str):
-        self.progress.update(self.task, description=f"{impl.name} on {where}")
+        self.cell = f"{impl.name} on {where}"
+        self.progress.update(self.task, description=self.cell)
 
     def note(self, text):
-        self.progress.update(self.task, description=text)
+        self.progress.update(self.task, description=f"{self.cell}: {text}")
 
     def done(self, record):
         self.progress.advance(self.task)
@@ -46,6 +50,7 @@ class LineReporter:
         self.console, self.total, self.heartbeat_s = console, total, heartbeat_s
         self.finished = 0
         self.cell = ""
+        self.quiet = False
         self.latest_note = ""
         self.started = self.last_line = time.monotonic()
         self._lock = threading.Lock()
@@ -67,13 +72,18 @@ class LineReporter:
 
     def start(self, impl, where: str):
         self.cell, self.latest_note, self.started = f"{impl.name} on {where}", "", time.monotonic()
-        self._say(f"[{self.finished}/{self.total}] {self.cell}: started")
+        self.quiet = not usable(impl)[0]  # skipped at once: counted, not said
+        if not self.quiet:
+            self._say(f"[{self.finished}/{self.total}] {self.cell}: started")
 
     def note(self, text):
         self.latest_note = text  # oracle progress comes per iteration: the heartbeat shows the latest
 
     def done(self, record):
         self.finished += 1
+        if self.quiet and record.get("status") == "skipped":
+            self.cell = ""
+            return
         per_iteration = record.get("per_iteration_s")
         timing = f", {format_seconds(per_iteration)} per iteration" if per_iteration else ""
         self._say(f"[{self.finished}/{self.total}] {self.cell}: {record.get('status')}{timing}")

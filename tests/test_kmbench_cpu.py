@@ -126,8 +126,13 @@ class _BruteForce(KmbenchCpu):
         return [*super().compile_flags(), "-DKMBENCH_NO_SORTED"]
 
 
-def _centroids(impl, data, start, iterations):
+def _centroids(impl, data, start, iterations, threads=None):
+    from dataclasses import replace
+
+    from kmbench.protocol import Options
+
     _, _, problem = memory_problem(data, len(start), iterations, start=start, warmup=0)
+    problem = replace(problem, options=Options(threads=threads))
     impl.prepare(problem)
     try:
         return impl.run(problem).centroids
@@ -150,15 +155,17 @@ def test_the_sorted_search_picks_exactly_what_scoring_every_centroid_picks(d, la
     """Many centroids at low d go through the sorted-axis search. Its scores are the brute-force
     pass's, so the two builds must end on the same float64 centroids, bit for bit, also where
     centroids are duplicated or tie exactly (decided by index, not by the sorted order; on the
-    lattice a tie at exactly the axis gap must still be scored), or share values on an axis."""
+    lattice a tie at exactly the axis gap must still be scored), or share values on an axis.
+    One thread: with several, which thread sums which points varies (dynamic work units), and
+    so do the sums' last bits."""
     rng = np.random.default_rng(d)
     data = _blobs(20_011, d, 400, seed=d) if layout == "blobs" else _lattice(20_000, d, d)
     data[:, 0] = np.round(data[:, 0])  # many equal values on one axis
     start = data[rng.choice(len(data), 300, replace=False)].astype(np.float64)
     start[200:300] = start[rng.choice(200, 100, replace=False)]  # duplicates after their originals
     start[100:110] = start[290:300]  # ... and before them
-    sorted_run = _centroids(KmbenchCpu(), data, start, iterations)
-    brute_run = _centroids(_BruteForce(), data, start, iterations)
+    sorted_run = _centroids(KmbenchCpu(), data, start, iterations, threads=1)
+    brute_run = _centroids(_BruteForce(), data, start, iterations, threads=1)
     np.testing.assert_array_equal(sorted_run, brute_run)
 
 
@@ -186,6 +193,14 @@ def test_any_thread_count_gives_the_same_answer_and_is_recorded(threads):
     assert record["status"] == "ok", record.get("detail")
     assert record["build"]["threads"] == threads
     assert record["label"] == f"kmbench CPU ({threads} thread{'' if threads == 1 else 's'})"
+
+
+def test_waiting_threads_sleep_unless_the_user_says_otherwise(monkeypatch):
+    """A spinning OpenMP thread held a core from the thread it waited for on a busy machine."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert KmbenchCpu().environment()["OMP_WAIT_POLICY"] == "passive"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "active")
+    assert KmbenchCpu().environment()["OMP_WAIT_POLICY"] == "active"
 
 
 def test_a_bad_thread_count_in_the_environment_is_one_sentence(monkeypatch):

@@ -18,7 +18,7 @@ import numpy as np
 from kmbench.protocol import Implementation, Problem, Result
 from kmbench.protocol.timing import host_region
 
-HOW_TO_GET = "pip install faiss-cpu (or the project's [peers] extra)"
+HOW_TO_GET = "pip install 'kmbench[peers]' (or faiss-cpu alone)"
 NEVER_STOP = -1.0  # faiss stops when the objective falls by less than threshold x itself
 
 

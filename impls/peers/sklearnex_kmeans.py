@@ -20,7 +20,7 @@ import numpy as np
 from kmbench.protocol import Implementation, Problem, Result
 from kmbench.protocol.timing import host_region
 
-HOW_TO_GET = "pip install scikit-learn-intelex (x86-64 only; or the project's [peers] extra)"
+HOW_TO_GET = "pip install 'kmbench[peers]' (or scikit-learn-intelex alone; x86-64 only)"
 
 
 class _Messages(logging.Handler):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import warnings
 
 import typer
@@ -75,4 +76,7 @@ def main():
     # Libraries' INFO lines (sklearnex's "running accelerated version", Dask's start-up) are
     # not the user's business; their warnings still show.
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    # distributed sets its own logger to INFO when imported (its config's `logging` key), under
+    # the root's WARNING: its config says warning instead, unless the user's environment says.
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     app()

@@ -110,11 +110,10 @@ def run(
     sizes, make = planned_datasets(n or "100000", dataset, d or 2, centers or 5, dtype or "float32", data_dir, label_column)
     plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)
     data = made_datasets(make)
-    for index, count in enumerate(counts or [None]):
-        # After the first count only the rows that take a thread count run again.
-        chosen = impls if index == 0 else [one for one in impls if one.takes_threads]
-        if chosen:
-            run_and_show(chosen, data, settings, store, data_dir, row_options(count, scheduler))
+    # After the first count only the rows that take a thread count run again.
+    passes = [(impls if index == 0 else [one for one in impls if one.takes_threads], row_options(count, scheduler))
+              for index, count in enumerate(counts or [None])]
+    run_and_show([(chosen, options) for chosen, options in passes if chosen], data, settings, store, data_dir)
 
 
 @app.command("report")
@@ -185,7 +184,7 @@ def reproduce(
         plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
     if chosen.plots:
-        require_matplotlib()
+        require_matplotlib(f"kmbench reproduce {name} (it draws the suite's plots)")
     records = plan.latest_records(steps, store) if no_run else execute_plan(steps, store, data_dir, force,
                                                                             row_options())
     if not records:
@@ -244,7 +243,7 @@ def sweep(
     steps = plan.expand([spec], settings, numbers("--k", k), numbers("--iters", iters), impl)
     plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
-    require_matplotlib()
+    require_matplotlib("kmbench sweep (it draws its plots)")
     records = execute_plan(steps, store, data_dir, force, row_options())
     cells = report.cells_frame(records)
     write_text(markdown.render(Contents(records, str(results.store_path(store)), "kmbench sweep", comparisons=())), out)

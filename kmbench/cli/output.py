@@ -3,37 +3,84 @@ the runs themselves with their progress (kmbench.progress picks a bar or plain l
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from kmbench import progress
 from kmbench.cli.app import STATUS_STYLE, console, errors
 from kmbench.data import files, results
-from kmbench.plans import plan
+from kmbench.judge import precision
+from kmbench.plans import estimate, plan
 from kmbench.protocol import Options
+from kmbench.protocol.device import nvidia_gpu_present
+from kmbench.protocol.task import usable
 from kmbench.protocol.timing import format_seconds
-from kmbench.report import formatting, report
+from kmbench.report import report
 from kmbench.report.plot import per_iteration_chart, sweep_charts
 from kmbench.tasks import lloyd
 
 
+# What a cell's status shows beside it when the row computes in less than its data's precision.
+SHORT_PRECISION = {"float32": "f32", "tf32": "tf32", "float16": "f16", "bfloat16": "bf16"}
+# Words of the reasons of rows that need a GPU's software stack (impls' available()).
+GPU_STACK = ("CuPy", "PyTorch", "cuML", "CUDA", "GPU", "Numba")
+VARYING = ("d", "k", "threads")  # shown as columns only where the table's cells differ in them
+
+
+def _precision_mark(record: dict) -> str:
+    computed = (record.get("validation") or {}).get("dtype")
+    narrower = precision.narrower(computed, record["dataset"]["dtype"])
+    return f" ({SHORT_PRECISION.get(computed, computed)})" if narrower else ""
+
+
+def _cell_key(impl, dataset, k, threads) -> tuple:
+    return impl, dataset, int(k), None if threads is None or pd.isna(threads) else int(threads)
+
+
+def _iterations_short(row) -> str:
+    """Iterations executed, "of" those expected where they differ (the warnings below say why)."""
+    executed, reference = row["iters_executed"], row.get("reference_iterations")
+    if pd.isna(executed):
+        return "-"
+    expected = row["iterations"] if reference is None or pd.isna(reference) else reference
+    return f"{int(executed)}" if executed == expected else f"{int(executed)}/{int(expected)}"
+
+
+def _count_short(n: int) -> str:
+    """100k, 1M, 10M for round counts (a column of 10,000,000s took a tenth of the screen)."""
+    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n:,}"
+
+
 def summary_table(records: list[dict]) -> Table:
-    cells = report.cells_frame(records)
-    table = Table(title="kmbench run: Lloyd loop, mean of counted repeats; speedup vs scikit-learn")
-    for column, width in (("impl", 9), ("n", 6), ("status", 8), ("iters", 5), ("mean", 9),
-                          ("per iter", 9), ("speedup", 7)):
-        table.add_column(column, no_wrap=True, min_width=width,
-                         justify="left" if column in ("impl", "status") else "right")
+    """The cells that ran, in at most 100 columns (the report files carry the detail); rows that
+    cannot run here are summed below instead (skipped_lines). d, k and the thread count get a
+    column where the cells differ in them, so a sweep's rows do not look like duplicates."""
+    shown = [record for record in records if record["status"] != "skipped"]
+    cells = report.cells_frame(shown)
+    marks = {_cell_key(r["impl"], r["dataset"]["name"], r["params"]["k"], (r.get("build") or {}).get("threads")):
+             _precision_mark(r) for r in shown}
+    varying = [name for name in VARYING if not cells.empty and cells[name].dropna().nunique() > 1]
+    title = "kmbench run: Lloyd loop, mean of counted repeats; speedup vs scikit-learn"
+    table = Table(title=title, min_width=len(title), box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
+    for column in ("impl", "n", *varying, "status", "iters", "mean", "per iter", "speedup"):
+        table.add_column(column, no_wrap=True, justify="left" if column in ("impl", "status") else "right")
     for _, row in cells.iterrows():
         style = STATUS_STYLE.get(row["status"], "")
         speedup = row["speedup_vs_sklearn"]
+        mark = marks.get(_cell_key(row["impl"], row["dataset"], row["k"], row["threads"]), "")
         table.add_row(
-            row["impl"], f"{row['n']:,}", f"[{style}]{row['status']}[/]", formatting.iterations_text(row),
+            row["impl"], _count_short(int(row["n"])), *("-" if pd.isna(row[name]) else f"{int(row[name]):,}" for name in varying),
+            f"[{style}]{row['status']}[/]{mark}", _iterations_short(row),
             format_seconds(row["mean_s"]) if pd.notna(row["mean_s"]) else "-",
             format_seconds(row["per_iter_s"]) if pd.notna(row["per_iter_s"]) else "-",
             f"{speedup:.2f}x" if pd.notna(speedup) else "-",
@@ -41,13 +88,37 @@ def summary_table(records: list[dict]) -> Table:
     return table
 
 
+def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
+    """One line per reason rows cannot run here, the rows counted: "17 GPU rows skipped: no GPU
+    here", "2 rows not installed (faiss-cpu, sklearnex): pip install 'kmbench[peers]'"."""
+    reasons: dict[str, set] = {}
+    for record in records:
+        if record["status"] != "skipped":
+            continue
+        why = record.get("detail") or "no reason given"
+        if not gpu_here and any(word in why for word in GPU_STACK):
+            reason = "GPU skipped: no GPU here"
+        elif "not installed" in why and "pip install" in why:
+            hint = re.split(r"\)| \(", why[why.index("pip install"):])[0].strip()
+            reason = f"not installed: {hint}"
+        else:
+            reason = why
+        reasons.setdefault(reason, set()).add(record["impl"])
+    lines = []
+    for reason, names in reasons.items():
+        gpu = reason.startswith("GPU ")
+        count = f"{len(names)}{' GPU' if gpu else ''} row{'s' if len(names) > 1 else ''}"
+        listed = f" ({', '.join(sorted(names))})" if len(names) <= 4 and not gpu else ""
+        lines.append(f"{count}{reason[3:]}" if gpu else f"{count}{listed} {reason}"
+                     if reason.startswith("not installed") else f"{count} skipped{listed}: {reason}")
+    return lines
+
+
 def show_warnings(records: list[dict]) -> None:
     """Below the table, where a long sentence has room: why a cell is not ok, and warnings.
-    Implementations that cannot run here are one line (`kmbench list` gives each one's why)."""
-    skipped = sorted({record["impl"] for record in records if record["status"] == "skipped"})
-    if skipped:
-        errors.print(f"[yellow]skipped[/] {len(skipped)} implementations that cannot run here "
-                     f"(`kmbench list` says why): {', '.join(skipped)}", highlight=False)
+    Rows that cannot run here are summed, one line per reason (`kmbench list` gives each one's)."""
+    for line in skipped_lines(records, nvidia_gpu_present()):
+        errors.print(f"[yellow]{escape(line)}[/]", highlight=False)
     for record in records:
         if record["status"] not in ("ok", "skipped"):
             style = STATUS_STYLE.get(record["status"], "")
@@ -58,15 +129,27 @@ def show_warnings(records: list[dict]) -> None:
                          highlight=False)
 
 
-def run_and_show(impls, data, settings, store, data_dir=None, options: Options = Options()):
-    with progress.reporting(console, len(impls) * len(data)) as reporter:
-        records = lloyd.run(impls, data, settings, store, reporter, data_dir, options)
+def run_and_show(passes, data, settings, store, data_dir=None):
+    """passes: (implementations, the options they are handed: a thread count, say) in turn, all in
+    one table."""
+    rows = sum(usable(impl)[0] for impls, _ in passes for impl in impls)
+    warn_long([estimate.Planned(dataset.name, dataset.n, dataset.d, settings, rows) for dataset in data])
+    records = []
+    with progress.reporting(console, sum(len(impls) for impls, _ in passes) * len(data)) as reporter:
+        for impls, options in passes:
+            records += lloyd.run(impls, data, settings, store, reporter, data_dir, options)
     console.print(summary_table(records))
     show_seeding_times(records)
     show_warnings(records)
     console.print(f"{len(records)} records appended to {results.store_path(store)}; "
                   "`kmbench report` renders every stored record.")
     return records
+
+
+def warn_long(planned: list) -> None:
+    """Before anything runs: how long each long cell will take (kmbench.plans.estimate)."""
+    for line in estimate.long_cells(planned):
+        errors.print(f"[yellow]long[/] {escape(line)}", highlight=False)
 
 
 def show_seeding_times(records):
@@ -93,6 +176,9 @@ def write_text(text: str, out: Optional[Path]):
 def execute_plan(steps, store, data_dir, force, options: Options = Options()):
     """Run a checked plan with one bar over every cell (skipped cells advance it too)."""
     total = sum(len(step.impls) for step in steps)
+    done = set() if force else plan.finished(store)
+    warn_long([estimate.Planned(step.name, plan.dataset_name(step.spec)[1], step.spec.get("d", 2), step.settings,
+                                sum(usable(impl)[0] for impl in plan.remaining(step, done))) for step in steps])
     with progress.reporting(console, total) as reporter:
         records, skipped = plan.execute(steps, store, reporter, data_dir, force, options)
     if records:

@@ -62,7 +62,7 @@ def _read_text(path: Path, label_column: bool, notes: list[str]) -> np.ndarray:
             warnings.simplefilter("ignore")  # "input contained no data": said below, in one sentence
             data = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64, skiprows=int(header))
     except ValueError as exc:
-        raise UsageError(f"{path} has text that is not a number: {exc}.") from None
+        raise UsageError(f"{path} has text that is not a number: {str(exc).rstrip('.')}.") from None
     if data.size == 0:
         raise UsageError(f"{path} holds a header line but no points.")
     if label_column:

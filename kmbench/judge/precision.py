@@ -46,6 +46,11 @@ def declared(name: str) -> Precision:
         raise UsageError(f"unknown precision {name!r}; kmbench knows {', '.join(PRECISIONS)}") from None
 
 
+def narrower(computed: str | None, data: str) -> bool:
+    """Does a row compute in less precision than its data hold (float32 on float64 data, say)?"""
+    return computed in PRECISIONS and data in PRECISIONS and PRECISIONS[computed].input > PRECISIONS[data].input
+
+
 def gamma(m: float, u: float) -> float:
     """gamma_m: |prod (1 + delta_i)^(+-1) - 1| <= gamma_m for m roundings of unit u each."""
     mu = m * u

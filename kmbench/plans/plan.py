@@ -138,6 +138,11 @@ def finished(store=None) -> set:
     return set(cells.finished(results.load(store), lambda record: environment.identity(record.get("env")) == here))
 
 
+def remaining(step: Step, done: set) -> list:
+    """The step's implementations whose cell is not among `done` (finished(store))."""
+    return [impl for impl in step.impls if _planned(impl.name, step.name, step.settings) not in done]
+
+
 def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=False,
             options: Options = Options()) -> tuple[list[dict], int]:
     """Run every step, each row handed `options`; returns the new records and the number of cells skipped."""
@@ -145,7 +150,7 @@ def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=F
     records, skipped = [], 0
     for step in steps:
         dataset = make_dataset(step.spec, data_dir)
-        todo = [impl for impl in step.impls if _planned(impl.name, dataset.name, step.settings) not in done]
+        todo = remaining(step, done)
         skipped += len(step.impls) - len(todo)
         if reporter:
             reporter.skip(len(step.impls) - len(todo))

@@ -61,6 +61,9 @@ class Problem:
     # An untimed validation run: a row that `traces` returns every iteration's centroids.
     trace: bool = False
     options: Options = field(default_factory=Options)
+    # kmbench.KMeans's stop rule (scikit-learn's), for a row that `follows_shift`: also stop after
+    # an iteration whose centroids moved by at most this, summed squared shift. Never in a record.
+    shift_tol: float | None = None
 
     @property
     def n(self) -> int:
@@ -127,6 +130,7 @@ class Implementation:
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
     takes_threads: bool = False  # follows Problem.options.threads (`run --threads`), so a scaling run repeats it
+    follows_shift: bool = False  # stops by Problem.shift_tol itself (else kmbench.KMeans steps it)
     roofline_on: str = "gpu"  # whose measured ceilings its declared counts are held against ("gpu" or "cpu")
     # Where the row stands in `kmbench list`, in a run of every row and in reports (lower first);
     # None: no place declared (rows from entry points may leave it out and come last).

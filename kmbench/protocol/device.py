@@ -8,9 +8,16 @@ plans (which pin the data they make in memory) may not import an implementation,
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from kmbench.errors import ImplementationError
+
+
+def nvidia_gpu_present() -> bool:
+    """An NVIDIA GPU on this machine, whatever software can use it (the driver's device file)."""
+    return Path("/dev/nvidia0").exists() or Path("/proc/driver/nvidia/gpus").is_dir()
 
 
 def cuda_status() -> tuple[bool, str]:

@@ -55,7 +55,9 @@ def _load(path: Path, start: np.ndarray, expected: dict) -> validate.Oracle | No
             raise ValueError("it names another problem (data, start or stop rule)")
         return oracle
     except Exception as exc:  # a cache file is data, not code: any failure means recompute
-        warnings.warn(f"oracle cache entry {path} is damaged or foreign ({type(exc).__name__}: {str(exc)[:160]}); "
+        # The reason's first sentence, whole (numpy's can run to several, with advice for another use).
+        reason = (str(exc).strip().splitlines() or [""])[0].split(". ")[0].rstrip(".")
+        warnings.warn(f"oracle cache entry {path} is damaged or foreign ({type(exc).__name__}: {reason}); "
                       "recomputing it", datasets.CacheWarning, stacklevel=3)
         return None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 from kmbench.data.datasets import Dataset
-from kmbench.judge import trajectory
+from kmbench.judge import precision, trajectory
 from kmbench.protocol import Implementation, Options, Problem, Result, ceilings, clock, explain, oracles, reference, validate
 from kmbench.protocol.measure import Counting, Measured
 from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
@@ -82,10 +82,12 @@ class LloydProtocol(Task):
         return make_problem(dataset, self.settings, self.options)
 
     def oracle(self, dataset: Dataset, problem: Problem, progress=None) -> validate.Oracle:
-        note = (lambda text: progress(f"{text} on {dataset.name}")) if progress else None
-        if note:
-            note("float64 reference")
-        return oracles.get(dataset, problem, self.data_dir, progress=note)[0]
+        if progress:
+            progress("float64 reference")
+        oracle = oracles.get(dataset, problem, self.data_dir, progress=progress)[0]
+        if progress:  # the stage it is in now, not the reference's last iteration (issue 34)
+            progress("timed runs")
+        return oracle
 
     def counting(self, impl: Implementation, problem: Problem) -> Counting:
         return Counting(self.settings.warmup, self.settings.repeats, self.settings.max_time)
@@ -156,6 +158,8 @@ class LloydProtocol(Task):
             fields["achieved_bandwidth_Bps"] = fields["bytes_per_iteration"] / fields["per_iteration_s"]
         fields["reference_iterations"] = oracle.iterations
         fields["warnings"] = iteration_warnings(iterations, oracle.iterations, measured.followed["stop"]["followed"])
+        if precision.narrower(dtype, str(problem.dtype)):  # --dtype float64 does not make it compute so
+            fields["warnings"].append(f"computes in {dtype} on {problem.dtype} data: judged by {dtype}'s bounds")
         return fields
 
 

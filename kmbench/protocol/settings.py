@@ -33,7 +33,9 @@ def check_settings(settings: Settings) -> None:
     if settings.k < 1:
         raise UsageError(f"--k must be at least 1; got {settings.k}.")
     if settings.iterations < 1:
-        raise UsageError(f"--iters and --max-iters must be at least 1; got {settings.iterations}.")
+        # --max-iters only where it exists and counts: `run` under the tolerance rule.
+        names = "--iters (or --max-iters)" if settings.stop == "tolerance" else "--iters"
+        raise UsageError(f"{names} must be at least 1; got {settings.iterations}.")
     if settings.stop not in STOP_RULES:
         raise UsageError(f"--stop must be one of {', '.join(STOP_RULES)}; got {settings.stop!r}.")
     if not 0 <= settings.tol <= 1:

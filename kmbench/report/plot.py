@@ -12,15 +12,16 @@ from kmbench.data import files
 from kmbench.errors import UsageError
 
 
-def require_matplotlib():
-    """pyplot on the file-only backend, or a one-sentence UsageError saying how to get it."""
+def require_matplotlib(needed_by: str = "--plot"):
+    """pyplot on the file-only backend, or a one-sentence UsageError saying what needs it
+    (the option or command) and how to get it."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install 'kmbench[plot]'.") from None
+        raise UsageError(f"{needed_by} needs matplotlib: pip install 'kmbench[plot]'.") from None
     return plt
 
 

@@ -112,13 +112,17 @@ class NativeLloyd(Implementation):
             command += ["--tol", repr(float(problem.tol))]
         return command + (["--float32"] if self.single else [])
 
+    def environment(self) -> dict | None:
+        """The program's environment: None, this process's."""
+        return None
+
     def run(self, problem: Problem) -> Result:
         # Written for every run: the judge steps a row from centroids of its own (kmbench.judge).
         np.save(self._init_path, np.asarray(problem.initial_centroids, dtype=np.float64))
         start = time.perf_counter()
         try:
             done = subprocess.run(self.command(problem), capture_output=True, text=True,
-                                  timeout=self.timeout)
+                                  timeout=self.timeout, env=self.environment())
         except subprocess.TimeoutExpired:
             raise ImplementationError(f"{self.name} did not finish within {self.timeout:g} s") from None
         except OSError as exc:

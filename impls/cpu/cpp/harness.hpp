@@ -76,18 +76,23 @@ inline Matrix read_npy(const std::string& path) {
 // kmbench's stop rules. An iteration assigns every point and updates the means; with a
 // tolerance the run stops after the first iteration in which at most tol * n points changed
 // cluster (none, for tol = 0). In the first iteration every point counts as changed.
+// shift_tol >= 0 (kmbench.KMeans, scikit-learn's rule, for a program that calls `still`): also
+// stop after an iteration whose centroids moved by at most shift_tol, summed squared shift.
 struct StopRule {
   long max_iter = 300;
   double tol = -1;  // < 0: exactly max_iter iterations
+  double shift_tol = -1;
   bool done(std::size_t changed, std::size_t n) const {
     return tol >= 0 && double(changed) <= tol * double(n);
   }
+  bool still(double squared_shift) const { return shift_tol >= 0 && squared_shift <= shift_tol; }
 };
 
 struct Options {
   std::string data, init;
   long iterations = 300, warmup = 1, repeats = 5;
   double tol = -1;
+  double shift_tol = -1;
   double max_time = 0;  // seconds of counted repeats after which to stop; 0: no budget
   bool single = false;  // compute in float32
 };
@@ -106,6 +111,7 @@ inline Options parse(int argc, char** argv) {
     else if (flag == "--repeats") o.repeats = std::stol(value);
     else if (flag == "--max-time") o.max_time = std::stod(value);
     else if (flag == "--tol") o.tol = std::stod(value);
+    else if (flag == "--shift-tol") o.shift_tol = std::stod(value);
     else throw std::runtime_error("unknown option " + flag);
   }
   if (o.data.empty() || o.init.empty()) throw std::runtime_error("--data and --init are required");

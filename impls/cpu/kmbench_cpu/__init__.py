@@ -32,6 +32,10 @@ def thread_count(problem: Problem) -> int:
         return os.cpu_count() or 1
 
 
+def wait_policy() -> str:
+    return os.environ.get("OMP_WAIT_POLICY") or "passive"
+
+
 SORTED_SEARCH = "sorted search"  # kmbench_cpu.cpp's name for its low-d path for many centroids
 
 
@@ -46,6 +50,7 @@ class KmbenchCpu(NativeLloyd):
 
     roofline_on = "cpu"  # its counts below are held against the CPU's measured ceilings
     takes_threads = True
+    follows_shift = True  # kmbench.KMeans's rule, in one process rather than one per iteration
 
     label = "kmbench CPU"  # the harness adds the thread count asked for (LloydProtocol.label)
 
@@ -68,8 +73,16 @@ class KmbenchCpu(NativeLloyd):
         return [*build.BASE_FLAGS, "-fopenmp", "-march=native", "-mprefer-vector-width=512",
                 f"-DKMBENCH_CPU_MODEL={model}"]
 
+    def environment(self) -> dict:
+        """OpenMP threads that wait at the end of a loop sleep rather than spin (unless
+        OMP_WAIT_POLICY says otherwise): a spinning thread kept the core from the thread it
+        waited for whenever another program held the other core, and 2 threads took 12 ms an
+        iteration where 1 took 2.5 (NOTES.md, bench/cpu_fast_busy_core.py)."""
+        return {**os.environ, "OMP_WAIT_POLICY": wait_policy()}
+
     def command(self, problem: Problem) -> list[str]:
-        return [*super().command(problem), "--threads", str(self._threads)]
+        shift = [] if problem.shift_tol is None else ["--shift-tol", repr(float(problem.shift_tol))]
+        return [*super().command(problem), *shift, "--threads", str(self._threads)]
 
     def bytes_per_iteration(self, problem: Problem) -> int:
         """Each point read once, as the GPU rows count it (float32 after centring)."""
@@ -91,4 +104,5 @@ class KmbenchCpu(NativeLloyd):
 
     def build_info(self) -> dict:
         return {**super().build_info(), "precision": "fp32 distances on centred data, float64 sums",
-                "threads": self._threads, "cpu": cpu_model(), "strategy": self.strategy}
+                "threads": self._threads, "omp_wait_policy": wait_policy(), "cpu": cpu_model(),
+                "strategy": self.strategy}

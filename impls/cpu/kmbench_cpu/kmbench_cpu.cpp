@@ -46,6 +46,11 @@ constexpr std::size_t LOW_DIM = 16;
 constexpr std::size_t POINTS_PER_TILE = 4;  // of the portable high-d loop
 constexpr std::size_t CENTROIDS_PER_TILE = 16;
 constexpr std::size_t BLOCK = 64;  // points per block of the low-d path
+// Blocks per work unit, handed to whichever thread is free (schedule(dynamic)): equal static
+// shares made every iteration wait for a thread whose core another program held (issue 34: on
+// a busy 2-core machine 2 threads took 6.5 ms where 1 took 3.7). 64 blocks (4,096 points) keep
+// the hand-out's atomic under 1% of a unit's work at d = 2, k = 5 (NOTES.md).
+constexpr std::size_t UNIT_BLOCKS = 64;
 // Each thread keeps SUM_COPIES copies of its float64 sums and counts, point r of a block adding
 // to copy r % SUM_COPIES: with few clusters consecutive points share one, and each add in
 // memory would wait for the one before (the loop's latency, not its work, would set its time).
@@ -338,9 +343,13 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
       mine.changed = 0;
       std::vector<float> xt(low ? d * BLOCK : 0, 0.0f);
       int block_labels[BLOCK];
+#ifdef KMBENCH_CPU_STATIC_SCHEDULE  // the equal shares of before, for bench/cpu_fast_busy_core.py
 #pragma omp for schedule(static)
-      for (std::size_t first = 0; first < n; first += BLOCK) {
-        const std::size_t rows = std::min(BLOCK, n - first);
+#else
+#pragma omp for schedule(dynamic, UNIT_BLOCKS)
+#endif
+      for (std::size_t block = 0; block < (n + BLOCK - 1) / BLOCK; ++block) {
+        const std::size_t first = block * BLOCK, rows = std::min(BLOCK, n - first);
         const float* x = &p.x[first * d];
         if (path == Path::sorted_search) {
 #ifdef KMBENCH_AVX2
@@ -369,10 +378,15 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
         for (std::size_t e = 0; e < k * d; ++e) sums[e] += part.sums[copy * k * d + e];
       }
     }
+    double squared_shift = 0;
     for (std::size_t j = 0; j < k; ++j)
       if (counts[j] > 0)
-        for (std::size_t a = 0; a < d; ++a) centroids[j * d + a] = sums[j * d + a] / double(counts[j]);
-    if (stop.done(changed, n)) break;
+        for (std::size_t a = 0; a < d; ++a) {
+          const double moved = sums[j * d + a] / double(counts[j]);
+          squared_shift += (moved - centroids[j * d + a]) * (moved - centroids[j * d + a]);
+          centroids[j * d + a] = moved;
+        }
+    if (stop.done(changed, n) || stop.still(squared_shift)) break;
   }
   return std::min(done, stop.max_iter);
 }
@@ -396,7 +410,7 @@ int main(int argc, char** argv) {
     for (double& m : p.mean) m /= double(p.n);
     for (std::size_t i = 0; i < p.n; ++i)
       for (std::size_t a = 0; a < p.d; ++a) p.x[i * p.d + a] = float(data.values[i * p.d + a] - p.mean[a]);
-    const kmbench::StopRule stop{o.iterations, o.tol};
+    const kmbench::StopRule stop{o.iterations, o.tol, o.shift_tol};
     std::vector<double> centroids, times, warmup;
     const long executed = kmbench::timed_runs(
         o,
