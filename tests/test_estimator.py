@@ -80,7 +80,7 @@ def test_the_default_backend_is_the_fastest_that_runs_here():
     """Before, the default was kmbench-gpu, and KMeans() failed on every machine without a GPU."""
     from impls.gpu.cuda import cuda_status
 
-    from impls.cpu_fast import KmbenchCpu
+    from impls.cpu.kmbench_cpu import KmbenchCpu
 
     model = kmbench.KMeans(n_clusters=4, random_state=0).fit(_data())
     on_cpu = "kmbench-cpu" if KmbenchCpu().available()[0] else "numpy"

@@ -112,7 +112,7 @@ def test_after_the_reference_the_progress_names_the_timed_runs():
 
 @pytest.mark.skipif(build.find_compiler()[0] is None, reason="no C++ compiler on PATH")
 def test_a_row_computing_in_float32_on_float64_data_says_so():
-    from impls.cpu_fast import KmbenchCpu
+    from impls.cpu.kmbench_cpu import KmbenchCpu
 
     data = blob_data(np.random.default_rng(2), n=3_000).astype(np.float64)
     _, record = gpu_cell(KmbenchCpu(), data, 5, 6)

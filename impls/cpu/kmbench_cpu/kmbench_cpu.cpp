@@ -343,7 +343,7 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
       mine.changed = 0;
       std::vector<float> xt(low ? d * BLOCK : 0, 0.0f);
       int block_labels[BLOCK];
-#ifdef KMBENCH_CPU_STATIC_SCHEDULE  // the equal shares of before, for bench/cpu_fast_busy_core.py
+#ifdef KMBENCH_CPU_STATIC_SCHEDULE  // the equal shares of before, for bench/kmbench_cpu_busy_core.py
 #pragma omp for schedule(static)
 #else
 #pragma omp for schedule(dynamic, UNIT_BLOCKS)

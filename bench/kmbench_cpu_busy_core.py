@@ -4,11 +4,11 @@ shares, built with -DKMBENCH_CPU_STATIC_SCHEDULE) or of now (dynamic units), eac
 how a thread waits at the end of a parallel loop. "default": libgomp's own (it spins a while,
 then sleeps); "passive": OMP_WAIT_POLICY=passive (it sleeps at once and gives its core back);
 a number N: GOMP_SPINCOUNT=N (it spins N times, then sleeps). Timed on the
-binary itself, as bench/cpu_fast_variants.py does; the centroid checksum shows the builds agree.
+binary itself, as bench/kmbench_cpu_variants.py does; the centroid checksum shows the builds agree.
 Everything, spinner included, runs on --cpus only, so a larger machine measures the 2-core case
 the issue saw (issue 34: 2 threads 6.47 ms, 1 thread 3.72 ms at 1e6 x 2, k = 5).
 
-    python3 bench/cpu_fast_busy_core.py [--cpus 0,1] [--threads 1,2] [--waits default,passive] [--passes 3]
+    python3 bench/kmbench_cpu_busy_core.py [--cpus 0,1] [--threads 1,2] [--waits default,passive] [--passes 3]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-SOURCE = Path(__file__).resolve().parents[1] / "impls" / "cpu_fast" / "kmbench_cpu.cpp"
+SOURCE = Path(__file__).resolve().parents[1] / "impls" / "cpu" / "kmbench_cpu" / "kmbench_cpu.cpp"
 FLAGS = ["-O3", "-std=c++17", "-fopenmp", "-march=native", "-mprefer-vector-width=512"]  # kmbench's
 BUILDS = {"static": ["-DKMBENCH_CPU_STATIC_SCHEDULE"], "dynamic": []}
 SPIN = "while True: pass"
