@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from impls.cpp import build
+from impls.cpu.cpp import build
 from kmbench import progress
 from kmbench.cli import app
 from kmbench.cli.output import skipped_lines, summary_table

@@ -207,8 +207,10 @@ def test_exact_ties_go_to_the_harness_lower_index_in_either_order(order, monkeyp
 
 
 @pytest.mark.gpu
-def test_high_d_cells_carry_the_measured_gemm_floor(tmp_path):
-    from kmbench.protocol import runner
+def test_a_tensor_cell_is_floored_by_the_measured_tf32_rate(tmp_path):
+    """The tensor path declares TF32 FLOPs; its record carries them, the environment the TF32
+    rate measured on this GPU, and its compute floor is 2 n d k at that rate."""
+    from kmbench.protocol import ceilings, runner
     from kmbench.data.datasets import Dataset
     from kmbench.tasks import lloyd
 
@@ -216,7 +218,10 @@ def test_high_d_cells_carry_the_measured_gemm_floor(tmp_path):
     settings = runner.Settings(k=20, iterations=3, warmup=0, repeats=1)
     record, = lloyd.run([_tensor()], [data], settings, store=tmp_path / "r.jsonl")
     assert record["status"] == "ok", record.get("detail")
-    assert record["gemm_floor_s"]["fp32"] > 0 and record["gemm_floor_s"]["tf32"] > 0
+    assert record["arithmetic"] == {"unit": "tf32", "per_distance": 128.0}
+    floors = ceilings.floors(record)
+    assert floors["compute_unit"] == "TF32 peak"
+    assert floors["compute_floor_s"] == pytest.approx(5_000 * 20 * 128 / record["env"]["gpu"]["tf32_flops"])
 
 
 @pytest.mark.gpu
