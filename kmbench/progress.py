@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from kmbench.protocol.task import usable
-from kmbench.protocol.timing import format_seconds
+from kmbench.report.formatting import seconds_text
 
 HEARTBEAT_S = 30.0
 
@@ -85,7 +85,7 @@ class LineReporter:
             self.cell = ""
             return
         per_iteration = record.get("per_iteration_s")
-        timing = f", {format_seconds(per_iteration)} per iteration" if per_iteration else ""
+        timing = f", {seconds_text(per_iteration)} per iteration" if per_iteration else ""
         self._say(f"[{self.finished}/{self.total}] {self.cell}: {record.get('status')}{timing}")
         self.cell = ""
 

@@ -21,7 +21,7 @@ from kmbench.plans import estimate, plan
 from kmbench.protocol import Options
 from kmbench.protocol.device import nvidia_gpu_present
 from kmbench.protocol.task import usable
-from kmbench.protocol.timing import format_seconds
+from kmbench.report.formatting import seconds_text
 from kmbench.report import report
 from kmbench.report.plot import per_iteration_chart, sweep_charts
 from kmbench.tasks import lloyd
@@ -81,8 +81,8 @@ def summary_table(records: list[dict]) -> Table:
         table.add_row(
             row["impl"], _count_short(int(row["n"])), *("-" if pd.isna(row[name]) else f"{int(row[name]):,}" for name in varying),
             f"[{style}]{row['status']}[/]{mark}", _iterations_short(row),
-            format_seconds(row["mean_s"]) if pd.notna(row["mean_s"]) else "-",
-            format_seconds(row["per_iter_s"]) if pd.notna(row["per_iter_s"]) else "-",
+            seconds_text(row["mean_s"]),
+            seconds_text(row["per_iter_s"]),
             f"{speedup:.2f}x" if pd.notna(speedup) else "-",
         )
     return table

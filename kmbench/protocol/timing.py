@@ -1,12 +1,11 @@
 """The clocks implementations time their regions with, never one of their own choosing:
 `host_region` for CPU work, `CudaEventRegion` for GPU work (events recorded on the stream,
-read after one synchronisation at the end); and how a time is written. What the harness makes
-of the times (means, spreads) is statistics.py's.
+read after one synchronisation at the end). What the harness makes of the times (means,
+spreads) is statistics.py's; how a time reads, kmbench.report.formatting's.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import contextmanager
 
@@ -47,15 +46,3 @@ class CudaEventRegion:
 
         self._end.synchronize()
         return cupy.cuda.get_elapsed_time(self._start, self._end) / 1000.0
-
-
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    if seconds >= 100:
-        return f"{seconds:.1f}s"
-    if seconds >= 1:
-        return f"{seconds:.3f}s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f}ms"
-    return f"{seconds * 1e6:.1f}us"

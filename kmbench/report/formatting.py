@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import math
 
-from kmbench.protocol.timing import format_seconds
-
 
 def missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def seconds_text(value) -> str:
-    return "-" if missing(value) else format_seconds(float(value))
+    """A time with the unit that keeps it readable: 123.4s, 1.234s, 12.345ms, 123.4us; "-" if missing."""
+    if missing(value):
+        return "-"
+    seconds = float(value)
+    if seconds >= 100:
+        return f"{seconds:.1f}s"
+    if seconds >= 1:
+        return f"{seconds:.3f}s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f}ms"
+    return f"{seconds * 1e6:.1f}us"
 
 
 def duration_text(value) -> str:

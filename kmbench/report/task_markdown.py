@@ -10,7 +10,7 @@ from kmbench import registry
 from kmbench.data.records import AssignRecord, BatchedRecord, TaskRecord
 from kmbench.report import published
 from kmbench.protocol import environment
-from kmbench.protocol.timing import format_seconds
+from kmbench.report.formatting import seconds_text
 
 
 def _status(record: TaskRecord) -> str:
@@ -113,7 +113,7 @@ def batched_markdown(suite, records: list[BatchedRecord]) -> str:
         base_seconds = baseline and baseline.whole_seconds
         for record in rows:
             whole = record.whole_seconds
-            time_text = format_seconds(whole) if whole else "-"
+            time_text = seconds_text(whole) if whole else "-"
             if record.extrapolated_seconds:
                 time_text += f" (extrapolated from {record.rows_done} rows)"
             rate = f"{record.rows_per_s:.3g}" if record.rows_per_s else "-"
