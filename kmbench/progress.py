@@ -3,7 +3,8 @@ named beside it with the stage it is in. Off one (a log file, CI): a line when a
 ends, and one at least every HEARTBEAT_S seconds while a cell runs, so a nine-minute cell is
 never silent; a row that cannot run here makes no line (the summary below the table counts
 them). Both take the same calls from the one runner (kmbench.protocol.task.run_cells), whatever
-the task: start (a row and the workload's name), note, done, skip."""
+the task: start (a row and the workload's name), note, done, skip; and `say`, a line of its own
+for what a plan does between cells (making a dataset, a new GPU set)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ class BarReporter:
 
     def skip(self, count):
         self.progress.advance(self.task, count)
+
+    def say(self, text: str):
+        self.progress.console.print(escape(text), highlight=False)
 
 
 class LineReporter:
@@ -92,6 +96,9 @@ class LineReporter:
     def skip(self, count):
         self.finished += count
         self._say(f"[{self.finished}/{self.total}] {count} cells measured before, not run again")
+
+    def say(self, text: str):
+        self._say(f"[{self.finished}/{self.total}] {text}")
 
     def close(self) -> None:
         self._stop.set()

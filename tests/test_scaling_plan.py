@@ -68,6 +68,9 @@ def test_a_run_judges_every_gpu_set_by_one_oracle_per_k(tmp_path, monkeypatch):
     table = out.read_text()
     assert "| numpy | radial-b10x20-b5x2-m2000-sc0.1-s0-float32 | 100,000 | 3 | 1 |" in table
     assert ran.output.endswith(table)  # printed as written
+    # Progress as every command reports it: the plan's own steps and each cell, counted out of all three.
+    assert "[0/3] making 100,000 x 2" in ran.output and "[1/3] GPU set 0" in ran.output
+    assert "[3/3] dask on radial" in ran.output
 
 
 def test_help_says_what_it_measures_and_names_every_option():

@@ -1,7 +1,8 @@
 """The commands of the plans whose data are made in memory, too large for the dataset cache
-(kmbench.plans.in_memory): scale and out-of-core. They run for hours on GPU machines and live in
-logs, so they print plain timed lines, then their markdown table (also written to --out), and
-exit 1 when a cell's verdict is neither ok, error nor skipped."""
+(kmbench.plans.in_memory): scale and out-of-core. They run for hours on GPU machines and mostly
+live in logs: they report progress as every command does (kmbench.progress: timed lines off a
+terminal), then print their markdown table (also written to --out), and exit 1 when a cell's
+verdict is neither ok, error nor skipped."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from kmbench.cli.app import app, friendly
+from kmbench import progress
+from kmbench.cli.app import app, console, friendly
 from kmbench.cli.options import row_options
 from kmbench.data import files, results
 from kmbench.plans import out_of_core, scaling
@@ -60,7 +62,8 @@ def scale_cmd(
 
     Per k, one float64 oracle judges every cell: first the --alone rows, then the --impl rows on each GPU set in turn, each set a new cluster. A row that cannot hold its share ends as an error that says so, and the run goes on. The table covers every record in --store; the exit code is 1 if a cell is mismatch or approximate."""
     plan = scaling.check(workload, gpus, k, alone, impl, scale, Counts(iters, warmup, repeats, seed))
-    records = scaling.run(plan, store, row_options())
+    with progress.reporting(console, scaling.cell_count(plan)) as reporter:
+        records = scaling.run(plan, store, row_options(), reporter)
     _finish(markdown.render(Contents(results.read(store, ["lloyd"]), view="scaling")), out, records)
 
 
@@ -84,6 +87,7 @@ def out_of_core_cmd(
     The copy floor is one host-to-device copy of the data, which no streamed iteration can beat. For each share, n is chosen so that the float32 points take that share of the GPU's memory: Gaussian blobs made on the GPU into pinned host memory, never cached (the GPU machines have less disk than the data).
 
     Every cell is judged against the float64 oracle; a row that cannot hold the data ends as an error that says so, and the exit code is 1 if a cell is mismatch or approximate. Needs a GPU."""
-    counts = Counts(iters, warmup, repeats, seed)
-    records = out_of_core.run(out_of_core.shares(share), d, k, centers, impl, counts, store)
+    counts, chosen = Counts(iters, warmup, repeats, seed), out_of_core.shares(share)
+    with progress.reporting(console, out_of_core.cell_count(chosen, impl)) as reporter:
+        records = out_of_core.run(chosen, d, k, centers, impl, counts, store, reporter)
     _finish(markdown.render(Contents(records, view="out-of-core")), out, records)

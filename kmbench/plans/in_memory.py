@@ -9,7 +9,6 @@ generated where they are used, each time, from a seed, and never cached.
 from __future__ import annotations
 
 import copy
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -132,24 +131,3 @@ class InMemoryLloydTask(LloydTask):
             self._oracles[dataset.name] = validate.Oracle.compute(
                 problem.data, problem.initial_centroids, problem.iterations, progress=note, tol=problem.tol)
         return self._oracles[dataset.name]
-
-
-class Lines:
-    """Progress as plain lines, each with the seconds since the start."""
-
-    def __init__(self):
-        self._start = time.perf_counter()
-
-    def _say(self, text: str) -> None:
-        print(f"[{time.perf_counter() - self._start:7.1f} s] {text}", flush=True)
-
-    def start(self, impl, where: str):
-        self._say(f"{impl.name} on {where}")
-
-    def note(self, text):
-        self._say(f"  {text}")
-
-    def done(self, record):
-        per = record.get("per_iteration_s")
-        self._say(f"  {record['impl']}: {record.get('status')}{f', {per * 1e3:.1f} ms per iteration' if per else ''} "
-                  f"{record.get('detail', '')}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 from kmbench import registry
 from kmbench.data.datasets import Dataset
 from kmbench.errors import UsageError
-from kmbench.plans.in_memory import Counts, InMemoryLloydTask, Lines, gpu_blobs, host_points
+from kmbench.plans.in_memory import Counts, InMemoryLloydTask, gpu_blobs, host_points
 from kmbench.protocol.device import cuda_status
 from kmbench.protocol.task import run_cells
 
@@ -62,10 +62,17 @@ def shares(text: str) -> list[float]:
     return values
 
 
-def run(chosen: list[float], d: int, k: int, centers: int | None, impl: str, counts: Counts, store) -> list[dict]:
+def cell_count(chosen: list[float], impl: str) -> int:
+    """The cells of a run: every row of `impl` on every share."""
+    return len(chosen) * len(registry.select(impl))
+
+
+def run(chosen: list[float], d: int, k: int, centers: int | None, impl: str, counts: Counts, store,
+        reporter=None) -> list[dict]:
     """Every share in turn: its data made in pinned host memory, every row of `impl` on them,
-    each record appended to `store` as it exists. Returns this run's records. The options are
-    checked before the GPU is asked for: a machine without one hears why in one sentence."""
+    each record appended to `store` as it exists and `reporter` (kmbench.progress) told of each
+    cell. Returns this run's records. The options are checked before the GPU is asked for: a
+    machine without one hears why in one sentence."""
     settings = counts.settings(k)
     impls = registry.select(impl)
     ready, why = cuda_status()
@@ -75,15 +82,15 @@ def run(chosen: list[float], d: int, k: int, centers: int | None, impl: str, cou
     records = []
     for share in chosen:
         n = points_for(share, d, gpu_bytes)
-        records += _one_share(share, n, d, centers or k, settings, impls, store)
+        records += _one_share(share, n, d, centers or k, settings, impls, store, reporter)
     return records
 
 
-def _one_share(share: float, n: int, d: int, centers: int, settings, impls, store) -> list[dict]:
+def _one_share(share: float, n: int, d: int, centers: int, settings, impls, store, reporter) -> list[dict]:
     """Its own function, so the data are gone before the next share's are made."""
     with host_points(n, d, f"{share}x the GPU's memory") as data:
-        lines = Lines()
-        lines.note(f"generating {n:,} x {d} ({n * d * 4 / 1e9:.1f} GB, {share}x GPU memory)")
+        if reporter:
+            reporter.say(f"generating {n:,} x {d} ({n * d * 4 / 1e9:.1f} GB, {share}x GPU memory)")
         name, meta = gpu_blobs(n, d, centers, settings.seed, data, share=share)
         return run_cells(OutOfCoreTask(settings), [Dataset(name, data, None, meta)], impls,
-                         store=store, reporter=lines)
+                         store=store, reporter=reporter)

@@ -24,7 +24,7 @@ import numpy as np
 from kmbench import registry
 from kmbench.data.datasets import Dataset, fill_radial, radial_centers, radial_name
 from kmbench.errors import UsageError
-from kmbench.plans.in_memory import Counts, InMemoryLloydTask, Lines, gpu_blobs, host_points
+from kmbench.plans.in_memory import Counts, InMemoryLloydTask, gpu_blobs, host_points
 from kmbench.protocol import Options
 from kmbench.protocol.task import run_cells
 
@@ -112,34 +112,44 @@ def check(workload: str, gpus: str, k: str | None, alone: str, impl: str, scale:
                 registry.select(impl) if impl else [], only, scale, counts)
 
 
-def run(plan: Plan, store, options: Options = Options()) -> list[dict]:
+def _ks(plan: Plan, workload: Workload) -> list[int]:
+    return [k for k in workload.ks if plan.only is None or k in plan.only]
+
+
+def cell_count(plan: Plan) -> int:
+    """The cells the plan measures: per workload and k, the rows alone and each set's rows."""
+    per_k = len(plan.alone) + len(plan.sets) * len(plan.spread)
+    return sum(len(_ks(plan, workload)) * per_k for workload in plan.workloads)
+
+
+def run(plan: Plan, store, options: Options = Options(), reporter=None) -> list[dict]:
     """Every workload of the plan in turn, each k, the rows alone then each GPU set (each row
-    handed `options`, with the set's GPUs); every record is appended to `store` as it exists.
-    Returns this run's records."""
-    lines = Lines()
+    handed `options`, with the set's GPUs); every record is appended to `store` as it exists,
+    and `reporter` (kmbench.progress) told of each cell. Returns this run's records."""
     records = []
     for workload in plan.workloads:
-        ks = [k for k in workload.ks if plan.only is None or k in plan.only]
+        ks = _ks(plan, workload)
         if ks:
-            records += _one_workload(plan, workload, ks, store, lines, options)
+            records += _one_workload(plan, workload, ks, store, reporter, options)
     return records
 
 
-def _one_workload(plan: Plan, workload: Workload, ks: list[int], store, lines: Lines,
-                  options: Options) -> list[dict]:
+def _one_workload(plan: Plan, workload: Workload, ks: list[int], store, reporter, options: Options) -> list[dict]:
     """Its own function, so the data are gone before the next workload's are made."""
     n = rows_of(workload, plan.scale)
     records = []
     with host_points(n, workload.d, f"{n:,} x {workload.d}") as data:
-        lines.note(f"making {n:,} x {workload.d} ({n * workload.d * 4 / 1e9:.1f} GB)")
+        if reporter:
+            reporter.say(f"making {n:,} x {workload.d} ({n * workload.d * 4 / 1e9:.1f} GB)")
         name, meta = fill(workload, n, plan.counts.seed, data)
         dataset = Dataset(name, data, None, meta)
         for k in ks:
             task = InMemoryLloydTask(plan.counts.settings(k), options)  # one oracle for every cell of this k
-            records += run_cells(task, [dataset], plan.alone, store=store, reporter=lines)
+            records += run_cells(task, [dataset], plan.alone, store=store, reporter=reporter)
             for chosen in plan.sets:
-                lines.note(f"GPU set {chosen}")
+                if reporter:
+                    reporter.say(f"GPU set {chosen}")
                 # Each set a new cluster of its own GPUs, never a running scheduler's.
                 on_set = task.with_options(replace(options, gpus=chosen, scheduler=None))
-                records += run_cells(on_set, [dataset], plan.spread, store=store, reporter=lines)
+                records += run_cells(on_set, [dataset], plan.spread, store=store, reporter=reporter)
     return records
