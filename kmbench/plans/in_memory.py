@@ -1,6 +1,6 @@
 """What the benchmarks on data too large for the disk cache share (out_of_core.py, scaling.py):
-data made in memory, the oracle computed in the run (once per dataset, however many rows and
-GPU sets use it), and progress as plain timed lines, since these runs live in logs.
+data made in memory, and the oracle computed in the run (once per dataset, however many rows
+and GPU sets use it). Their progress goes through kmbench.progress, like every command's.
 
 The GPU machines have 64 GiB of disk, and 1e8 x 128 float32 points are 51 GB: such data are
 generated where they are used, each time, from a seed, and never cached.
