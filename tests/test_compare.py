@@ -68,8 +68,16 @@ def test_a_cell_on_one_side_is_listed(tmp_path):
     b = _store(tmp_path / "b.jsonl", [_record("x", SPREAD), _record("new", SPREAD, k=9)])
     out = _compare(a, b)
     assert out.exit_code == 0, out.output
-    assert "only in A: gone on blobs-n1000-d2, k=5" in out.output
-    assert "only in B: new on blobs-n1000-d2, k=9" in out.output
+    assert "only in A: gone on blobs-n1000-d2, k=5, 10 its" in out.output
+    assert "only in B: new on blobs-n1000-d2, k=9, 10 its" in out.output
+
+
+def test_cells_that_differ_only_in_iterations_read_apart(tmp_path):
+    a = _store(tmp_path / "a.jsonl", [_record("cpp", SPREAD, iterations=5)])
+    b = _store(tmp_path / "b.jsonl", [_record("cpp", SPREAD, iterations=10)])
+    out = _compare(a, b)
+    assert "only in A: cpp on blobs-n1000-d2, k=5, 5 its" in out.output
+    assert "only in B: cpp on blobs-n1000-d2, k=5, 10 its" in out.output
 
 
 def test_a_cell_that_loses_its_ok_verdict_fails(tmp_path):

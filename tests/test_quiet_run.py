@@ -70,6 +70,16 @@ def test_a_table_that_varies_nothing_has_no_such_columns_and_no_skipped_rows():
     assert table.row_count == 2  # the skipped row is summed below, not a row
 
 
+def test_the_speedup_is_per_iteration_where_the_baseline_stopped_early():
+    """scikit-learn stopped at 150 of 300 iterations in the same total time as numpy's 300: per
+    iteration numpy is twice as fast, though their totals are equal."""
+    records = [_record("numpy"), _record("sklearn", executed=150)]
+    sink = Console(width=200, file=io.StringIO(), record=True)
+    sink.print(summary_table(records))
+    numpy_line = next(line for line in sink.export_text().splitlines() if line.strip().startswith("numpy"))
+    assert numpy_line.rstrip().endswith("2.00x")  # by totals it would read 1.00x
+
+
 def test_skipped_rows_are_summed_one_line_per_reason():
     records = [_record(f"gpu-{i}", status="skipped", detail=CUPY) for i in range(5)]
     records += [_record("torch", status="skipped", detail=TORCH), _record("numpy")]

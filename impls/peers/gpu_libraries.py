@@ -136,8 +136,8 @@ class CumlKMeans(Implementation):
         try:
             import cuml  # noqa: F401
         except ImportError:
-            return False, ("cuML is not installed (RAPIDS: pip install cuml-cu12 on a supported "
-                           "system; it cannot reach kmbench's GPU machine, so this row is untested there)")
+            return False, ("cuML is not installed (RAPIDS: pip install cuml-cu12 on a supported system); "
+                           "this row is untested, as kmbench's GPU test machine cannot install cuML")
         return True, ""
 
     def prepare(self, problem: Problem) -> None:

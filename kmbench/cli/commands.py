@@ -131,7 +131,8 @@ def report_cmd(
         html.require_plotly()  # before anything is read or written
     source = results.store_path(store)
     if not source.exists():
-        raise UsageError(f"No record store at {source}: run `kmbench run` first or pass --store.")
+        hint = "check the path" if store is not None else "run `kmbench run` first, or name one with --store"
+        raise UsageError(f"No record store at {source}: {hint}.")
     if plot is not None:
         require_matplotlib()  # before the markdown is written, not after
         files.check_writable_file(plot, "--plot")

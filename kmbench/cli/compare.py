@@ -17,8 +17,14 @@ LABEL_STYLE = {stats.FASTER: "green", stats.SLOWER: "bold red", stats.SAME: "dim
 
 
 def _cell_text(cell: Cell) -> str:
+    """What makes the cell itself: two cells that differ only in iterations, stop rule, threads
+    or workers must not read alike ("only in A" and "only in B" lines side by side)."""
+    if cell.task != "lloyd":
+        return f"{cell.impl} on {cell.where} ({cell.task})"
+    stop = f", tol {cell.tol:g}" if cell.stop == "tolerance" else ""
     threads = f", {cell.threads} threads" if cell.threads else ""
-    return f"{cell.impl} on {cell.where}, k={cell.k}{threads}"
+    workers = f", {cell.gpus} workers" if cell.gpus else ""
+    return f"{cell.impl} on {cell.where}, k={cell.k}, {cell.iterations} its{stop}{threads}{workers}"
 
 
 def _verdicts(one: stats.CellComparison) -> str:
@@ -42,7 +48,7 @@ def compare_cmd(
     if not found.cells:
         console.print("No cell is in both A and B.", highlight=False)
     table = Table(title=f"B / A, time per iteration: A = {escape(a)}, B = {escape(b)}")
-    for column in ("cell", "A per iter", "B per iter", "B/A", "95% interval", "", "verdict"):
+    for column in ("cell", "A per iter", "B per iter", "B/A", "95% interval", "label", "verdict"):
         table.add_column(column, justify="right" if column.startswith(("A ", "B", "95")) else "left")
     for one in found.cells:
         interval = "-" if one.low is None else f"{one.low:.3f} .. {one.high:.3f}"

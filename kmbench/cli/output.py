@@ -34,6 +34,10 @@ GPU_STACK = ("CuPy", "PyTorch", "cuML", "CUDA", "GPU", "Numba")
 VARYING = ("d", "k", "threads")  # shown as columns only where the table's cells differ in them
 
 
+def _records(count: int) -> str:
+    return f"{count} record{'' if count == 1 else 's'}"
+
+
 def _precision_mark(record: dict) -> str:
     computed = (record.get("validation") or {}).get("dtype")
     narrower = precision.narrower(computed, record["dataset"]["dtype"])
@@ -70,13 +74,14 @@ def summary_table(records: list[dict]) -> Table:
     marks = {_cell_key(r["impl"], r["dataset"]["name"], r["params"]["k"], (r.get("build") or {}).get("threads")):
              _precision_mark(r) for r in shown}
     varying = [name for name in VARYING if not cells.empty and cells[name].dropna().nunique() > 1]
-    title = "kmbench run: Lloyd loop, mean of counted repeats; speedup vs scikit-learn"
+    # Per iteration: a row that stops early (scikit-learn often does) must not look faster or slower for it.
+    title = "kmbench run: Lloyd loop, mean of counted repeats; speedup per iteration vs scikit-learn"
     table = Table(title=title, min_width=len(title), box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False)
     for column in ("impl", "n", *varying, "status", "iters", "mean", "per iter", "speedup"):
         table.add_column(column, no_wrap=True, justify="left" if column in ("impl", "status") else "right")
     for _, row in cells.iterrows():
         style = STATUS_STYLE.get(row["status"], "")
-        speedup = row["speedup_vs_sklearn"]
+        speedup = row["speedup_per_iter_vs_sklearn"]
         mark = marks.get(_cell_key(row["impl"], row["dataset"], row["k"], row["threads"]), "")
         table.add_row(
             row["impl"], _count_short(int(row["n"])), *("-" if pd.isna(row[name]) else f"{int(row[name]):,}" for name in varying),
@@ -141,7 +146,7 @@ def run_and_show(passes, data, settings, store, data_dir=None):
     console.print(summary_table(records))
     show_seeding_times(records)
     show_warnings(records)
-    console.print(f"{len(records)} records appended to {results.store_path(store)}; "
+    console.print(f"{_records(len(records))} appended to {results.store_path(store)}; "
                   "`kmbench report` renders every stored record.")
     return records
 
@@ -184,7 +189,7 @@ def execute_plan(steps, store, data_dir, force, options: Options = Options()):
     if records:
         console.print(summary_table(records))
         show_warnings(records)
-    console.print(f"{len(records)} records appended to {results.store_path(store)}"
+    console.print(f"{_records(len(records))} appended to {results.store_path(store)}"
                   + (f"; {skipped} cells skipped, measured before with this code on this machine "
                      "(--force runs them again)" if skipped else "") + ".")
     return plan.latest_records(steps, store)
