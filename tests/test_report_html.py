@@ -111,3 +111,13 @@ def test_report_writes_the_page_and_says_what_is_missing_without_plotly(tmp_path
     monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)  # as if plotly were not installed
     missing = CliRunner().invoke(app, ["report", "--format", "html", "--store", str(store)])
     assert missing.exit_code == 2 and "pip install 'kmbench[html]'" in missing.output, missing.output
+
+
+def test_rows_that_could_not_run_are_summed_by_reason_not_listed_in_the_table():
+    records = [_record("exact", per_iter=2e-3)]
+    records += [_record(f"gpu-{i}", "skipped", per_iter=None, detail="CuPy is not installed") for i in range(3)]
+    text = html.page(report.cells_frame(records), "test store")
+    table = text.split("<table>")[1].split("</table>")[0]
+    assert "Gpu-0" not in table and "Exact" in table
+    assert text.count("CuPy is not installed") == 1
+    assert "3 rows skipped (Gpu-0, Gpu-1, Gpu-2): CuPy is not installed" in text

@@ -77,24 +77,31 @@ def _status(status: str) -> str:
 
 
 def _table(group: pd.DataFrame) -> str:
+    """The cells that ran; rows that could not run here are summed under it (_notes)."""
     header = ["Implementation", "n", "status", "iterations", "repeats", "mean", "median", "min", "std",
-              "per iteration", "distance evals", "vs scikit-learn"]
+              "per iteration", "distance evals", "per iteration vs scikit-learn"]
     lines = ["<table><tr>" + "".join(f"<th>{escape(name)}</th>" for name in header) + "</tr>"]
-    for _, row in group.iterrows():
+    for _, row in group[group["status"] != "skipped"].iterrows():
         cells = [escape(row["label"]), f"{row['n']:,}", _status(row["status"]), iterations_text(row),
                  repeats_text(row), *(seconds_text(row[name]) for name in ("mean_s", "median_s", "min_s", "std_s",
                                                                           "per_iter_s")),
-                 rate_text(row["dist_evals_per_s"]), ratio_text(row["speedup_vs_sklearn"])]
+                 rate_text(row["dist_evals_per_s"]), ratio_text(row["speedup_per_iter_vs_sklearn"])]
         lines.append(f'<tr title="{escape(str(row["detail"] or ""))}">'
                      + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     return "\n".join(lines + ["</table>"])
 
 
 def _notes(group: pd.DataFrame) -> str:
+    """Why each cell that ran is not ok, its warnings, and the rows that could not run, one line
+    per reason (as the terminal sums them)."""
     notes = [f"{escape(row['label'])} (n={row['n']:,}): {_status(row['status'])}: {escape(row['detail'])}"
-             for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
+             for _, row in group.iterrows() if row["status"] not in ("ok", "skipped") and row["detail"]]
     notes += [f"{escape(row['label'])} (n={row['n']:,}): {escape(row['warnings'])}"
-              for _, row in group.iterrows() if row["warnings"]]
+              for _, row in group.iterrows() if row["warnings"] and row["status"] != "skipped"]
+    skipped = group[group["status"] == "skipped"]
+    for reason, rows in skipped.groupby(skipped["detail"].fillna("no reason given"), sort=False):
+        names = ", ".join(dict.fromkeys(rows["label"]))
+        notes.append(f"{len(rows)} row{'s' if len(rows) > 1 else ''} skipped ({escape(names)}): {escape(reason)}")
     return "" if not notes else '<ul class="note">' + "".join(f"<li>{note}</li>" for note in notes) + "</ul>"
 
 
@@ -111,7 +118,7 @@ def _times_chart(go, group: pd.DataFrame) -> str:
             log_y=_spans_decades(timed["per_iter_s"]))
     figure.update_layout(barmode="overlay")
     untimed = len(group) - len(timed)
-    note = f" {untimed} cell(s) without a time (skipped, error) are in the table." if untimed else ""
+    note = f" {untimed} cell(s) without a time (errors in the table, skipped rows below it)." if untimed else ""
     return _figure(figure) + _caption("The mean of the counted repeats over the iterations run." + note)
 
 
