@@ -355,3 +355,33 @@ def test_a_margin_widened_by_the_packing_alone_is_not_certified():
     label, packed_best, packed_second = bound.packed_best_two(scores, block_n=1)
     assert label[0] == 0 and packed_second[0] - packed_best[0] > bound.MARGIN * error[0]
     assert not bound.certified(packed_best, packed_second, error + bound.packing_error(2, 0.0, 1.0, 1.0))[0]
+
+
+@pytest.mark.parametrize("d", [33, 64, 128, 408])
+@pytest.mark.parametrize("offset", [0.0, 30.0])
+@pytest.mark.parametrize("truncate_big", [False, True])
+def test_every_emulated_tf32x3_score_is_within_its_own_bound(rng, d, offset, truncate_big):
+    """The tiered re-check's scores (tf32x3 as Triton lowers it, big parts rounded or
+    truncated) stay within E3, which is far tighter than the TF32 pass's E: that is what lets it
+    settle most listed points without IEEE products."""
+    x, c = _scene(rng, 48, d, 40, offset=offset)
+    error = np.abs(bound.tf32x3_scores(x, c, truncate_big).astype(np.float64) - bound.exact_scores(x, c))
+    x_norm, c_max, h_max = _bound_inputs(x, c)
+    eps3, eta3 = bound.tf32x3_terms(d)
+    limit = (eps3 * x_norm.astype(np.float64) * c_max + eta3 * h_max)[:, None]
+    assert (error <= limit).all()
+    assert (error > limit / 1e4).any()  # it does err: not exact arithmetic
+    assert bound.tf32x3_eps(d) < bound.dot_eps(d) / 3  # 1/10 at d = 64, 1/4 at 408: its 3 d additions
+
+
+def test_the_tf32x3_bound_covers_a_long_sum_that_piles_up():
+    """As for TF32 above: every product exact, 1 first, then d - 1 products of 2^-24 that each
+    round away; tf32x3 adds three times as many terms (two of them zero here)."""
+    d = 2 ** 15
+    x = np.full((1, d), 2.0 ** -12, dtype=np.float32)
+    x[0, 0] = 1.0
+    error = np.abs(bound.tf32x3_scores(x, x).astype(np.float64) - bound.exact_scores(x, x))
+    x_norm, c_max, h_max = _bound_inputs(x, x)
+    eps3, eta3 = bound.tf32x3_terms(d)
+    assert error.max() > 2 * bound.SPLIT_UNIT ** 2 * x_norm[0] * c_max  # the sum's share, not the split's
+    assert (error <= eps3 * x_norm[:, None] * c_max + eta3 * h_max).all()

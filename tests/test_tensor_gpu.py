@@ -77,12 +77,49 @@ def test_tensor_path_agrees_with_the_oracle(d, k):
 
 
 @pytest.mark.gpu
-def test_the_default_recheck_is_ieee_fp32_where_tf32x3_falls_short():
-    """12,007 x 200, k = 773: the tf32x3 re-check ended a mismatch here (inertia 1.06e-3),
-    IEEE FP32 and cuBLAS FP32 ok."""
+@pytest.mark.parametrize("recheck", [None, "tiered"])
+def test_the_recheck_is_exact_where_tf32x3_alone_falls_short(recheck, monkeypatch):
+    """12,007 x 200, k = 773: the tf32x3 re-check alone ended a mismatch here (inertia 1.06e-3),
+    IEEE FP32 and cuBLAS FP32 ok. The default is IEEE; the tiered re-check takes tf32x3's answer
+    only where its own bound certifies it."""
+    if recheck:
+        monkeypatch.setenv("KMBENCH_TENSOR_RECHECK", recheck)
     _, record = gpu_cell(_tensor(), _blobs(12_007, 200, 773), 773, 8)
-    assert record["build"]["recheck"] == "ieee"
+    assert record["build"]["recheck"] == (recheck or "ieee")
     assert record["status"] == "ok", record.get("detail")
+
+
+@pytest.mark.gpu
+def test_the_tiered_recheck_settles_most_listed_points_and_leaves_the_rest_to_ieee():
+    """Dense data far from the origin, k = 300: many listed points; tf32x3's bound settles most,
+    and its near-ties go on to IEEE FP32. Labels agree with the IEEE-only re-check's."""
+    import cupy
+
+    from kmbench.data.datasets import Dataset
+    from kmbench.protocol import runner
+
+    data = (np.random.default_rng(7).standard_normal((40_000, 64)) + 100.0).astype(np.float32)
+    problem = runner.make_problem(Dataset("dense", data, None, {"generator": "test"}),
+                                  runner.Settings(k=300, iterations=1))
+    labels, counts = {}, {}
+    for recheck in ("tiered", "ieee"):
+        monkeypatch = pytest.MonkeyPatch()
+        monkeypatch.setenv("KMBENCH_TENSOR_RECHECK", recheck)
+        impl = _tensor()
+        impl.use_graph = False
+        impl.prepare(problem)
+        monkeypatch.undo()
+        path = impl._chosen.path
+        path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
+        path.certify()
+        path.recheck_flagged()
+        cupy.cuda.get_current_stream().synchronize()
+        labels[recheck] = path.labels.get()
+        counts[recheck] = (int(path.flagged_count.get()[0]), int(path.left_count.get()[0]))
+        impl.release()
+    listed, left = counts["tiered"]
+    assert listed > 1000 and 0 < left < listed / 2, counts
+    assert (labels["tiered"] == labels["ieee"]).mean() > 0.999  # only exact near-ties may differ
 
 
 @pytest.mark.gpu
@@ -92,7 +129,7 @@ def test_high_d_takes_the_tensor_path_by_default():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("recheck", ["ieee", "tf32x3"])  # tf32x3 is fine on this well-posed problem
+@pytest.mark.parametrize("recheck", ["tiered", "ieee", "tf32x3"])  # tf32x3 is fine on this well-posed problem
 @pytest.mark.parametrize("graph", ["1", "0"])
 def test_far_from_the_origin_with_and_without_the_graph(recheck, graph, monkeypatch):
     monkeypatch.setenv("KMBENCH_CUDA_GRAPH", graph)

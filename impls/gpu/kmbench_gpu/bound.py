@@ -61,6 +61,52 @@ def error_terms(d: int) -> tuple[float, float]:
     return dot_eps(d), SAFETY * HALF_NORM_UNIT
 
 
+# The tiered re-check scores in tf32x3, as Triton lowers it: each operand split into a TF32 big
+# part and the FP32 rest (a - big, exact), then small x big + big x small + big x big on the
+# tensor cores, accumulated in FP32; small x small is dropped.
+SPLIT_UNIT = 2.0 ** -10  # |a - big| <= this |a| whether big is rounded or truncated to TF32
+SMALL_UNIT = 2.0 ** -10  # the hardware may truncate a small part to TF32: relative error
+
+
+def tf32x3_eps(d: int) -> float:
+    """eps3(d): |D3 - D| <= eps3(d) |x| |c| for a tf32x3 dot product of length d. Per product
+    x_i c_i: the dropped small x small (SPLIT_UNIT^2), each small part truncated by the tensor
+    core (SMALL_UNIT SPLIT_UNIT, twice); then 3 d FP32 additions of at most ACCUMULATE_UNIT of the
+    running magnitude, which stays under sum |x_i c_i| (1 + SPLIT_UNIT)^2 (Cauchy-Schwarz)."""
+    products = SPLIT_UNIT ** 2 + 2 * SMALL_UNIT * SPLIT_UNIT * (1 + SPLIT_UNIT)
+    return SAFETY * (products + 3 * d * ACCUMULATE_UNIT * (1 + SPLIT_UNIT) ** 2 + HALF_NORM_UNIT)
+
+
+def tf32x3_terms(d: int) -> tuple[float, float]:
+    """(eps3, eta3) with E3(x) = eps3 |x| C + eta3 H: the tiered re-check's bound, in the form
+    and with the margin of error_terms (its kernel, tiered_assign, is given these two numbers)."""
+    return tf32x3_eps(d), SAFETY * HALF_NORM_UNIT
+
+
+def tf32x3_scores(x: np.ndarray, centroids: np.ndarray, truncate_big: bool = False) -> np.ndarray:
+    """What the tiered re-check computes (an emulation, for tests): the split products of
+    tf32x3, the small parts truncated to TF32, added one at a time in FP32 (small x big, big x
+    small, then big x big, Triton's order), and h - D in FP32."""
+    x32, c32 = np.asarray(x, np.float32), np.asarray(centroids, np.float32)
+
+    def split(values):
+        big = _truncate_tf32(values) if truncate_big else to_tf32(values)
+        return big, _truncate_tf32((values - big).astype(np.float32))
+
+    xb, xs = split(x32)
+    cb, cs = split(c32)
+    dots = np.zeros((len(x32), len(c32)), dtype=np.float32)
+    for a, b in ((xs, cb), (xb, cs), (xb, cb)):
+        for i in range(x32.shape[1]):
+            dots = (dots + (a[:, None, i].astype(np.float64) * b[None, :, i]).astype(np.float32)).astype(np.float32)
+    half = (0.5 * (c32.astype(np.float64) ** 2).sum(axis=1)).astype(np.float32)
+    return (half[None, :] - dots).astype(np.float32)
+
+
+def _truncate_tf32(values) -> np.ndarray:
+    return (np.ascontiguousarray(values, dtype=np.float32).view(np.uint32) & TF32_MASK).view(np.float32)
+
+
 # The TF32 pass may keep, per (row, column slot), scores whose lowest mantissa bits are replaced
 # by their tile's number (certified_assign's packed epilogue: one min and one max per score
 # instead of a compare and three selects). That moves a score by less than 2^bits units in its

@@ -14,6 +14,9 @@ terms and its multiple 2 come as arguments, from bound.py: tensor_path.bound_arg
 KEEP_FLOOR it also writes, per point, a lower bound on the exact score of every centroid other
 than the exact winner (yinyang-gpu starts its bounds from it).
 
+tiered_assign (an exact re-check, not the default: NOTES.md): the listed points first in tf32x3
+with a bound of its own (bound.tf32x3_terms); exact_assign then takes what it cannot settle.
+
 exact_assign: the listed points only, ordered by TF32 winner (update.cu), in FP32: IEEE
 products (FMA units), or for experiments error-compensated TF32 ("tf32x3", not FP32-grade:
 see NOTES.md), the lowest index winning equal scores, as in the oracle. Only centroids whose
@@ -223,3 +226,58 @@ def exact_assign(x_ptr, x_tf32_ptr, c_ptr, c_tf32_ptr, half_ptr, order_ptr, labe
                 label_order = tl.where(lower, tile_order, label_order)
                 best = tl.where(lower, tile_best, best)
         tl.store(labels_ptr + rows64, label, mask=live)
+
+
+@triton.jit
+def tiered_assign(x_ptr, x_tf32_ptr, x_norm_ptr, c_ptr, c_tf32_ptr, half_ptr, bound_max_ptr, labels_ptr,
+                  flagged_ptr, limit_ptr, flagged_count_ptr, left_ptr, left_limit_ptr, left_count_ptr, k,
+                  eps, eta, margin,
+                  DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The listed points' candidates scored in error-compensated TF32 (tf32x3), keeping the
+    best and second score: a point whose margin passes margin E3(x) (E3 = eps |x| C + eta H,
+    bound.tf32x3_terms) takes its winner, which is then the exact winner among its candidates,
+    and so the exact winner. The others go, with their limits, to a second list that
+    exact_assign settles in IEEE FP32. Candidates as in exact_assign: TF32 score within the limit."""
+    count = tl.load(flagged_count_ptr)
+    c_max = tl.load(bound_max_ptr)
+    h_max = tl.load(bound_max_ptr + 1)
+    for block in range(tl.program_id(0), tl.cdiv(count, BLOCK_M), tl.num_programs(0)):
+        places = block * BLOCK_M + tl.arange(0, BLOCK_M)
+        live = places < count
+        rows = tl.load(flagged_ptr + places, mask=live, other=0)
+        limit = tl.load(limit_ptr + places, mask=live, other=float("-inf"))
+        rows64 = rows.to(tl.int64)
+        best = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
+        second = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
+        label = tl.zeros((BLOCK_M,), dtype=tl.int32)
+        x_whole = _rows(x_ptr, rows64, live, 0, DIM, BLOCK_D)
+        x_tf32_whole = _rows(x_tf32_ptr, rows64, live, 0, DIM, BLOCK_D)
+        for first in range(0, k, BLOCK_N):
+            cols = first + tl.arange(0, BLOCK_N)
+            col_ok = cols < k
+            rough = _scores(x_tf32_ptr, x_tf32_whole, rows64, live, c_tf32_ptr, half_ptr, cols, col_ok,
+                            DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
+            candidate = rough <= limit[:, None]
+            if tl.max(candidate.to(tl.int32)) > 0:
+                scores = _scores(x_ptr, x_whole, rows64, live, c_ptr, half_ptr, cols, col_ok,
+                                 DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32x3")
+                scores = tl.where(candidate, scores, float("inf"))
+                tile_best = tl.min(scores, axis=1)
+                tile_label = tl.min(tl.where(scores == tile_best[:, None], cols[None, :], k), axis=1)
+                tile_second = tl.min(tl.where(cols[None, :] == tile_label[:, None], float("inf"), scores), axis=1)
+                # Equal bests leave a zero margin (second = best): never decided here.
+                lower = tile_best < best
+                second = tl.where(lower, tl.minimum(best, tile_second), tl.minimum(second, tile_best))
+                label = tl.where(lower, tile_label, label)
+                best = tl.where(lower, tile_best, best)
+        x_norm = tl.load(x_norm_ptr + rows64, mask=live, other=0.0)
+        error = eps * x_norm * c_max + eta * h_max
+        sure = live & ((second - best) > margin * error)
+        tl.store(labels_ptr + rows64, label, mask=sure)
+        left = (live & ~sure).to(tl.int32)
+        total = tl.sum(left, axis=0)
+        if total > 0:
+            base = tl.atomic_add(left_count_ptr, total)
+            place = base + tl.cumsum(left, axis=0) - left
+            tl.store(left_ptr + place, rows, mask=left > 0)
+            tl.store(left_limit_ptr + place, limit, mask=left > 0)

@@ -30,7 +30,7 @@ from impls.gpu.kmbench_gpu import bound
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
                                         WHOLE_MAX_DIM, bound_arguments, default_tilings, device_bytes, pack_bits,
-                                        tensor_status, tiling_from_env)
+                                        tensor_status, tiered_arguments, tiling_from_env)
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -68,6 +68,7 @@ class TensorPath:
         self.flagged_starts = cupy.empty(k, dtype=cupy.int32)
         self.flagged_cursor = cupy.empty(k, dtype=cupy.int32)
         self.flagged_count = cupy.zeros(1, dtype=cupy.uint32)
+        self.left_count = cupy.zeros(1, dtype=cupy.uint32)  # what the tiered re-check leaves to IEEE
         self.flagged_total = cupy.zeros(1, dtype=cupy.uint64)
         self.changed = changed
         self.counts = cupy.zeros(k, dtype=cupy.int32)
@@ -90,8 +91,11 @@ class TensorPath:
                                      "flagged_scan", "flagged_scatter")}
         self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
-                        "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of")}
+                        "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of",
+                        "left_count")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
+        self._tiered = tensor_kernels.tiered_assign
+        self.tiered = tiered_arguments(d)
         tiling, exact_tiling = default_tilings(d, k)
         self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
         self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
@@ -207,13 +211,22 @@ class TensorPath:
         launch["flagged_scatter"](blocks, (256,), (self.labels, self.flagged, self.limits, self.flagged_count,
                                                    self.flagged_cursor, self.flagged_sorted, self.limits_sorted))
         t = self._torch
+        block_m, block_n, block_d, warps, stages = self.exact_tiling
+        tiles = dict(DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=stages)
+        listed, limits, count, precision = t["flagged_sorted"], t["limits_sorted"], t["flagged_count"], self.recheck
         with _triton_on_cupy_stream():
-            block_m, block_n, block_d, warps, stages = self.exact_tiling
+            if self.recheck == "tiered":
+                # tf32x3 settles what its bound certifies; the rest, listed again in the free
+                # flagged/limits buffers (the sorted copies are read now), goes to IEEE.
+                self.left_count.fill(0)
+                self._tiered[(self._exact_programs,)](
+                    t["x"], t["x_tf32"], t["x_norm"], t["centroids"], t["centroids_tf32"], t["half_norms"],
+                    t["bound_max"], t["labels"], listed, limits, count, t["flagged"], t["limits"], t["left_count"],
+                    self.k, *self.tiered, **tiles)
+                listed, limits, count, precision = t["flagged"], t["limits"], t["left_count"], "ieee"
             self._exact[(self._exact_programs,)](
                 t["x"], t["x_tf32"], t["centroids"], t["centroids_tf32"], t["half_norms"], t["order_of"], t["labels"],
-                t["flagged_sorted"], t["limits_sorted"], t["flagged_count"], self.k,
-                DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=self.recheck,
-                num_warps=warps, num_stages=stages)
+                listed, limits, count, self.k, PRECISION=precision, **tiles)
 
     def update(self, track: bool, combine=None) -> None:
         """New centroids from the labels: counting sort by cluster, float64 segment sums;
