@@ -385,3 +385,21 @@ def test_the_tf32x3_bound_covers_a_long_sum_that_piles_up():
     eps3, eta3 = bound.tf32x3_terms(d)
     assert error.max() > 2 * bound.SPLIT_UNIT ** 2 * x_norm[0] * c_max  # the sum's share, not the split's
     assert (error <= eps3 * x_norm[:, None] * c_max + eta3 * h_max).all()
+
+
+def test_the_packing_error_grows_with_the_scores_it_moves():
+    """Scores near -1000 = -|x| C (x_norm 1000, C 1, H 0): the best, in tile 1, gains its tile's
+    bit and moves one unit in the last place (2^-14) further down, widening a margin of exactly
+    2E (E = 2^-13 / 2) past 2E. packing_error's |x| C term keeps it uncertified; without that
+    term (the floor alone) it would pass."""
+    scores = np.array([[-1000.0 + 2.0 ** -13, -1000.0]], dtype=np.float32)
+    error = np.array([2.0 ** -14])
+    label, packed_best, packed_second = bound.packed_best_two(scores, block_n=1)
+    assert label[0] == 1 and packed_second[0] - packed_best[0] > bound.MARGIN * error[0]
+    assert not bound.certified(packed_best, packed_second, error + bound.packing_error(2, 1000.0, 1.0, 0.0))[0]
+    assert bound.certified(packed_best, packed_second, error + bound.PACKING_FLOOR)[0]  # the term is needed
+
+
+def test_data_whose_scores_could_near_the_packed_sentinel_are_not_packed():
+    assert bound.packable(1e6) and bound.packable(1e17)
+    assert not bound.packable(1e19)  # |c|^2 / 2 alone would pass 3e37

@@ -109,10 +109,28 @@ def _truncate_tf32(values) -> np.ndarray:
 
 # The TF32 pass may keep, per (row, column slot), scores whose lowest mantissa bits are replaced
 # by their tile's number (certified_assign's packed epilogue: one min and one max per score
-# instead of a compare and three selects). That moves a score by less than 2^bits units in its
-# last place, at most packing_unit(tiles) |s| + PACKING_FLOOR, and |s| <= |x| C + H.
+# instead of a compare and three selects). Only mantissa bits change, so the exponent does not:
+# a normal score moves by at most (2^bits - 1) units in its last place, under
+# 2^(bits-23) (1 - 2^-bits) |s^|, and a subnormal one by under PACKING_FLOOR. The computed score
+# obeys |s^| <= (1 + eps(d)) (|x| C + H), and (1 - 2^-bits)(1 + eps(d)) <= SAFETY for d up to
+# about 12,000, so packing_unit(tiles) (|x| C + H) + PACKING_FLOOR bounds the move. The packed
+# values are compared as floats: subnormals must not be flushed to zero (Triton's min.f32 and
+# max.f32 carry no .ftz today), or a score of 0 would lose its tile number.
 PACK_MAX_BITS = 8  # up to 256 tiles: 2^-15 relative, well under eps(d) (about 2^-10)
 PACKING_FLOOR = 1e-35  # covers scores at or near zero, where the low bits are a subnormal's
+
+
+# Packed scores start from, and absent centroids score, a finite 3e38 (tensor_kernels'
+# PACKED_ABSENT: inf with a tile number in its low bits would be a NaN). Real scores must stay
+# well below it: data whose scores could reach PACKABLE_LIMIT are not packed (packable).
+PACKABLE_LIMIT = 1e37
+
+
+def packable(largest_norm: float) -> bool:
+    """Whether scores may be packed for centred data whose largest point norm is largest_norm:
+    the centroids are means of the points (the starts are points), so |c| <= that norm and every
+    score is at most (|x| C + H)(1 + eps) <= 1.5 largest_norm^2 SAFETY, far below 3e38."""
+    return 1.5 * SAFETY * float(largest_norm) ** 2 < PACKABLE_LIMIT
 
 
 def tile_bits(tiles: int) -> int:

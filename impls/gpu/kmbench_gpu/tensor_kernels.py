@@ -87,7 +87,8 @@ def _best_two_by_slot(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
 
 
 # A finite stand-in for +inf where scores are packed: inf with a tile number in its low bits
-# would be a NaN. Above every real score (|s| <= |x| C + H) and below FP32's largest.
+# would be a NaN. Below FP32's largest, and above every real score: data whose scores could
+# come near it are not packed (bound.packable).
 PACKED_ABSENT = tl.constexpr(3.0e38)
 
 

@@ -57,6 +57,7 @@ class TensorPath:
         self.x = x
         self.x_tf32 = _chunked_rows(x, lambda rows: bound.to_tf32(rows, cupy), cupy.float32)
         self.x_norm = bound.round_up(_chunked_rows(x, _norms, cupy.float64), cupy)
+        self.packable = n == 0 or bound.packable(float(self.x_norm.max()))  # scores far below 3e38
         self.labels = cupy.zeros(n, dtype=cupy.int32)
         self.previous = cupy.full(n, -1, dtype=cupy.int32)
         self.order = cupy.empty(n, dtype=cupy.int32)
@@ -192,7 +193,7 @@ class TensorPath:
         t = self._torch
         with _triton_on_cupy_stream():
             block_m, block_n, block_d, warps, stages = self.tiling
-            bits = pack_bits(self.d, self.k, self.tiling)
+            bits = pack_bits(self.d, self.k, self.tiling) if self.packable else 0
             self._certified[((self.n + block_m - 1) // block_m,)](
                 t["x_tf32"], t["x_norm"], t["centroids_tf32"], t["half_norms"], t["bound_max"], t["labels"],
                 t["flagged"], t["limits"], t["flagged_count"], t["floor"], self.n, self.k,
