@@ -106,3 +106,25 @@ def test_data_the_host_cannot_hold_are_one_sentence_before_any_are_made(tmp_path
     assert ("100,000,000 x 128 does not fit: the data take 48 GiB; this host has 1 GiB of memory available."
             in " ".join(ran.output.split()))
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_gpu_set_that_fails_to_start_is_filed_under_its_own_worker_count():
+    """A Dask GPU row reports the workers it asked for until its cluster says otherwise, so an
+    error in prepare on GPUs 0,1 is the two-worker cell's, not the last good (one-worker) cell's."""
+    pytest.importorskip("distributed")
+    from impls.distributed.dask_lloyd import DaskCudaLloyd, asked_workers
+    from kmbench.protocol import Options, runner
+
+    assert asked_workers(Options(gpus="0,1")) == {"workers": 2} and asked_workers(Options()) == {}
+    row = DaskCudaLloyd()
+    row._info = {"workers": 1}  # the last cell, on GPU 0, went well
+
+    def lost(options):
+        raise RuntimeError("the cluster could not start")  # as a set that cannot hold its share
+
+    row._start_cluster = lost
+    problem = runner.make_problem(datasets.blobs(200, 2, 3, seed=0), runner.Settings(k=3, iterations=2),
+                                  options=Options(gpus="0,1"))
+    with pytest.raises(RuntimeError):
+        row.prepare(problem)
+    assert row.build_info()["workers"] == 2

@@ -231,3 +231,23 @@ def test_embeddings_suite_has_the_issues_five_shapes_and_every_gpu_row():
                       (10_000_000, 128, 4096), (1_000_000, 768, 4096)}
     names = {impl.name for step in steps for impl in step.impls}
     assert {"kmbench-gpu", "flash-kmeans", "flash-kmeans-fp16", "triton-fused", "yinyang-gpu", "torch"} <= names
+
+
+def test_a_plan_asked_for_a_thread_count_runs_a_row_stored_only_at_another():
+    """kmbench-cpu stored at 1 thread; a sweep asked for 4 (--threads, $KMBENCH_THREADS) must
+    run it, and one asked for no count, or for 1, finds it measured."""
+    from kmbench.data import cells
+    from kmbench.protocol import Options
+    from kmbench.registry import discover
+
+    row, other = discover()["kmbench-cpu"], discover()["numpy"]
+    step = plan.Step({"generator": "blobs", "n": 1000, "d": 2, "centers": 5, "seed": 0, "std": 1.0, "dtype": "float32"},
+                     runner.Settings(k=5, iterations=10), [row, other])
+    stored = [{"impl": impl.name, "status": "ok", "build": {"threads": 1} if impl is row else {},
+               "dataset": {"name": step.name},
+               "params": {"k": 5, "iterations": 10, "stop": "iterations", "tol": 0.0, "init": "random", "seed": 0}}
+              for impl in (row, other)]
+    done = set(cells.finished(stored, lambda record: True))
+    assert plan.remaining(step, done, Options(threads=4)) == [row]
+    assert plan.remaining(step, done, Options(threads=1)) == []
+    assert plan.remaining(step, done) == []

@@ -143,6 +143,10 @@ class DaskLloyd(Implementation):
     def prepare(self, problem: Problem) -> None:
         from distributed import Client, wait
 
+        # Until the cluster says otherwise, the workers asked for: a prepare that fails must not
+        # report the last good cell's count (the count is part of the cell, kmbench.data.cells).
+        self._info = asked_workers(problem.options) if self.cuda else {}
+
         phases: dict[str, float] = {}
         address = problem.options.scheduler
         with host_region(phases, "cluster"):
@@ -200,6 +204,11 @@ class DaskLloyd(Implementation):
 
     def setup_phases(self) -> dict[str, float]:
         return dict(getattr(self, "_setup", {}))
+
+
+def asked_workers(options: Options) -> dict:
+    """The workers a GPU cell asked for, one per GPU of options.gpus; {} where it named none."""
+    return {"workers": len(options.gpus.split(","))} if options.gpus else {}
 
 
 class DaskCudaLloyd(DaskLloyd):

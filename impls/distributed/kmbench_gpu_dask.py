@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from impls.distributed.dask_lloyd import dask_cuda_status, worker_loss_is_one_sentence
+from impls.distributed.dask_lloyd import asked_workers, dask_cuda_status, worker_loss_is_one_sentence
 from impls.gpu.kmbench_gpu import KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Options, Problem, Result, reference
@@ -159,6 +159,10 @@ class DaskNcclLloyd(Implementation):
 
     def prepare(self, problem: Problem) -> None:
         from distributed import wait
+
+        # Until the cluster says otherwise, the workers asked for: a prepare that fails must not
+        # report the last good cell's count (the count is part of the cell, kmbench.data.cells).
+        self._info = asked_workers(problem.options)
 
         phases: dict[str, float] = {}
         with host_region(phases, "cluster"):

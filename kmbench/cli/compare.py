@@ -22,9 +22,10 @@ def _cell_text(cell: Cell) -> str:
     if cell.task != "lloyd":
         return f"{cell.impl} on {cell.where} ({cell.task})"
     stop = f", tol {cell.tol:g}" if cell.stop == "tolerance" else ""
-    threads = f", {cell.threads} threads" if cell.threads else ""
-    workers = f", {cell.gpus} workers" if cell.gpus else ""
-    return f"{cell.impl} on {cell.where}, k={cell.k}, {cell.iterations} its{stop}{threads}{workers}"
+    threads = f", {cell.threads} thread{'' if cell.threads == 1 else 's'}" if cell.threads else ""
+    workers = f", {cell.gpus} worker{'' if cell.gpus == 1 else 's'}" if cell.gpus else ""
+    start = "" if (cell.init, cell.seed) == ("random", 0) else f", {cell.init} seed {cell.seed}"
+    return f"{cell.impl} on {cell.where}, k={cell.k}, {cell.iterations} its{stop}{threads}{workers}{start}"
 
 
 def _verdicts(one: stats.CellComparison) -> str:

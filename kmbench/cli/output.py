@@ -183,7 +183,7 @@ def execute_plan(steps, store, data_dir, force, options: Options = Options()):
     total = sum(len(step.impls) for step in steps)
     done = set() if force else plan.finished(store)
     warn_long([estimate.Planned(step.name, plan.dataset_name(step.spec)[1], step.spec.get("d", 2), step.settings,
-                                sum(usable(impl)[0] for impl in plan.remaining(step, done))) for step in steps])
+                                sum(usable(impl)[0] for impl in plan.remaining(step, done, options))) for step in steps])
     with progress.reporting(console, total) as reporter:
         records, skipped = plan.execute(steps, store, reporter, data_dir, force, options)
     if records:

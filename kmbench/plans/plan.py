@@ -127,20 +127,24 @@ def check(steps: list[Step], store=None, data_dir=None) -> None:
     check_before_writing([(step.settings, dict([dataset_name(step.spec)])) for step in steps], store, data_dir)
 
 
-def _planned(impl: str, dataset: str, settings: runner.Settings) -> cells.Cell:
-    return cells.lloyd_cell(impl, dataset, settings.k, settings.iterations, settings.stop, settings.tol,
-                            settings.init, settings.seed)
+def _planned(impl, dataset: str, settings: runner.Settings, options: Options | None = None) -> cells.Cell:
+    """The cell a plan runs `impl` in. A row that takes a thread count is planned at the count
+    asked for, where one is, so a record at another count does not stand for it; otherwise the
+    threads (and a Dask row's workers) are left open, found at whatever the row reports."""
+    threads = options.threads if options is not None and impl.takes_threads else None
+    return cells.lloyd_cell(impl.name, dataset, settings.k, settings.iterations, settings.stop, settings.tol,
+                            settings.init, settings.seed, threads)
 
 
 def finished(store=None) -> set:
     """Cells measured to the end with this code on this machine (cells.finished)."""
     here = environment.identity()
-    return set(cells.finished(results.load(store), lambda record: environment.identity(record.get("env")) == here))
+    return set(cells.finished(results.load(store), lambda record: environment.identity(record.get("env") or {}) == here))
 
 
-def remaining(step: Step, done: set) -> list:
+def remaining(step: Step, done: set, options: Options = Options()) -> list:
     """The step's implementations whose cell is not among `done` (finished(store))."""
-    return [impl for impl in step.impls if _planned(impl.name, step.name, step.settings) not in done]
+    return [impl for impl in step.impls if _planned(impl, step.name, step.settings, options) not in done]
 
 
 def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=False,
@@ -150,9 +154,9 @@ def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=F
     records, skipped = [], 0
     for step in steps:
         dataset = make_dataset(step.spec, data_dir)
-        todo = remaining(step, done)
+        todo = remaining(step, done, options)
         skipped += len(step.impls) - len(todo)
-        if reporter:
+        if reporter and len(todo) < len(step.impls):
             reporter.skip(len(step.impls) - len(todo))
         if todo:
             records += lloyd.run(todo, [dataset], step.settings, store, reporter, data_dir, options)
@@ -161,5 +165,5 @@ def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=F
 
 def latest_records(steps: list[Step], store=None) -> list[dict]:
     """The newest stored record of every cell of the plan (measured now or before)."""
-    wanted = {_planned(impl.name, step.name, step.settings) for step in steps for impl in step.impls}
+    wanted = {_planned(impl, step.name, step.settings) for step in steps for impl in step.impls}
     return cells.newest(results.load(store), wanted)
