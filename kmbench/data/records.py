@@ -211,9 +211,15 @@ class LloydRecord(Record):
         return self.build.get("precision") or self.build.get("computes_in")
 
     @property
+    def workers(self) -> int | None:
+        """The Dask workers a row ran on (one per GPU for the GPU rows); None for every other row."""
+        workers = self.build.get("workers")
+        return workers if isinstance(workers, int) else None
+
+    @property
     def gpus(self) -> int:
         """The GPUs (Dask workers) a multi-GPU row ran on; one for every other row."""
-        return int(self.build.get("workers") or 1)
+        return self.workers or 1
 
     def memory_bytes(self, where: str) -> int | None:
         """The peak memory measured on the "host" or the "gpu"."""

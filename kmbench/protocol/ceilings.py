@@ -184,14 +184,14 @@ def floors(record: dict) -> dict:
     return found
 
 
-def fractions(record: dict) -> dict:
+def fractions(record: dict, floor: dict | None = None) -> dict:
     """Each floor of one record over its time per iteration, where both exist: "memory" and the
     name of its compute ceiling ("FP32 issue", "TF32 peak", "fp16 peak"). The larger is the
-    limit the cell is nearer."""
+    limit the cell is nearer. floor: the record's floors, where the caller has them already."""
     per_iteration, found = record.get("per_iteration_s"), {}
     if not per_iteration:
         return found
-    floor = floors(record)
+    floor = floors(record) if floor is None else floor
     if "memory_floor_s" in floor:
         found["memory"] = floor["memory_floor_s"] / per_iteration
     if "compute_floor_s" in floor:

@@ -34,7 +34,8 @@ def _stop(record: LloydRecord) -> str:
 def _roofline(stored: dict) -> dict:
     """The cell's floors per iteration (compute, in its declared unit, and memory), each as a
     fraction of its time, and its position on the roofline: the larger, named by its limit."""
-    floors, found = ceilings.floors(stored), ceilings.fractions(stored)
+    floors = ceilings.floors(stored)
+    found = ceilings.fractions(stored, floors)
     limit = max(found, key=found.get) if found else None
     unit = floors.get("compute_unit")
     return {"compute_floor_s": floors.get("compute_floor_s"), "compute_unit": unit,
@@ -46,8 +47,8 @@ def _label(record: LloydRecord) -> str:
     """The row's label, naming its Dask workers (one per GPU for the GPU rows) where it records
     them: each count is a cell of its own (kmbench.data.cells), as each thread count is for a
     row that names its threads."""
-    workers = record.build.get("workers")
-    if not isinstance(workers, int):
+    workers = record.workers
+    if workers is None:
         return record.label
     return f"{record.label} ({workers} worker{'' if workers == 1 else 's'})"
 
@@ -85,7 +86,7 @@ def _row(record: LloydRecord) -> dict:
         **_roofline(record.to_dict()),
         # What a row is built on and computes in, as its build information declares it.
         "threads": record.threads,
-        "workers": record.build.get("workers") if isinstance(record.build.get("workers"), int) else None,
+        "workers": record.workers,
         "library": record.library,
         "precision": record.precision,
         "host_memory_bytes": record.memory_bytes("host"),
