@@ -9,6 +9,9 @@ run from the repository root with it on the path:
     python3 bench/tensor_experiments.py breakdown # per kernel, per iteration, each re-check
     python3 bench/tensor_experiments.py rechecks  # tilings of the re-check
     python3 bench/tensor_experiments.py wide      # tilings of the TF32 pass, d > 128
+    python3 bench/tensor_experiments.py candidates [KEPT] [SHAPES]
+                                                  # the re-check with candidates listed by the
+                                                  # TF32 pass (KEPT: 1,0; SHAPES: n,d,k;...)
     python3 bench/tensor_experiments.py epilogue [FORMS] [TILINGS]
                                                   # packed against slot epilogues, d <= 128
                                                   # (FORMS: slots,packed; TILINGS: M,N,D,warps,
@@ -246,6 +249,49 @@ def epilogue() -> None:
     tensor_settings.EPILOGUE = "packed"
 
 
+def candidates() -> None:
+    """The re-check against each uncertain point's candidates, found from what the TF32 pass left
+    (one FP32 dot product each, recheck.cu), against the scan of every tile that holds one (KEPT
+    0), by default at the three shapes where rows stay on chip: per kernel, CUDA events, and how many points each list
+    took, the first iteration and the mean of the later ones."""
+    import cupy
+
+    kept_values = sys.argv[2].split(",") if len(sys.argv) > 2 else ["1", "0"]
+    shapes = ([tuple(int(v) for v in shape.split(",")) for shape in sys.argv[3].split(";")] if len(sys.argv) > 3
+              else [(1_000_000, 128, 1024), (1_000_000, 64, 1000), (10_000_000, 128, 4096)])
+    for n, d, k in shapes:
+        problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
+        for kept in kept_values:
+            os.environ["KMBENCH_TENSOR_CANDIDATES"] = kept
+            try:
+                impl = KmbenchGpu(force_strategy="tensor")
+                impl.use_graph = False
+                impl.prepare(problem)
+            finally:
+                os.environ.pop("KMBENCH_TENSOR_CANDIDATES")
+            path = impl._chosen.path  # the tensor strategy's TensorPath
+            path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
+            events = [cupy.cuda.Event() for _ in range(4)]
+            rows = []
+            for _ in range(7):
+                events[0].record()
+                path.certify()
+                events[1].record()
+                path.recheck_flagged()
+                events[2].record()
+                scanned, listed = (int(v) for v in path.listed_counts.get())
+                path.update(track=False)
+                events[3].record()
+                events[3].synchronize()
+                rows.append([cupy.cuda.get_elapsed_time(events[i], events[i + 1]) * 1e3 for i in (0, 1, 2)]
+                            + [scanned, listed])
+            impl.release()
+            for label, values in (("first", rows[0]), ("later", np.mean(rows[3:], axis=0))):
+                print(f"{n}x{d} k={k} candidates {kept}: {label} pass {values[0]:8.1f} us, re-check {values[1]:8.1f} us, "
+                      f"update {values[2]:8.1f} us; scanned {values[3]:9.0f}, by candidates {values[4]:9.0f}",
+                      flush=True)
+
+
 if __name__ == "__main__":
     {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown,
-     "rechecks": rechecks, "wide": wide, "epilogue": epilogue}[sys.argv[1]]()
+     "rechecks": rechecks, "wide": wide, "epilogue": epilogue, "candidates": candidates}[sys.argv[1]]()

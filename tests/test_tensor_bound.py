@@ -403,3 +403,43 @@ def test_the_packing_error_grows_with_the_scores_it_moves():
 def test_data_whose_scores_could_near_the_packed_sentinel_are_not_packed():
     assert bound.packable(1e6) and bound.packable(1e17)
     assert not bound.packable(1e19)  # |c|^2 / 2 alone would pass 3e37
+
+
+@pytest.mark.parametrize("k, block_n", [(100, 32), (300, 64)])
+def test_every_listed_candidate_set_holds_the_exact_winner(rng, k, block_n):
+    """What the TF32 pass lists for recheck.cu (bound.listed_candidates, as _list_candidates):
+    for every uncertain row it lists, the exact winner is among the centroids scored. Near-ties
+    between neighbouring centroids, so that many rows are uncertain, some with several
+    candidates; exact ties across tiles."""
+    d = 64
+    x, c = _scene(rng, 600, d, k, offset=0.5)
+    c[1::2] = c[0::2] + 1e-3 * rng.standard_normal(c[1::2].shape).astype(np.float32)  # pairs of near twins
+    x[:200] = 0.5 * (c[2] + c[3])
+    c[k - 1] = c[0]  # an exact tie between the first and the last tile
+    scores = bound.tf32_scores(x, c)
+    exact_winner = np.argmin(bound.exact_scores(x, c), axis=1)
+    x_norm, c_max, h_max = _bound_inputs(x, c)
+    slot_best, slot_second, tiles = bound.packed_slots(scores, block_n)
+    total = bound.score_error(d, x_norm, c_max, h_max) + bound.packing_error(tiles, x_norm, c_max, h_max)
+    _, best, second = bound.packed_best_two(scores, block_n)
+    uncertain = ~bound.certified(best, second, total)
+    listed = bound.listed_candidates(slot_best, slot_second, tiles, best + bound.MARGIN * total, 8, k)
+    sets = [(row, found) for row, found in enumerate(listed) if uncertain[row] and found is not None]
+    assert len(sets) > 50 and any(len(found) > 1 for _, found in sets)
+    assert all(exact_winner[row] in found for row, found in sets)
+    for row, found in sets:  # the plain bound's candidates are all scored
+        assert set(np.flatnonzero(bound.candidates(scores[row:row + 1], best[row], total[row])[0])) <= set(found)
+
+
+def test_a_slot_that_may_hide_a_third_candidate_is_scored_whole():
+    """Tiles of 32, k = 96. Centroids 5, 37 and 69 at the best score share slot 5: it keeps two,
+    so a third in play could be unseen, and its whole column is scored. Beside centroid 6, slot
+    5's column joins 6. Spread over slots 5, 6 and 7, the three alone are; with more slots in
+    play than `most`, the row is left to the scan."""
+    cases = (((5, 37, 69), [5, 37, 69]), ((5, 37, 6), [5, 6, 37, 69]), ((5, 6, 7), [5, 6, 7]))
+    for near, expected in cases:
+        row = np.full((1, 96), 10.0, dtype=np.float32)
+        row[0, list(near)] = 1.0
+        slot_best, slot_second, tiles = bound.packed_slots(row, 32)
+        assert bound.listed_candidates(slot_best, slot_second, tiles, np.array([1.5]), 8, 96) == [expected]
+    assert bound.listed_candidates(slot_best, slot_second, tiles, np.array([1.5]), 2, 96) == [None]

@@ -18,9 +18,10 @@ from tests.test_fast import _blobs as fast_blobs
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
-def test_update_kernels_compile(arch, tmp_path):
+@pytest.mark.parametrize("source", ["update.cu", "recheck.cu"])
+def test_update_and_recheck_kernels_compile(arch, source, tmp_path):
     done = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-std=c++17", "-o", str(tmp_path / "u.cubin"),
-                           str(HERE / "update.cu")], capture_output=True, text=True)
+                           str(HERE / source)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
@@ -90,7 +91,7 @@ def test_the_recheck_is_exact_where_tf32x3_alone_falls_short(recheck, monkeypatc
 
 
 @pytest.mark.gpu
-def test_the_tiered_recheck_settles_most_listed_points_and_leaves_the_rest_to_ieee():
+def test_the_tiered_recheck_settles_most_listed_points_and_leaves_the_rest_to_ieee(monkeypatch):
     """Dense data far from the origin, k = 300: many listed points; tf32x3's bound settles most,
     and its near-ties go on to IEEE FP32. Labels agree with the IEEE-only re-check's."""
     import cupy
@@ -98,17 +99,16 @@ def test_the_tiered_recheck_settles_most_listed_points_and_leaves_the_rest_to_ie
     from kmbench.data.datasets import Dataset
     from kmbench.protocol import runner
 
+    monkeypatch.setenv("KMBENCH_TENSOR_CANDIDATES", "0")  # every uncertain point through the scan
     data = (np.random.default_rng(7).standard_normal((40_000, 64)) + 100.0).astype(np.float32)
     problem = runner.make_problem(Dataset("dense", data, None, {"generator": "test"}),
                                   runner.Settings(k=300, iterations=1))
     labels, counts = {}, {}
     for recheck in ("tiered", "ieee"):
-        monkeypatch = pytest.MonkeyPatch()
         monkeypatch.setenv("KMBENCH_TENSOR_RECHECK", recheck)
         impl = _tensor()
         impl.use_graph = False
         impl.prepare(problem)
-        monkeypatch.undo()
         path = impl._chosen.path
         path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
         path.certify()
@@ -176,13 +176,14 @@ def test_dense_data_are_rechecked_and_agree():
 
 
 @pytest.mark.gpu
-def test_the_recheck_list_is_sorted_by_tf32_winner_with_its_limits():
+def test_the_recheck_list_is_sorted_by_tf32_winner_with_its_limits(monkeypatch):
     """After one assignment: the sorted list holds the listed points once each, in order of
     their TF32 winner, each with the limit the TF32 pass gave it."""
     import cupy
 
     from impls.gpu.kmbench_gpu.tensor_path import TensorPath
 
+    monkeypatch.setenv("KMBENCH_TENSOR_CANDIDATES", "0")  # every uncertain point through the scan
     data = (np.random.default_rng(6).standard_normal((20_000, 64)) + 10.0).astype(np.float32)
     x = cupy.asarray(data - data.mean(axis=0))
     path = TensorPath(x, 300, cupy.zeros(1, dtype=cupy.uint64))
@@ -199,6 +200,45 @@ def test_the_recheck_list_is_sorted_by_tf32_winner_with_its_limits():
     assert (np.diff(winners) >= 0).all()
     assert dict(zip(ordered.tolist(), ordered_limits.tolist())) == dict(zip(listed.tolist(), limits.tolist()))
     assert not path.flagged_counts.any()  # left at zero for the next iteration
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, d, k", [(40_000, 64, 300), (20_000, 200, 2000), (10_000, 160, 9000)])
+def test_uncertain_points_take_the_exact_winner_among_their_candidates(n, d, k, monkeypatch):
+    """Dense data far from the origin (many uncertain points): recheck.cu scores each against the
+    candidates the TF32 pass left, listed in the pass where rows stay on chip (d = 64; crowded
+    slots as whole columns), from every tile's best two where rows stream (8 tiles at d = 200,
+    36 at d = 160, past one warp's 32 lanes). The same points are re-checked as by the scan
+    alone, and every label whose float64 margin is past FP32's rounding is the float64 winner."""
+    import cupy
+
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
+
+    data = (np.random.default_rng(7).standard_normal((n, d)) + 100.0).astype(np.float32)
+    x = cupy.asarray(data - data.mean(axis=0))
+    start = cupy.asnumpy(x[:k]).astype(np.float64)
+    totals = {}
+    for lists in ("1", "0"):
+        monkeypatch.setenv("KMBENCH_TENSOR_CANDIDATES", lists)
+        path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
+        assert (path.candidates > 0 or path.kept_tiles > 0) == (lists == "1")
+        path.start(start)
+        path.assign()
+        cupy.cuda.get_current_stream().synchronize()
+        scanned, with_candidates = (int(v) for v in path.listed_counts.get())
+        totals[lists] = scanned + with_candidates
+        if lists == "1":
+            labels = path.labels.get()
+            if path.candidates:  # listed in the pass: few are left to the scan
+                assert with_candidates > 1000 and scanned < totals[lists] / 10, (scanned, with_candidates)
+    assert totals["1"] == totals["0"] > 50, totals
+    x64, c64 = cupy.asnumpy(x).astype(np.float64), start.astype(np.float32).astype(np.float64)
+    scores = 0.5 * (c64 ** 2).sum(axis=1)[None, :] - x64 @ c64.T
+    two = np.sort(scores, axis=1)[:, :2]
+    scale = np.linalg.norm(x64, axis=1) * np.linalg.norm(c64, axis=1).max() + 0.5 * (c64 ** 2).sum(axis=1).max()
+    clear = (two[:, 1] - two[:, 0]) > d * 2.0 ** -22 * scale  # past any FP32 evaluation's rounding
+    assert clear.mean() > 0.9
+    assert np.array_equal(labels[clear], scores.argmin(axis=1)[clear])
 
 
 @pytest.mark.gpu

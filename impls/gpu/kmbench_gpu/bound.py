@@ -230,9 +230,9 @@ def best_two(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return winner, best, rest.min(axis=1)
 
 
-def packed_best_two(scores: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What certified_assign's packed epilogue keeps (tensor_kernels._best_two_packed): per row,
-    the winner decoded from its packed score and slot, and the best and second packed scores."""
+def packed_slots(scores: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """What certified_assign's packed epilogue keeps per (row, column slot) across the tiles
+    (tensor_kernels._best_two_packed): the best and second packed scores, and the tile count."""
     rows, k = scores.shape
     tiles = -(-k // block_n)
     absent = np.float32(3.0e38)
@@ -245,9 +245,41 @@ def packed_best_two(scores: np.ndarray, block_n: int) -> tuple[np.ndarray, np.nd
         packed = pack(part, tile, tiles)
         second = np.minimum(second, np.maximum(best, packed))
         best = np.minimum(best, packed)
+    return best, second, tiles
+
+
+def packed_best_two(scores: np.ndarray, block_n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What certified_assign's packed epilogue keeps (tensor_kernels._best_two_packed): per row,
+    the winner decoded from its packed score and slot, and the best and second packed scores."""
+    best, second, tiles = packed_slots(scores, block_n)
+    rows = len(best)
     top = best.min(axis=1)
     slot = np.argmax(best == top[:, None], axis=1)  # the lowest slot of equal bests
     tile_of = top.view(np.uint32) & np.uint32((1 << tile_bits(tiles)) - 1)
     others = best.copy()
     others[np.arange(rows), slot] = second[np.arange(rows), slot]
     return tile_of.astype(np.int64) * block_n + slot, top, others.min(axis=1)
+
+
+def listed_candidates(slot_best: np.ndarray, slot_second: np.ndarray, tiles: int, limit, most: int, k: int) -> list:
+    """What recheck.cu scores for a row from what certified_assign lists for it
+    (tensor_kernels._list_candidates): per slot whose packed best is within the row's limit,
+    that best's centroid, or, where the slot's runner-up is within the limit too (a third of the
+    slot may be, unseen), every centroid of the slot's column. None for a row with more than
+    `most` such slots (left to exact_assign's scan). With limit = packed best + MARGIN E, E
+    covering the packing, the exact winner has a packed score within it, so it is scored."""
+    limit = np.reshape(np.asarray(limit, np.float64), (-1, 1))
+    near = slot_best.astype(np.float64) <= limit
+    crowded = slot_second.astype(np.float64) <= limit
+    block_n = slot_best.shape[1]
+    tile_of = (slot_best.view(np.uint32) & np.uint32((1 << tile_bits(tiles)) - 1)).astype(np.int64)
+    listed = []
+    for row in range(len(slot_best)):
+        if near[row].sum() > most:
+            listed.append(None)
+            continue
+        scored = set()
+        for slot in np.flatnonzero(near[row]):
+            scored |= set(range(slot, k, block_n)) if crowded[row, slot] else {int(tile_of[row, slot] * block_n + slot)}
+        listed.append(sorted(scored))
+    return listed

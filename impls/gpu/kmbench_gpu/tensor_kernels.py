@@ -118,14 +118,49 @@ def _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
     winning = tl.min(tl.where(slot_best == best[:, None], slots[None, :], BLOCK_N), axis=1)
     label = (best.to(tl.int32, bitcast=True) & mask) * BLOCK_N + winning
     second = tl.min(tl.where(slots[None, :] == winning[:, None], slot_second, slot_best), axis=1)
-    return best, second, label
+    return best, second, label, slot_best, slot_second
 
 
 @triton.jit
-def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
-                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+def _list_candidates(slot_best, slot_second, limit, flag, rows, cand_rows_ptr, cand_sizes_ptr, cand_index_ptr,
+                     cand_count_ptr, BLOCK_N: tl.constexpr, PACK_BITS: tl.constexpr, CANDIDATES: tl.constexpr):
+    """For listed rows, the centroids that can still be their exact winner, for recheck.cu. A
+    candidate is a centroid whose packed TF32 score is within the row's limit (the exact winner is
+    one: bound.py). A slot keeps its best two, so where its runner-up is past the limit, its best
+    is its only candidate; where the runner-up is within it too, a third may be, and the slot is
+    listed whole (as -1 - slot: recheck.cu scores every centroid of that column). A row with
+    more than CANDIDATES slots in play stays on the list for exact_assign's scan. Returns the
+    rows left to that list."""
+    near = slot_best <= limit[:, None]
+    crowded = slot_second <= limit[:, None]
+    near32 = near.to(tl.int32)
+    size = tl.sum(near32, axis=1)
+    short = flag & (size <= CANDIDATES)
+    taken = short.to(tl.int32)
+    total = tl.sum(taken, axis=0)
+    if total > 0:
+        base = tl.atomic_add(cand_count_ptr, total)
+        place = base + tl.cumsum(taken, axis=0) - taken
+        tl.store(cand_rows_ptr + place, rows, mask=short)
+        tl.store(cand_sizes_ptr + place, size, mask=short)
+        slots = tl.arange(0, BLOCK_N)
+        index = (slot_best.to(tl.int32, bitcast=True) & ((1 << PACK_BITS) - 1)) * BLOCK_N + slots[None, :]
+        index = tl.where(crowded, -1 - slots[None, :], index)
+        position = tl.cumsum(near32, axis=1) - near32
+        tl.store(cand_index_ptr + place.to(tl.int64)[:, None] * CANDIDATES + position, index,
+                 mask=short[:, None] & near)
+    return flag & ~short
+
+
+@triton.jit
+def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k, n, tile_best_ptr, tile_second_ptr,
+                     tile_labels_ptr,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                     KEEP_TILES: tl.constexpr):
     """The same, reduced per tile: where the products are long (d > 128) the reductions are
-    cheap beside them, and per-row state leaves the registers for wider tiles."""
+    cheap beside them, and per-row state leaves the registers for wider tiles. With KEEP_TILES,
+    every row's best, runner-up and winner of every tile are kept (tile-major, for recheck.cu):
+    the re-check then finds a listed point's candidates there, without scanning the tiles."""
     best = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
     second = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
     label = tl.zeros((BLOCK_M,), dtype=tl.int32)
@@ -136,6 +171,11 @@ def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
         tile_best = tl.min(scores, axis=1)
         tile_label = tl.min(tl.where(scores == tile_best[:, None], cols[None, :], k), axis=1)
         tile_second = tl.min(tl.where(cols[None, :] == tile_label[:, None], float("inf"), scores), axis=1)
+        if KEEP_TILES:
+            at = (first.to(tl.int64) // BLOCK_N) * n + rows64
+            tl.store(tile_best_ptr + at, tile_best, mask=row_ok)
+            tl.store(tile_second_ptr + at, tile_second, mask=row_ok)
+            tl.store(tile_labels_ptr + at, tile_label, mask=row_ok)
         lower = tile_best < best  # strict: of equal scores the earlier tile's lower index stays
         second = tl.where(lower, tl.minimum(best, tile_second), tl.minimum(second, tile_best))
         label = tl.where(lower, tile_label, label)
@@ -145,24 +185,15 @@ def _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
 
 @triton.jit
 def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_ptr, flagged_ptr, limit_ptr,
-                     flagged_count_ptr, floor_ptr, n, k, eps, eta, margin, pack_unit, pack_floor,
+                     flagged_count_ptr, floor_ptr, cand_rows_ptr, cand_sizes_ptr, cand_index_ptr, cand_count_ptr,
+                     tile_best_ptr, tile_second_ptr, tile_labels_ptr, n, k, eps, eta, margin, pack_unit, pack_floor,
                      DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                     KEEP_FLOOR: tl.constexpr, PACK_BITS: tl.constexpr):
+                     KEEP_FLOOR: tl.constexpr, PACK_BITS: tl.constexpr, CANDIDATES: tl.constexpr,
+                     KEEP_TILES: tl.constexpr):
     block = tl.program_id(0)
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < n
     rows64 = rows.to(tl.int64)
-    x_whole = _rows(x_ptr, rows64, row_ok, 0, DIM, BLOCK_D)  # used only where BLOCK_D >= DIM
-    if BLOCK_D >= DIM and PACK_BITS > 0:
-        best, second, label = _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
-                                               DIM, BLOCK_M, BLOCK_N, BLOCK_D, PACK_BITS)
-    elif BLOCK_D >= DIM:
-        best, second, label = _best_two_by_slot(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
-                                                DIM, BLOCK_M, BLOCK_N, BLOCK_D)
-    else:
-        best, second, label = _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
-                                               DIM, BLOCK_M, BLOCK_N, BLOCK_D)
-    tl.store(labels_ptr + rows64, label, mask=row_ok)
     # Certified when second - best > margin E(x), E(x) = eps |x| C + eta H: the three numbers are
     # bound.py's (tensor_path.bound_arguments), so the kernel holds no threshold of its own.
     c_max = tl.load(bound_max_ptr)
@@ -173,19 +204,43 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
         # Packed scores are off by bound.packing_error more: E grows by that much, which covers
         # it on both sides of the margin, in the limit and in the floor.
         error += pack_unit * (x_norm * c_max + h_max) + pack_floor
-    flag = row_ok & ~((second - best) > margin * error)
+    x_whole = _rows(x_ptr, rows64, row_ok, 0, DIM, BLOCK_D)  # used only where BLOCK_D >= DIM
+    if BLOCK_D >= DIM and PACK_BITS > 0:
+        best, second, label, slot_best, slot_second = _best_two_packed(
+            x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k, DIM, BLOCK_M, BLOCK_N, BLOCK_D, PACK_BITS)
+        flag = row_ok & ~((second - best) > margin * error)
+        if CANDIDATES > 0:
+            listed = _list_candidates(slot_best, slot_second, best + margin * error, flag, rows, cand_rows_ptr,
+                                      cand_sizes_ptr, cand_index_ptr, cand_count_ptr, BLOCK_N, PACK_BITS,
+                                      CANDIDATES)
+        else:
+            listed = flag
+    elif BLOCK_D >= DIM:
+        best, second, label = _best_two_by_slot(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
+                                                DIM, BLOCK_M, BLOCK_N, BLOCK_D)
+        flag = row_ok & ~((second - best) > margin * error)
+        listed = flag
+    else:
+        best, second, label = _best_two_by_row(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k, n,
+                                               tile_best_ptr, tile_second_ptr, tile_labels_ptr,
+                                               DIM, BLOCK_M, BLOCK_N, BLOCK_D,
+                                               KEEP_TILES)
+        flag = row_ok & ~((second - best) > margin * error)
+        listed = flag
+    tl.store(labels_ptr + rows64, label, mask=row_ok)
     if KEEP_FLOOR:
         # A lower bound on the exact score of every centroid but the exact winner (yinyang's
-        # bounds): a certified point's runner-up less E; a listed one's best less E (its exact
+        # bounds): a certified point's runner-up less E; a flagged one's best less E (its exact
         # winner is not known here, so the bound covers every centroid).
         tl.store(floor_ptr + rows64, tl.where(flag, best, second) - error, mask=row_ok)
-    flagged = flag.to(tl.int32)
+    # What the candidates did not settle goes on the list that exact_assign scans.
+    flagged = listed.to(tl.int32)
     total = tl.sum(flagged, axis=0)
     if total > 0:
         base = tl.atomic_add(flagged_count_ptr, total)
         place = base + tl.cumsum(flagged, axis=0) - flagged
-        tl.store(flagged_ptr + place, rows, mask=flag)
-        tl.store(limit_ptr + place, best + margin * error, mask=flag)
+        tl.store(flagged_ptr + place, rows, mask=listed)
+        tl.store(limit_ptr + place, best + margin * error, mask=listed)
 
 
 @triton.jit

@@ -29,8 +29,9 @@ import numpy as np
 from impls.gpu.kmbench_gpu import bound
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
-                                        WHOLE_MAX_DIM, bound_arguments, default_tilings, device_bytes, pack_bits,
-                                        tensor_status, tiered_arguments, tiling_from_env)
+                                        WHOLE_MAX_DIM, bound_arguments, candidates_kept, default_tilings,
+                                        device_bytes, kept_tiles, pack_bits, tensor_status, tiered_arguments,
+                                        tiling_from_env)
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -68,7 +69,10 @@ class TensorPath:
         self.flagged_counts = cupy.zeros(k, dtype=cupy.int32)
         self.flagged_starts = cupy.empty(k, dtype=cupy.int32)
         self.flagged_cursor = cupy.empty(k, dtype=cupy.int32)
-        self.flagged_count = cupy.zeros(1, dtype=cupy.uint32)
+        # The two lists' lengths, side by side so that update.cu's scan adds both to the run's
+        # total: [0] the points exact_assign scans, [1] those listed with their candidates.
+        self.listed_counts = cupy.zeros(2, dtype=cupy.uint32)
+        self.flagged_count, self.candidate_count = self.listed_counts[0:1], self.listed_counts[1:2]
         self.left_count = cupy.zeros(1, dtype=cupy.uint32)  # what the tiered re-check leaves to IEEE
         self.flagged_total = cupy.zeros(1, dtype=cupy.uint64)
         self.changed = changed
@@ -86,6 +90,22 @@ class TensorPath:
         self.order_of = cupy.arange(k, dtype=cupy.int32)  # the harness's index of each centroid slot
         self.keep_floor = keep_floor
         self.eps, self.eta, self.margin = bound_arguments(d)
+        tiling, exact_tiling = default_tilings(d, k)
+        self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
+        self.pack_bits = pack_bits(d, k, self.tiling) if self.packable else 0
+        self.candidates = candidates_kept(self.pack_bits)
+        listed = n if self.candidates else 1
+        self.candidate_rows = cupy.empty(listed, dtype=cupy.int32)
+        self.candidate_sizes = cupy.empty(listed, dtype=cupy.int32)
+        self.candidate_index = cupy.empty(listed * max(1, self.candidates), dtype=cupy.int32)
+        self.kept_tiles = kept_tiles(d, k, self.tiling)
+        records = max(1, n * self.kept_tiles)
+        self.tile_best = cupy.empty(records, dtype=cupy.float32)
+        self.tile_second = cupy.empty(records, dtype=cupy.float32)
+        self.tile_labels = cupy.empty(records, dtype=cupy.int32)
+        rechecks = cupy.RawModule(code=(HERE / "recheck.cu").read_text(), options=("-std=c++17",))
+        self._candidate_recheck = rechecks.get_function("candidate_recheck")
+        self._tile_recheck = rechecks.get_function("tile_recheck")
         module = cupy.RawModule(code=(HERE / "update.cu").read_text(), options=("-std=c++17",))
         self._update = {name: module.get_function(name)
                         for name in ("histogram", "scan", "chunk_scan", "scatter", "segment_sums", "finish", "flagged_histogram",
@@ -93,12 +113,11 @@ class TensorPath:
         self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
                         "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of",
-                        "left_count")}
+                        "left_count", "candidate_rows", "candidate_sizes", "candidate_index", "candidate_count",
+                        "tile_best", "tile_second", "tile_labels")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
         self._tiered = tensor_kernels.tiered_assign
         self.tiered = tiered_arguments(d)
-        tiling, exact_tiling = default_tilings(d, k)
-        self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
         self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
         self.recheck = os.environ.get("KMBENCH_TENSOR_RECHECK", RECHECK)
         if self.recheck not in RECHECKS:
@@ -117,7 +136,7 @@ class TensorPath:
         self.load_centroids(cupy.asarray(start64.astype(np.float32)))
         self.order_of[...] = cupy.arange(self.k, dtype=cupy.int32)
         self.previous.fill(-1)
-        self.flagged_count.fill(0)
+        self.listed_counts.fill(0)
         self.flagged_total.fill(0)
         self.flagged_counts.fill(0)
         self.counts.fill(0)
@@ -185,26 +204,42 @@ class TensorPath:
         """assign() outside an iteration (yinyang-gpu): the re-checked points are counted and the
         list cleared here, as update's scan does inside one."""
         self.assign()
-        self.flagged_total += self.flagged_count
-        self.flagged_count.fill(0)
+        self.flagged_total += self.listed_counts.sum(dtype=self.flagged_total.dtype)
+        self.listed_counts.fill(0)
 
     def certify(self) -> None:
         """Every point's TF32 winner; the points whose margin is inside the bound listed."""
         t = self._torch
         with _triton_on_cupy_stream():
             block_m, block_n, block_d, warps, stages = self.tiling
-            bits = pack_bits(self.d, self.k, self.tiling) if self.packable else 0
             self._certified[((self.n + block_m - 1) // block_m,)](
                 t["x_tf32"], t["x_norm"], t["centroids_tf32"], t["half_norms"], t["bound_max"], t["labels"],
-                t["flagged"], t["limits"], t["flagged_count"], t["floor"], self.n, self.k,
+                t["flagged"], t["limits"], t["flagged_count"], t["floor"], t["candidate_rows"], t["candidate_sizes"],
+                t["candidate_index"], t["candidate_count"], t["tile_best"], t["tile_second"], t["tile_labels"],
+                self.n, self.k,
                 self.eps, self.eta, self.margin, bound.packing_unit(-(-self.k // block_n)), bound.PACKING_FLOOR,
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
-                PACK_BITS=bits, num_warps=warps, num_stages=stages)
+                PACK_BITS=self.pack_bits, CANDIDATES=self.candidates, KEEP_TILES=self.kept_tiles > 0,
+                num_warps=warps, num_stages=stages)
 
     def recheck_flagged(self) -> None:
         """The listed points' labels again, in FP32 against the centroids the bound leaves in play:
-        the list ordered by TF32 winner first (update.cu), so each block's points share candidates."""
+        by one dot product per candidate where the TF32 pass left what says which they are
+        (recheck.cu); the others against every tile that holds one, the list ordered by TF32
+        winner first (update.cu), so each block's points share candidates."""
         launch, blocks = self._update, (self._stream_blocks,)
+        k, block_n = np.int32(self.k), np.int32(self.tiling[1])
+        if self.kept_tiles:
+            self._tile_recheck(
+                blocks, (256,), (self.x, np.int32(self.d), np.int64(self.n), self.centroids, self.half_norms,
+                                 self.order_of, k, block_n, self.tile_best, self.tile_second, self.tile_labels,
+                                 self.flagged, self.limits, self.flagged_count, self.labels))
+            return
+        if self.candidates:
+            self._candidate_recheck(
+                blocks, (256,), (self.x, np.int32(self.d), self.centroids, self.half_norms, self.order_of, k, block_n,
+                                 self.candidate_rows, self.candidate_sizes, self.candidate_index,
+                                 np.int32(self.candidates), self.candidate_count, self.labels))
         launch["flagged_histogram"](blocks, (256,), (self.labels, self.flagged, self.flagged_count,
                                                      self.flagged_counts))
         launch["flagged_scan"]((1,), (1024,), (self.flagged_counts, np.int32(self.k), self.flagged_starts,
@@ -232,7 +267,7 @@ class TensorPath:
     def update(self, track: bool, combine=None) -> None:
         """New centroids from the labels: counting sort by cluster, float64 segment sums;
         combine(), where given, adds every shard's sums and counts to these first."""
-        self._sorted_sums(track, self.previous, "scan", (self.flagged_count, self.flagged_total, self.bound_max))
+        self._sorted_sums(track, self.previous, "scan", (self.listed_counts, self.flagged_total, self.bound_max))
         if combine is not None:
             combine()
         self._finish(self.counts)
@@ -255,7 +290,7 @@ class TensorPath:
     def accumulate(self, track: bool, previous) -> None:
         """The loaded chunk's share of the update: its points summed by cluster into sums, its
         counts added to totals; `previous`: its rows of the run's labels (tolerance rule)."""
-        self._sorted_sums(track, previous, "chunk_scan", (self.totals, self.flagged_count, self.flagged_total))
+        self._sorted_sums(track, previous, "chunk_scan", (self.totals, self.listed_counts, self.flagged_total))
 
     def finish_streamed(self) -> None:
         """New centroids from every chunk's sums and totals; the bound's maxima start again."""

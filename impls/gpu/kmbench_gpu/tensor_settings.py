@@ -68,6 +68,35 @@ def pack_bits(d: int, k: int, tiling: tuple) -> int:
     return bits if EPILOGUE == "packed" and block_d >= d and bits <= bound.PACK_MAX_BITS else 0
 
 
+# What the TF32 pass leaves for recheck.cu, which re-checks an uncertain point against its
+# candidates only (one FP32 dot product each) instead of exact_assign's scan of every tile.
+# Where scores are packed (rows on chip), up to CANDIDATES slots per point, listed in the pass.
+# Where rows stream, every point's best two and winner of every tile, up to KEPT_TILES_MAX
+# tiles (12 bytes per point and tile). KMBENCH_TENSOR_CANDIDATES=0 turns both off (every
+# uncertain point is scanned), for experiments.
+CANDIDATES = 8
+KEPT_TILES_MAX = 64
+
+
+def _lists_on() -> bool:
+    raw = os.environ.get("KMBENCH_TENSOR_CANDIDATES", "")
+    if raw not in ("", "0", "1"):
+        raise ImplementationError("KMBENCH_TENSOR_CANDIDATES must be 0 (off) or 1 (on)")
+    return raw != "0"
+
+
+def candidates_kept(bits: int) -> int:
+    """Candidates per point the TF32 pass lists (0: none) where it packs `bits` bits."""
+    return CANDIDATES if bits > 0 and _lists_on() else 0
+
+
+def kept_tiles(d: int, k: int, tiling: tuple) -> int:
+    """Tiles whose best two and winner the TF32 pass keeps for every point (0: none): where rows
+    stream (BLOCK_D < d) and there are at most KEPT_TILES_MAX of them."""
+    tiles = -(-k // tiling[1])
+    return tiles if tiling[2] < d and tiles <= KEPT_TILES_MAX and _lists_on() else 0
+
+
 def tiered_arguments(d: int) -> tuple[float, float, float]:
     """tiered_assign's (eps3, eta3, margin): its bound's terms and E's multiple, bound.py's."""
     eps3, eta3 = bound.tf32x3_terms(d)
@@ -99,5 +128,7 @@ def tiling_from_env(name: str, default: tuple) -> tuple:
 
 def device_bytes(n: int, d: int, k: int) -> int:
     """GPU memory the path holds: the points, their norms, labels, previous labels, order, the
-    flag list and its limits (twice: as listed and sorted), and the k-sized buffers."""
-    return n * d * 4 * 2 + n * 4 * 8 + k * d * (8 + 8 + 4 + 4) + k * 16
+    flag list and its limits (twice: as listed and sorted), the candidate list (rows, sizes and
+    CANDIDATES per point), the tiles' records where rows stream, and the k-sized buffers."""
+    records = 12 * kept_tiles(d, k, default_tilings(d, k)[0])
+    return n * d * 4 * 2 + n * (4 * (8 + 2 + CANDIDATES) + records) + k * d * (8 + 8 + 4 + 4) + k * 16

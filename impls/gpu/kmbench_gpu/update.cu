@@ -70,21 +70,24 @@ __device__ void exclusive_scan(const int* __restrict__ counts, int k, int* __res
   }
 }
 
-// Adds the re-checked points of this pass to the run's total and clears the counter.
-__device__ void count_flagged(unsigned int* __restrict__ flagged_count, unsigned long long* __restrict__ flagged_total) {
+// Adds the re-checked points of this pass to the run's total and clears the counters: two, side
+// by side (tensor_path.listed_counts), the points scanned tile by tile and those listed with
+// their candidates.
+__device__ void count_flagged(unsigned int* __restrict__ listed_counts, unsigned long long* __restrict__ flagged_total) {
   if (threadIdx.x == 0) {
-    *flagged_total += *flagged_count;
-    *flagged_count = 0u;
+    *flagged_total += (unsigned long long)listed_counts[0] + listed_counts[1];
+    listed_counts[0] = 0u;
+    listed_counts[1] = 0u;
   }
 }
 
 // The counts' prefix sums; also resets the flagged-point counter after adding it to the run's
 // total, and the bound's maxima that finish will fill.
 extern "C" __global__ void scan(const int* __restrict__ counts, int k, int* __restrict__ starts, int* __restrict__ cursor,
-                                unsigned int* __restrict__ flagged_count, unsigned long long* __restrict__ flagged_total,
+                                unsigned int* __restrict__ listed_counts, unsigned long long* __restrict__ flagged_total,
                                 float* __restrict__ bound_max) {
   exclusive_scan(counts, k, starts, cursor);
-  count_flagged(flagged_count, flagged_total);
+  count_flagged(listed_counts, flagged_total);
   if (threadIdx.x == 0) {
     bound_max[0] = 0.0f;
     bound_max[1] = 0.0f;
@@ -95,7 +98,7 @@ extern "C" __global__ void scan(const int* __restrict__ counts, int k, int* __re
 // iteration's totals, which finish reads, and cleared for the next chunk. The bound's maxima
 // stay: the next chunk's assignment reads them; the iteration resets them once, before finish.
 extern "C" __global__ void chunk_scan(int* __restrict__ counts, int k, int* __restrict__ starts, int* __restrict__ cursor,
-                                      int* __restrict__ totals, unsigned int* __restrict__ flagged_count,
+                                      int* __restrict__ totals, unsigned int* __restrict__ listed_counts,
                                       unsigned long long* __restrict__ flagged_total) {
   exclusive_scan(counts, k, starts, cursor);
   // Each thread clears only the counts it read itself, so no barrier is needed.
@@ -104,7 +107,7 @@ extern "C" __global__ void chunk_scan(int* __restrict__ counts, int k, int* __re
     totals[j] += counts[j];
     counts[j] = 0;
   }
-  count_flagged(flagged_count, flagged_total);
+  count_flagged(listed_counts, flagged_total);
 }
 
 // order[] lists the points cluster by cluster. Lanes of a warp with the same label take
@@ -128,7 +131,10 @@ extern "C" __global__ void scatter(const int* __restrict__ labels, long long n, 
 }
 
 // Each block sums CHUNK consecutive points of order[], one dimension per thread, in float64,
-// flushing to sums[cluster] whenever the cluster changes along the run.
+// flushing to sums[cluster] whenever the cluster changes along the run. The loads of IN_FLIGHT
+// points are issued before any is added: with one at a time, a thread waited a whole memory
+// latency per point and the kernel read the points at a fraction of the copy bandwidth.
+#define IN_FLIGHT 8
 extern "C" __global__ void segment_sums(const float* __restrict__ x, int d, const int* __restrict__ order,
                                         const int* __restrict__ labels, long long n, double* __restrict__ sums) {
   __shared__ int rows[CHUNK];
@@ -143,13 +149,21 @@ extern "C" __global__ void segment_sums(const float* __restrict__ x, int d, cons
   for (int dim = threadIdx.x; dim < d; dim += blockDim.x) {
     int cluster = owner[0];
     double total = 0.0;
-    for (int p = 0; p < count; ++p) {
-      if (owner[p] != cluster) {
-        atomicAdd(&sums[(long long)cluster * d + dim], total);
-        cluster = owner[p];
-        total = 0.0;
+    for (int base = 0; base < count; base += IN_FLIGHT) {
+      float values[IN_FLIGHT];
+#pragma unroll
+      for (int q = 0; q < IN_FLIGHT; ++q)
+        values[q] = base + q < count ? x[(long long)rows[base + q] * d + dim] : 0.0f;
+#pragma unroll
+      for (int q = 0; q < IN_FLIGHT; ++q) {
+        if (base + q >= count) break;
+        if (owner[base + q] != cluster) {
+          atomicAdd(&sums[(long long)cluster * d + dim], total);
+          cluster = owner[base + q];
+          total = 0.0;
+        }
+        total += (double)values[q];
       }
-      total += (double)x[(long long)rows[p] * d + dim];
     }
     atomicAdd(&sums[(long long)cluster * d + dim], total);
   }

@@ -1,0 +1,111 @@
+// kmbench-gpu's tensor-core path: the FP32 re-check of the points the TF32 pass could not
+// certify, against their candidates only: the centroids whose TF32 score is within the point's
+// limit (bound.py shows the exact winner is one). The TF32 pass leaves what says which they are,
+// so the re-check is a handful of FP32 dot products per point, not a scan of every centroid
+// tile: one warp per point.
+//   candidate_recheck  where rows stay on chip (d <= 128): certified_assign listed each point's
+//                      candidates from its (row, column slot) best two (tensor_kernels.py): a
+//                      centroid, or (-1 - slot) a whole column of the tiles where the slot's
+//                      runner-up was within the limit too;
+//   tile_recheck       where rows stream (d > 128): certified_assign kept every point's best,
+//                      runner-up and winner of every tile; a listed point's candidates are the
+//                      tiles' winners within its limit, or the whole tile where its runner-up is.
+// The lists' lengths are read on the device (the launches sit in the run's CUDA graph).
+
+#define FULL_MASK 0xffffffffu
+
+struct Winner {
+  float score = __int_as_float(0x7f800000);  // +inf
+  int label = 0;
+  int order = 0x7fffffff;  // the label's index in the harness's numbering
+};
+
+// h_j - x . c_j in FP32, every lane holding the same value at the end: the butterfly adds the
+// same two numbers in every pair of lanes at each step, and FP32 addition commutes.
+__device__ __forceinline__ float fp32_score(const float* __restrict__ point, const float* __restrict__ centroids,
+                                            const float* __restrict__ half_norms, int d, int j) {
+  const float* centroid = centroids + (long long)j * d;
+  float dot = 0.0f;
+  for (int dim = threadIdx.x & 31; dim < d; dim += 32) dot = fmaf(point[dim], centroid[dim], dot);
+  for (int offset = 16; offset > 0; offset >>= 1) dot += __shfl_xor_sync(FULL_MASK, dot, offset);
+  return half_norms[j] - dot;
+}
+
+// Equal FP32 scores go to the lowest index in the harness's numbering (order_of), as in the
+// oracle and in exact_assign, whatever order the path keeps its centroids in.
+__device__ __forceinline__ void consider(Winner& winner, float score, int j, const int* __restrict__ order_of) {
+  const int order = order_of[j];
+  if (score < winner.score || (score == winner.score && order < winner.order)) {
+    winner.score = score;
+    winner.label = j;
+    winner.order = order;
+  }
+}
+
+__device__ __forceinline__ void consider_all(Winner& winner, const float* __restrict__ point,
+                                             const float* __restrict__ centroids, const float* __restrict__ half_norms,
+                                             const int* __restrict__ order_of, int d, int first, int step, int last) {
+  for (int j = first; j < last; j += step) consider(winner, fp32_score(point, centroids, half_norms, d, j), j, order_of);
+}
+
+extern "C" __global__ void candidate_recheck(const float* __restrict__ x, int d, const float* __restrict__ centroids,
+                                             const float* __restrict__ half_norms, const int* __restrict__ order_of,
+                                             int k, int block_n, const int* __restrict__ rows,
+                                             const int* __restrict__ sizes, const int* __restrict__ candidates,
+                                             int per_row, const unsigned int* __restrict__ listed_count,
+                                             int* __restrict__ labels) {
+  const unsigned int count = *listed_count;
+  const unsigned int warps = (gridDim.x * blockDim.x) >> 5;
+  for (unsigned int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < count; i += warps) {
+    const long long row = rows[i];
+    const float* point = x + row * d;
+    Winner winner;
+    for (int c = 0; c < sizes[i]; ++c) {
+      const int j = candidates[(long long)i * per_row + c];
+      if (j >= 0) consider(winner, fp32_score(point, centroids, half_norms, d, j), j, order_of);
+      else consider_all(winner, point, centroids, half_norms, order_of, d, -1 - j, block_n, k);  // a column
+    }
+    if ((threadIdx.x & 31) == 0) labels[row] = winner.label;
+  }
+}
+
+// tile_best, tile_second, tile_labels: tile-major, tiles x n. Lane t looks at tile t (and t + 32,
+// ...); the tiles in play are taken one at a time through a ballot.
+extern "C" __global__ void tile_recheck(const float* __restrict__ x, int d, long long n,
+                                        const float* __restrict__ centroids, const float* __restrict__ half_norms,
+                                        const int* __restrict__ order_of, int k, int block_n,
+                                        const float* __restrict__ tile_best, const float* __restrict__ tile_second,
+                                        const int* __restrict__ tile_labels, const int* __restrict__ flagged,
+                                        const float* __restrict__ limits, const unsigned int* __restrict__ flagged_count,
+                                        int* __restrict__ labels) {
+  const unsigned int count = *flagged_count;
+  const unsigned int warps = (gridDim.x * blockDim.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  const int tiles = (k + block_n - 1) / block_n;
+  for (unsigned int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < count; i += warps) {
+    const long long row = flagged[i];
+    const float limit = limits[i];
+    const float* point = x + row * d;
+    Winner winner;
+    for (int base = 0; base < tiles; base += 32) {
+      const int tile = base + lane;
+      const long long at = (long long)tile * n + row;
+      const bool near = tile < tiles && tile_best[at] <= limit;
+      const bool whole = near && tile_second[at] <= limit;  // a third of this tile may be in play
+      const int single = near ? tile_labels[at] : 0;
+      unsigned int pending = __ballot_sync(FULL_MASK, near);
+      while (pending) {
+        const int from = __ffs(pending) - 1;
+        pending &= pending - 1;
+        const int first = (base + from) * block_n;
+        if (__shfl_sync(FULL_MASK, (int)whole, from))
+          consider_all(winner, point, centroids, half_norms, order_of, d, first, 1, min(first + block_n, k));
+        else {
+          const int j = __shfl_sync(FULL_MASK, single, from);
+          consider(winner, fp32_score(point, centroids, half_norms, d, j), j, order_of);
+        }
+      }
+    }
+    if (lane == 0) labels[row] = winner.label;
+  }
+}
