@@ -12,6 +12,7 @@ run from the repository root with it on the path:
     python3 bench/tensor_experiments.py candidates [KEPT] [SHAPES]
                                                   # the re-check with candidates listed by the
                                                   # TF32 pass (KEPT: 1,0; SHAPES: n,d,k;...)
+    python3 bench/tensor_experiments.py update    # the update's kernels one by one
     python3 bench/tensor_experiments.py epilogue [FORMS] [TILINGS]
                                                   # packed against slot epilogues, d <= 128
                                                   # (FORMS: slots,packed; TILINGS: M,N,D,warps,
@@ -292,6 +293,49 @@ def candidates() -> None:
                       flush=True)
 
 
+def update() -> None:
+    """The update's five kernels one by one (CUDA events, steady iterations) at the shapes of 1e6
+    points and at 1e7 x 128, beside the time to read the points once at 3 TB/s."""
+    import cupy
+
+    from impls.gpu.kmbench_gpu.tensor_path import CHUNK, SHARED_HISTOGRAM_K
+
+    for n, d, k in ((1_000_000, 128, 1024), (1_000_000, 64, 1000), (10_000_000, 128, 4096), (1_000_000, 768, 4096)):
+        problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
+        impl = KmbenchGpu(force_strategy="tensor")
+        impl.use_graph = False
+        impl.prepare(problem)
+        path = impl._chosen.path  # the tensor strategy's TensorPath
+        path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
+        events = [cupy.cuda.Event() for _ in range(6)]
+        launch, size = path._update, (np.int64(path.n), np.int32(path.d), np.int32(path.k))
+        shared_k = path.k if path.k <= SHARED_HISTOGRAM_K else 0
+        steps = (
+            lambda: launch["histogram"]((path._stream_blocks,), (256,), (path.labels, size[0], size[2], path.counts,
+                                        np.int32(shared_k), path.previous, path.changed, np.int32(0)),
+                                        shared_mem=shared_k * 4),
+            lambda: launch["scan"]((1,), (1024,), (path.counts, size[2], path.starts, path.cursor, path.listed_counts,
+                                                   path.flagged_total, path.bound_max)),
+            lambda: launch["scatter"]((path._stream_blocks * 2,), (256,), (path.labels, size[0], path.cursor, path.order)),
+            lambda: launch["segment_sums"](((path.n + CHUNK - 1) // CHUNK,), (path._sum_threads,),
+                                           (path.x, size[1], path.order, path.labels, size[0], path.sums)),
+            lambda: path._finish(path.counts))
+        times = []
+        for _ in range(6):
+            path.assign()
+            for event, step in zip(events, steps):
+                event.record()
+                step()
+            events[-1].record()
+            events[-1].synchronize()
+            times.append([cupy.cuda.get_elapsed_time(events[i], events[i + 1]) * 1e3 for i in range(5)])
+        impl.release()
+        mean = np.mean(times[2:], axis=0)
+        print(f"{n}x{d} k={k}: histogram {mean[0]:7.1f} scan {mean[1]:7.1f} scatter {mean[2]:7.1f} "
+              f"segment_sums {mean[3]:7.1f} finish {mean[4]:7.1f} us; points read once at 3 TB/s "
+              f"{n * d * 4 / 3e12 * 1e6:7.1f} us", flush=True)
+
+
 if __name__ == "__main__":
     {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown,
-     "rechecks": rechecks, "wide": wide, "epilogue": epilogue, "candidates": candidates}[sys.argv[1]]()
+     "rechecks": rechecks, "wide": wide, "epilogue": epilogue, "candidates": candidates, "update": update}[sys.argv[1]]()

@@ -435,7 +435,7 @@ def test_a_slot_that_may_hide_a_third_candidate_is_scored_whole():
     """Tiles of 32, k = 96. Centroids 5, 37 and 69 at the best score share slot 5: it keeps two,
     so a third in play could be unseen, and its whole column is scored. Beside centroid 6, slot
     5's column joins 6. Spread over slots 5, 6 and 7, the three alone are; with more slots in
-    play than `most`, the row is left to the scan."""
+    play than `most`, or a crowded slot where columns are not listed, the row is left to the scan."""
     cases = (((5, 37, 69), [5, 37, 69]), ((5, 37, 6), [5, 6, 37, 69]), ((5, 6, 7), [5, 6, 7]))
     for near, expected in cases:
         row = np.full((1, 96), 10.0, dtype=np.float32)
@@ -443,3 +443,7 @@ def test_a_slot_that_may_hide_a_third_candidate_is_scored_whole():
         slot_best, slot_second, tiles = bound.packed_slots(row, 32)
         assert bound.listed_candidates(slot_best, slot_second, tiles, np.array([1.5]), 8, 96) == [expected]
     assert bound.listed_candidates(slot_best, slot_second, tiles, np.array([1.5]), 2, 96) == [None]
+    row = np.full((1, 96), 10.0, dtype=np.float32)
+    row[0, [5, 37]] = 1.0  # without columns (many tiles), a crowded slot leaves its row to the scan
+    slot_best, slot_second, tiles = bound.packed_slots(row, 32)
+    assert bound.listed_candidates(slot_best, slot_second, tiles, np.array([1.5]), 8, 96, columns=False) == [None]

@@ -261,12 +261,13 @@ def packed_best_two(scores: np.ndarray, block_n: int) -> tuple[np.ndarray, np.nd
     return tile_of.astype(np.int64) * block_n + slot, top, others.min(axis=1)
 
 
-def listed_candidates(slot_best: np.ndarray, slot_second: np.ndarray, tiles: int, limit, most: int, k: int) -> list:
+def listed_candidates(slot_best: np.ndarray, slot_second: np.ndarray, tiles: int, limit, most: int, k: int,
+                      columns: bool = True) -> list:
     """What recheck.cu scores for a row from what certified_assign lists for it
     (tensor_kernels._list_candidates): per slot whose packed best is within the row's limit,
     that best's centroid, or, where the slot's runner-up is within the limit too (a third of the
-    slot may be, unseen), every centroid of the slot's column. None for a row with more than
-    `most` such slots (left to exact_assign's scan). With limit = packed best + MARGIN E, E
+    slot may be, unseen), every centroid of the slot's column; without `columns`, None for such
+    a row. None for a row with more than `most` such slots (left to exact_assign's scan). With limit = packed best + MARGIN E, E
     covering the packing, the exact winner has a packed score within it, so it is scored."""
     limit = np.reshape(np.asarray(limit, np.float64), (-1, 1))
     near = slot_best.astype(np.float64) <= limit
@@ -275,7 +276,7 @@ def listed_candidates(slot_best: np.ndarray, slot_second: np.ndarray, tiles: int
     tile_of = (slot_best.view(np.uint32) & np.uint32((1 << tile_bits(tiles)) - 1)).astype(np.int64)
     listed = []
     for row in range(len(slot_best)):
-        if near[row].sum() > most:
+        if near[row].sum() > most or (not columns and (near[row] & crowded[row]).any()):
             listed.append(None)
             continue
         scored = set()

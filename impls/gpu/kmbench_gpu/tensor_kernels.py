@@ -12,12 +12,14 @@ whose best two scores are further apart than twice the bound E of bound.py takes
 winner; the others are appended to a list, each with its limit: best TF32 score + 2 E (E's
 terms and its multiple 2 come as arguments, from bound.py: tensor_path.bound_arguments). With
 KEEP_FLOOR it also writes, per point, a lower bound on the exact score of every centroid other
-than the exact winner (yinyang-gpu starts its bounds from it).
+than the exact winner (yinyang-gpu starts its bounds from it). With CANDIDATES (rows on chip) it
+lists each uncertain point's candidates from its slots; with KEEP_TILES (rows streamed) it keeps
+every point's best two of every tile; recheck.cu re-checks those points from either.
 
 tiered_assign (an exact re-check, not the default: NOTES.md): the listed points first in tf32x3
 with a bound of its own (bound.tf32x3_terms); exact_assign then takes what it cannot settle.
 
-exact_assign: the listed points only, ordered by TF32 winner (update.cu), in FP32: IEEE
+exact_assign: the listed points that recheck.cu does not take, ordered by TF32 winner (update.cu), in FP32: IEEE
 products (FMA units), or for experiments error-compensated TF32 ("tf32x3", not FP32-grade:
 see NOTES.md), the lowest index winning equal scores, as in the oracle. Only centroids whose
 TF32 score is within the point's limit can be its exact winner (the winner w's exact score is
@@ -123,19 +125,24 @@ def _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
 
 @triton.jit
 def _list_candidates(slot_best, slot_second, limit, flag, rows, cand_rows_ptr, cand_sizes_ptr, cand_index_ptr,
-                     cand_count_ptr, BLOCK_N: tl.constexpr, PACK_BITS: tl.constexpr, CANDIDATES: tl.constexpr):
+                     cand_count_ptr, BLOCK_N: tl.constexpr, PACK_BITS: tl.constexpr, CANDIDATES: tl.constexpr,
+                     COLUMNS: tl.constexpr):
     """For listed rows, the centroids that can still be their exact winner, for recheck.cu. A
     candidate is a centroid whose packed TF32 score is within the row's limit (the exact winner is
     one: bound.py). A slot keeps its best two, so where its runner-up is past the limit, its best
     is its only candidate; where the runner-up is within it too, a third may be, and the slot is
-    listed whole (as -1 - slot: recheck.cu scores every centroid of that column). A row with
-    more than CANDIDATES slots in play stays on the list for exact_assign's scan. Returns the
-    rows left to that list."""
+    listed whole (as -1 - slot: recheck.cu scores every centroid of that column) where COLUMNS
+    (few tiles: a column is short); elsewhere such a row stays on the list for exact_assign's
+    scan, as does a row with more than CANDIDATES slots in play. Returns the rows left to that
+    list."""
     near = slot_best <= limit[:, None]
     crowded = slot_second <= limit[:, None]
     near32 = near.to(tl.int32)
     size = tl.sum(near32, axis=1)
-    short = flag & (size <= CANDIDATES)
+    if COLUMNS:
+        short = flag & (size <= CANDIDATES)
+    else:
+        short = flag & (size <= CANDIDATES) & (tl.max(crowded.to(tl.int32), axis=1) == 0)
     taken = short.to(tl.int32)
     total = tl.sum(taken, axis=0)
     if total > 0:
@@ -189,7 +196,7 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
                      tile_best_ptr, tile_second_ptr, tile_labels_ptr, n, k, eps, eta, margin, pack_unit, pack_floor,
                      DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                      KEEP_FLOOR: tl.constexpr, PACK_BITS: tl.constexpr, CANDIDATES: tl.constexpr,
-                     KEEP_TILES: tl.constexpr):
+                     COLUMNS: tl.constexpr, KEEP_TILES: tl.constexpr):
     block = tl.program_id(0)
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < n
@@ -212,7 +219,7 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
         if CANDIDATES > 0:
             listed = _list_candidates(slot_best, slot_second, best + margin * error, flag, rows, cand_rows_ptr,
                                       cand_sizes_ptr, cand_index_ptr, cand_count_ptr, BLOCK_N, PACK_BITS,
-                                      CANDIDATES)
+                                      CANDIDATES, COLUMNS)
         else:
             listed = flag
     elif BLOCK_D >= DIM:

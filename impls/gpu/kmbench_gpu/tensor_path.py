@@ -1,14 +1,16 @@
 """kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 tensor cores.
 
-One iteration is ten launches on one stream, so the whole run captures into a CUDA graph:
+One iteration is up to eleven launches on one stream, so the whole run captures into a CUDA graph:
   certified_assign (Triton)  TF32 scores (data and centroids rounded to TF32 by us), best and
                              second-best per point, the certified margin of bound.py;
-                             uncertain points appended to a list;
-  flagged_histogram, _scan,  the list ordered by TF32 winner (update.cu);
-  _scatter
-  exact_assign (Triton)      the listed points again, in FP32 against the centroid tiles
-                             that hold a candidate (TF32 score within the point's limit);
-                             RECHECK: IEEE products, or error-compensated TF32;
+                             uncertain points listed with their candidates (rows on chip), or
+                             listed while every tile's best two are kept (rows streamed);
+  candidate_recheck or       those points in FP32 against their candidates only: the centroids
+  tile_recheck (recheck.cu)  whose TF32 score is within the point's limit;
+  flagged_histogram, _scan,  what has no candidate list (too many), ordered by TF32 winner
+  _scatter                   (update.cu);
+  exact_assign (Triton)      those points again, in FP32 against the centroid tiles that
+                             hold a candidate; RECHECK: IEEE products, or error-compensated TF32;
   histogram, scan, scatter   the points ordered by cluster (update.cu);
   segment_sums               float64 sums over runs of sorted points, one atomic per run;
   finish                     new centroids, their float32 copy, half norms, the bound's maxima.
@@ -29,7 +31,8 @@ import numpy as np
 from impls.gpu.kmbench_gpu import bound
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
-                                        WHOLE_MAX_DIM, bound_arguments, candidates_kept, default_tilings,
+                                        WHOLE_MAX_DIM, bound_arguments, candidates_kept, crowded_columns,
+                                        default_tilings,
                                         device_bytes, kept_tiles, pack_bits, tensor_status, tiered_arguments,
                                         tiling_from_env)
 from kmbench.errors import ImplementationError
@@ -219,7 +222,8 @@ class TensorPath:
                 self.n, self.k,
                 self.eps, self.eta, self.margin, bound.packing_unit(-(-self.k // block_n)), bound.PACKING_FLOOR,
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
-                PACK_BITS=self.pack_bits, CANDIDATES=self.candidates, KEEP_TILES=self.kept_tiles > 0,
+                PACK_BITS=self.pack_bits, CANDIDATES=self.candidates, COLUMNS=crowded_columns(self.k, self.tiling),
+                KEEP_TILES=self.kept_tiles > 0,
                 num_warps=warps, num_stages=stages)
 
     def recheck_flagged(self) -> None:
