@@ -125,11 +125,29 @@ def dense_rows() -> None:
             print(f"     error {v.get('centroid_error')} tol {v.get('tolerances')} sens {v.get('sensitivity')}")
 
 
+def _timed_iteration(path) -> list:
+    """One iteration of a TensorPath, timed with CUDA events: TF32 pass, re-check and update
+    (us), then the points the scan and the candidate lists took."""
+    import cupy
+
+    events = [cupy.cuda.Event() for _ in range(4)]
+    events[0].record()
+    path.certify()
+    events[1].record()
+    path.recheck_flagged()
+    events[2].record()
+    scanned, listed = (int(v) for v in path.listed_counts.get())
+    events[2].synchronize()
+    events[2].record()
+    path.update(track=False)
+    events[3].record()
+    events[3].synchronize()
+    return [cupy.cuda.get_elapsed_time(events[i], events[i + 1]) * 1e3 for i in (0, 1, 2)] + [scanned, listed]
+
+
 def breakdown() -> None:
     """Per kernel, per iteration, at 1e6 x 128, k = 1024: the TF32 pass, the re-check (each
     precision) and the update, timed with CUDA events; points re-checked per iteration."""
-    import cupy
-
     from impls.gpu.kmbench_gpu.tensor_path import RECHECKS
 
     settings = runner.Settings(k=1024, iterations=10)
@@ -141,20 +159,9 @@ def breakdown() -> None:
         impl.prepare(problem)
         path = impl._chosen.path  # the tensor strategy's TensorPath
         path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
-        events = [cupy.cuda.Event() for _ in range(4)]
         for iteration in range(8):
-            events[0].record()
-            path.certify()
-            events[1].record()
-            path.recheck_flagged()
-            events[2].record()
-            flagged = int(path.flagged_count.get()[0])
-            events[2].synchronize()
-            events[2].record()
-            path.update(track=False)
-            events[3].record()
-            events[3].synchronize()
-            times = [cupy.cuda.get_elapsed_time(events[i], events[i + 1]) * 1e3 for i in (0, 1, 2)]
+            times = _timed_iteration(path)
+            flagged = times[3] + times[4]
             print(f"{recheck:7s} iteration {iteration}: tf32 pass {times[0]:8.1f} us, re-check {times[1]:8.1f} us "
                   f"({flagged} points, {flagged / problem.n:.2%}), update {times[2]:8.1f} us", flush=True)
         impl.release()
@@ -253,10 +260,8 @@ def epilogue() -> None:
 def candidates() -> None:
     """The re-check against each uncertain point's candidates, found from what the TF32 pass left
     (one FP32 dot product each, recheck.cu), against the scan of every tile that holds one (KEPT
-    0), by default at the three shapes where rows stay on chip: per kernel, CUDA events, and how many points each list
-    took, the first iteration and the mean of the later ones."""
-    import cupy
-
+    0), by default at the three shapes where rows stay on chip: per kernel, CUDA events, and how
+    many points each list took, the first iteration and the mean of the later ones."""
     kept_values = sys.argv[2].split(",") if len(sys.argv) > 2 else ["1", "0"]
     shapes = ([tuple(int(v) for v in shape.split(",")) for shape in sys.argv[3].split(";")] if len(sys.argv) > 3
               else [(1_000_000, 128, 1024), (1_000_000, 64, 1000), (10_000_000, 128, 4096)])
@@ -272,20 +277,7 @@ def candidates() -> None:
                 os.environ.pop("KMBENCH_TENSOR_CANDIDATES")
             path = impl._chosen.path  # the tensor strategy's TensorPath
             path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
-            events = [cupy.cuda.Event() for _ in range(4)]
-            rows = []
-            for _ in range(7):
-                events[0].record()
-                path.certify()
-                events[1].record()
-                path.recheck_flagged()
-                events[2].record()
-                scanned, listed = (int(v) for v in path.listed_counts.get())
-                path.update(track=False)
-                events[3].record()
-                events[3].synchronize()
-                rows.append([cupy.cuda.get_elapsed_time(events[i], events[i + 1]) * 1e3 for i in (0, 1, 2)]
-                            + [scanned, listed])
+            rows = [_timed_iteration(path) for _ in range(7)]
             impl.release()
             for label, values in (("first", rows[0]), ("later", np.mean(rows[3:], axis=0))):
                 print(f"{n}x{d} k={k} candidates {kept}: {label} pass {values[0]:8.1f} us, re-check {values[1]:8.1f} us, "

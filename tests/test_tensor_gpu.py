@@ -12,6 +12,7 @@ import pytest
 
 from impls.gpu.kmbench_gpu import HERE, KmbenchGpu
 from impls.gpu.kmbench_gpu.tensor_path import WHOLE_MAX_DIM, default_tilings, device_bytes, pack_bits
+from kmbench.errors import ImplementationError
 from tests.conftest import gpu_cell
 from tests.test_fast import _blobs as fast_blobs
 
@@ -47,6 +48,23 @@ def test_scores_are_packed_only_where_rows_stay_on_chip_and_the_tiles_fit_the_bi
     wider = default_tilings(128, most + 1)[0]  # more tiles than the bits hold at 32: tiles of 64
     assert wider[1] == 64 and wider[3] == 4 and pack_bits(128, most + 1, wider) == PACK_MAX_BITS
     assert default_tilings(128, 2 * most + 1)[0][3] == 8  # past that, the slot epilogue's eight warps
+
+
+def test_candidate_lists_are_on_for_ieee_and_off_when_asked_or_for_the_scans_other_precisions(monkeypatch):
+    from impls.gpu.kmbench_gpu.tensor_settings import candidates_kept, crowded_columns, kept_tiles
+
+    on_chip, streamed = default_tilings(128, 1024)[0], default_tilings(768, 4096)[0]
+    assert candidates_kept(5) > 0 and candidates_kept(0) == 0  # only where scores are packed
+    assert kept_tiles(768, 4096, streamed) == 16 and kept_tiles(128, 1024, on_chip) == 0
+    assert kept_tiles(768, 65 * streamed[1], streamed) == 0  # past KEPT_TILES_MAX: 12 bytes a tile per point
+    assert crowded_columns(1024, on_chip) and not crowded_columns(4096, on_chip)  # 32 tiles, then 128
+    for name, value in (("KMBENCH_TENSOR_CANDIDATES", "0"), ("KMBENCH_TENSOR_RECHECK", "tiered")):
+        monkeypatch.setenv(name, value)
+        assert candidates_kept(5) == 0 and kept_tiles(768, 4096, streamed) == 0
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("KMBENCH_TENSOR_CANDIDATES", "8")
+    with pytest.raises(ImplementationError, match="0 \\(off\\) or 1 \\(on\\)"):
+        candidates_kept(5)
 
 
 def test_memory_count_covers_the_data_twice():
@@ -203,11 +221,11 @@ def test_the_recheck_list_is_sorted_by_tf32_winner_with_its_limits(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n, d, k", [(40_000, 64, 300), (20_000, 200, 2000), (10_000, 160, 9000)])
+@pytest.mark.parametrize("n, d, k", [(40_000, 64, 300), (20_000, 64, 2000), (20_000, 200, 2000), (10_000, 160, 9000)])
 def test_uncertain_points_take_the_exact_winner_among_their_candidates(n, d, k, monkeypatch):
     """Dense data far from the origin (many uncertain points): recheck.cu scores each against the
     candidates the TF32 pass left, listed in the pass where rows stay on chip (d = 64; crowded
-    slots as whole columns), from every tile's best two where rows stream (8 tiles at d = 200,
+    slots as whole columns at 10 tiles, left to the scan at 63), from every tile's best two where rows stream (8 tiles at d = 200,
     36 at d = 160, past one warp's 32 lanes). The same points are re-checked as by the scan
     alone, and every label whose float64 margin is past FP32's rounding is the float64 winner."""
     import cupy
@@ -229,8 +247,9 @@ def test_uncertain_points_take_the_exact_winner_among_their_candidates(n, d, k, 
         totals[lists] = scanned + with_candidates
         if lists == "1":
             labels = path.labels.get()
-            if path.candidates:  # listed in the pass: few are left to the scan
-                assert with_candidates > 1000 and scanned < totals[lists] / 10, (scanned, with_candidates)
+            if path.candidates:  # listed in the pass; with crowded slots as columns, few are left to the scan
+                assert with_candidates > 1000, (scanned, with_candidates)
+                assert k > 1024 or scanned < totals[lists] / 10, (scanned, with_candidates)
     assert totals["1"] == totals["0"] > 50, totals
     x64, c64 = cupy.asnumpy(x).astype(np.float64), start.astype(np.float32).astype(np.float64)
     scores = 0.5 * (c64 ** 2).sum(axis=1)[None, :] - x64 @ c64.T

@@ -29,9 +29,12 @@ s^(2) - s^_j1 > 2 E(x), then for every j != j1, s_j >= s^_j - E > s^_j1 + E >= s
 strictly nearest centroid in exact arithmetic, which is what the float64 oracle computes on
 the same float32 inputs. Every other point is re-checked in IEEE FP32, against its
 candidates only: with w the exact winner, s_w <= s_j1 <= s^_j1 + E, so s^_w <= s^_j1 + 2 E.
-A centroid whose TF32 score is above that limit cannot be the winner (s_j >= s^_j - E > s_w),
-so the re-check scores every tile in TF32 again and runs FP32 products only where a tile
-holds a centroid within some listed point's limit.
+A centroid whose TF32 score is above that limit cannot be the winner (s_j >= s^_j - E > s_w).
+Where the pass packs tile numbers into its scores (each moved by at most P, packing_error), it
+uses E + P for E, so the packed score of w is at most the packed best + 2 (E + P). The re-check
+scores in FP32 only the centroids within the limit: from the candidates the pass listed, from
+every tile's best two the pass kept, or, for the rest, in the tiles that hold one
+(listed_candidates and recheck.cu, or tensor_kernels.exact_assign).
 """
 
 from __future__ import annotations

@@ -62,6 +62,9 @@ extern "C" __global__ void candidate_recheck(const float* __restrict__ x, int d,
     Winner winner;
     for (int c = 0; c < sizes[i]; ++c) {
       const int j = candidates[(long long)i * per_row + c];
+      // j < k holds wherever scores stay far below the packed sentinel (bound.packable); the
+      // streamed path does not check its chunks for that yet, so guard the reads here.
+      if (j >= k) continue;
       if (j >= 0) consider(winner, fp32_score(point, centroids, half_norms, d, j), j, order_of);
       else consider_all(winner, point, centroids, half_norms, order_of, d, -1 - j, block_n, k);  // a column
     }

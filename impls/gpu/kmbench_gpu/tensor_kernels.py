@@ -124,6 +124,18 @@ def _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
 
 
 @triton.jit
+def _append(count_ptr, keep, rows, rows_ptr, values, values_ptr):
+    """Appends the rows where `keep`, each with its value, to a list whose length is at
+    count_ptr: one atomic per block reserves their places, a prefix sum orders them. Returns
+    the places, where the caller stores more per row."""
+    taken = keep.to(tl.int32)
+    place = tl.atomic_add(count_ptr, tl.sum(taken, axis=0)) + tl.cumsum(taken, axis=0) - taken
+    tl.store(rows_ptr + place, rows, mask=keep)
+    tl.store(values_ptr + place, values, mask=keep)
+    return place
+
+
+@triton.jit
 def _list_candidates(slot_best, slot_second, limit, flag, rows, cand_rows_ptr, cand_sizes_ptr, cand_index_ptr,
                      cand_count_ptr, BLOCK_N: tl.constexpr, PACK_BITS: tl.constexpr, CANDIDATES: tl.constexpr,
                      COLUMNS: tl.constexpr):
@@ -143,19 +155,13 @@ def _list_candidates(slot_best, slot_second, limit, flag, rows, cand_rows_ptr, c
         short = flag & (size <= CANDIDATES)
     else:
         short = flag & (size <= CANDIDATES) & (tl.max(crowded.to(tl.int32), axis=1) == 0)
-    taken = short.to(tl.int32)
-    total = tl.sum(taken, axis=0)
-    if total > 0:
-        base = tl.atomic_add(cand_count_ptr, total)
-        place = base + tl.cumsum(taken, axis=0) - taken
-        tl.store(cand_rows_ptr + place, rows, mask=short)
-        tl.store(cand_sizes_ptr + place, size, mask=short)
-        slots = tl.arange(0, BLOCK_N)
-        index = (slot_best.to(tl.int32, bitcast=True) & ((1 << PACK_BITS) - 1)) * BLOCK_N + slots[None, :]
-        index = tl.where(crowded, -1 - slots[None, :], index)
-        position = tl.cumsum(near32, axis=1) - near32
-        tl.store(cand_index_ptr + place.to(tl.int64)[:, None] * CANDIDATES + position, index,
-                 mask=short[:, None] & near)
+    place = _append(cand_count_ptr, short, rows, cand_rows_ptr, size, cand_sizes_ptr)
+    slots = tl.arange(0, BLOCK_N)
+    index = (slot_best.to(tl.int32, bitcast=True) & ((1 << PACK_BITS) - 1)) * BLOCK_N + slots[None, :]
+    index = tl.where(crowded, -1 - slots[None, :], index)
+    position = tl.cumsum(near32, axis=1) - near32
+    tl.store(cand_index_ptr + place.to(tl.int64)[:, None] * CANDIDATES + position, index,
+             mask=short[:, None] & near)
     return flag & ~short
 
 
@@ -241,13 +247,7 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
         # winner is not known here, so the bound covers every centroid).
         tl.store(floor_ptr + rows64, tl.where(flag, best, second) - error, mask=row_ok)
     # What the candidates did not settle goes on the list that exact_assign scans.
-    flagged = listed.to(tl.int32)
-    total = tl.sum(flagged, axis=0)
-    if total > 0:
-        base = tl.atomic_add(flagged_count_ptr, total)
-        place = base + tl.cumsum(flagged, axis=0) - flagged
-        tl.store(flagged_ptr + place, rows, mask=listed)
-        tl.store(limit_ptr + place, best + margin * error, mask=listed)
+    _append(flagged_count_ptr, listed, rows, flagged_ptr, best + margin * error, limit_ptr)
 
 
 @triton.jit
@@ -337,10 +337,4 @@ def tiered_assign(x_ptr, x_tf32_ptr, x_norm_ptr, c_ptr, c_tf32_ptr, half_ptr, bo
         error = eps * x_norm * c_max + eta * h_max
         sure = live & ((second - best) > margin * error)
         tl.store(labels_ptr + rows64, label, mask=sure)
-        left = (live & ~sure).to(tl.int32)
-        total = tl.sum(left, axis=0)
-        if total > 0:
-            base = tl.atomic_add(left_count_ptr, total)
-            place = base + tl.cumsum(left, axis=0) - left
-            tl.store(left_ptr + place, rows, mask=left > 0)
-            tl.store(left_limit_ptr + place, limit, mask=left > 0)
+        _append(left_count_ptr, live & ~sure, rows, left_ptr, limit, left_limit_ptr)

@@ -1,6 +1,7 @@
 """kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 tensor cores.
 
-One iteration is up to eleven launches on one stream, so the whole run captures into a CUDA graph:
+One iteration is up to eleven launches on one stream (fewer where recheck.cu settles every
+uncertain point), so the whole run captures into a CUDA graph:
   certified_assign (Triton)  TF32 scores (data and centroids rounded to TF32 by us), best and
                              second-best per point, the certified margin of bound.py;
                              uncertain points listed with their candidates (rows on chip), or
@@ -15,7 +16,8 @@ One iteration is up to eleven launches on one stream, so the whole run captures 
   segment_sums               float64 sums over runs of sorted points, one atomic per run;
   finish                     new centroids, their float32 copy, half norms, the bound's maxima.
 Before the first iteration of each run (inside its timed region), order_by_neighbourhood
-renumbers the centroids so that near ones share re-check tiles; centroids_in_order undoes it.
+renumbers the centroids so that near ones share re-check tiles (not where every tile's best two
+are kept: strategies/tensor.py); centroids_in_order undoes it.
 The Triton kernels take the CuPy buffers through DLPack (the same memory) and launch on the
 CuPy stream in use, the capture stream included. What the path is set up with (tilings, the
 re-check's precision, the bound's arguments, its limits and memory) is tensor_settings.py's.

@@ -73,7 +73,8 @@ def pack_bits(d: int, k: int, tiling: tuple) -> int:
 # Where scores are packed (rows on chip), up to CANDIDATES slots per point, listed in the pass.
 # Where rows stream, every point's best two and winner of every tile, up to KEPT_TILES_MAX
 # tiles (12 bytes per point and tile). KMBENCH_TENSOR_CANDIDATES=0 turns both off (every
-# uncertain point is scanned), for experiments.
+# uncertain point is scanned), for experiments, and so does a re-check precision other than
+# IEEE (KMBENCH_TENSOR_RECHECK: those are the scan's precisions, so the scan takes every point).
 CANDIDATES = 8
 KEPT_TILES_MAX = 64
 # A slot whose runner-up is in play too is scored whole (a column of the tiles) up to this many
@@ -87,7 +88,7 @@ def _lists_on() -> bool:
     raw = os.environ.get("KMBENCH_TENSOR_CANDIDATES", "")
     if raw not in ("", "0", "1"):
         raise ImplementationError("KMBENCH_TENSOR_CANDIDATES must be 0 (off) or 1 (on)")
-    return raw != "0"
+    return raw != "0" and os.environ.get("KMBENCH_TENSOR_RECHECK", RECHECK) == "ieee"
 
 
 def candidates_kept(bits: int) -> int:

@@ -59,7 +59,9 @@ class Tensor(Strategy):
         import triton
 
         path = self.path
+        lists = "slots" if path.candidates else "tiles" if path.kept_tiles else "none"
         return {"triton": triton.__version__, "tiling": list(path.tiling), "recheck": path.recheck,
+                "candidate_lists": lists,
                 "centroid_order": "by neighbourhood" if self.order else "as given",
                 "exact_tiling": list(path.exact_tiling), "bound_eps": path.eps}
 
