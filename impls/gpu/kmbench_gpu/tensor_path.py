@@ -34,9 +34,8 @@ from impls.gpu.kmbench_gpu import bound
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
                                         WHOLE_MAX_DIM, bound_arguments, candidates_kept, crowded_columns,
-                                        default_tilings,
-                                        device_bytes, kept_tiles, pack_bits, tensor_status, tiered_arguments,
-                                        tiling_from_env)
+                                        default_tilings, device_bytes, kept_tiles, pack_bits, tensor_status,
+                                        tiered_arguments, tiling_from_env)
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -99,6 +98,7 @@ class TensorPath:
         self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
         self.pack_bits = pack_bits(d, k, self.tiling) if self.packable else 0
         self.candidates = candidates_kept(self.pack_bits)
+        self.columns = crowded_columns(k, self.tiling)  # crowded slots listed whole, or scanned
         listed = n if self.candidates else 1
         self.candidate_rows = cupy.empty(listed, dtype=cupy.int32)
         self.candidate_sizes = cupy.empty(listed, dtype=cupy.int32)
@@ -224,7 +224,7 @@ class TensorPath:
                 self.n, self.k,
                 self.eps, self.eta, self.margin, bound.packing_unit(-(-self.k // block_n)), bound.PACKING_FLOOR,
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
-                PACK_BITS=self.pack_bits, CANDIDATES=self.candidates, COLUMNS=crowded_columns(self.k, self.tiling),
+                PACK_BITS=self.pack_bits, CANDIDATES=self.candidates, COLUMNS=self.columns,
                 KEEP_TILES=self.kept_tiles > 0,
                 num_warps=warps, num_stages=stages)
 
