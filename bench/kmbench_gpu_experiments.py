@@ -6,6 +6,9 @@ oracle), run from the repository root with it on the path:
     python3 bench/kmbench_gpu_experiments.py tiled   # tiled at 1M points, k = 1000: 4 or 8 points
                                               # per thread, centroid loop unrolled or not
     python3 bench/kmbench_gpu_experiments.py highd   # 300k x 408, k = 5000: FP32, TF32, torch
+    python3 bench/kmbench_gpu_experiments.py prune   # tiled with and without its candidate
+                                              # lists: the radial tree as generated and
+                                              # shuffled, blobs at d = 4 to 32 (k = 1000)
 
 They patch the strategies (grid size, points per thread, a copy of the sources) in this
 process only; the benchmark itself is `kmbench reproduce fast-gpu`. tensor_experiments.py and
@@ -71,5 +74,24 @@ def highd() -> None:
         show(f"300k x 408 k=5000 {impl.name}", cell(impl, data, 5000, 3, repeats=2))
 
 
+def prune() -> None:
+    import os
+
+    import numpy as np
+
+    from kmbench.data.datasets import Dataset
+
+    tree = radial()
+    shuffled = Dataset("radial-shuffled", np.asarray(tree.data)[np.random.default_rng(0).permutation(tree.n)],
+                       None, {"generator": "radial, shuffled"})
+    cases = [("radial 1e6 k=1000", tree, 1000, 20), ("radial 1e6 shuffled k=1000", shuffled, 1000, 20),
+             ("radial 1e7 k=1000", radial(cluster_size=200_000), 1000, 10)]
+    cases += [(f"blobs 1e6 d={d} k=1000", blobs(10**6, d=d, centers=1000, std=0.1), 1000, 10) for d in (4, 8, 16, 32)]
+    for tag, data, k, iterations in cases:
+        for pruning in ("1", "0"):
+            os.environ["KMBENCH_TILED_PRUNE"] = pruning
+            show(f"{tag} prune={pruning}", cell(fast.KmbenchGpu(), data, k, iterations))
+
+
 if __name__ == "__main__":
-    {"sweep": sweep, "tiled": tiled, "highd": highd}[sys.argv[1]]()
+    {"sweep": sweep, "tiled": tiled, "highd": highd, "prune": prune}[sys.argv[1]]()

@@ -7,7 +7,8 @@ FAMILY is cuda (document 000's versions), cuda-002 or kmbench-gpu; none named: a
 
 n = 5003 leaves a partial last block, k = 37 exceeds a block of 32 and spans two cluster
 tiles, and 100 threads leave a partial last warp. kmbench-gpu runs each strategy (d = 3 and
-d = 40; resident also at k = 13, 39 accumulator columns) under both stop rules. cuda-002 runs with k = 7 (warp sums),
+d = 40; resident also at k = 13, 39 accumulator columns) under both stop rules, and tiled
+once more on sorted points, two blocks, so that its candidate lists are short and reused. cuda-002 runs with k = 7 (warp sums),
 k = 37 (shared accumulators) and k = 1100 (global accumulators), under both stop rules.
 """
 
@@ -53,3 +54,18 @@ for chosen, d, k in kmbench_gpu_cases if "kmbench-gpu" in families else ():
         result = impl.run(shaped)
         impl.release()
         print("kmbench-gpu", chosen, d, k, tol, "finite" if np.isfinite(result.centroids).all() else "NOT FINITE")
+if "kmbench-gpu" in families:
+    # The tiled kernel's candidate lists: points sorted along x, so each block's box is a slab and
+    # the lists are short, on two blocks, so each block lists for three groups in turn.
+    from impls.gpu.kmbench_gpu.strategies.tiled import Tiled
+
+    Tiled.grid = lambda self, n: 2
+    points = np.random.default_rng(2).standard_normal((5003, 2)).astype(np.float32)
+    points = points[np.argsort(points[:, 0])]
+    sorted_problem = runner.make_problem(Dataset("sanitize", points, None, {}), runner.Settings(k=300, iterations=3))
+    impl = KmbenchGpu(force_strategy="tiled")
+    impl.prepare(sorted_problem)
+    result = impl.run(sorted_problem)
+    impl.release()
+    print("kmbench-gpu tiled, sorted, 2 blocks", impl._info.get("pruning"),
+          "finite" if np.isfinite(result.centroids).all() else "NOT FINITE")

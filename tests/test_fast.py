@@ -10,7 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from impls.gpu.kmbench_gpu import DIRECT_MAX_DIM, HERE, MAX_K, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, strategy, tiled_distance
+from impls.gpu.kmbench_gpu import (DIRECT_MAX_DIM, HERE, MAX_K, PRUNE_MAX_DIM, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, make, strategy,
+                                   tiled_distance, tiled_pruning)
 from impls.gpu.kmbench_gpu.tensor_path import tensor_status
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset, radial
@@ -19,11 +20,12 @@ from tests.conftest import gpu_cell
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("direct", [0, 1])
+@pytest.mark.parametrize("direct, prune", [(0, 0), (1, 0), (1, 1)])
 @pytest.mark.parametrize("dim", [1, 2, 3, 8, 16, 32])
-def test_lowd_kernels_compile_for_every_dimension(dim, direct, tmp_path):
+def test_lowd_kernels_compile_for_every_dimension(dim, direct, prune, tmp_path):
     done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-std=c++17", f"-DDIM={dim}", f"-DDIRECT={direct}",
-                           "-o", str(tmp_path / "k.cubin"), str(HERE / "lowd.cu")], capture_output=True, text=True)
+                           f"-DPRUNE={prune}", "-o", str(tmp_path / "k.cubin"), str(HERE / "lowd.cu")],
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
@@ -45,6 +47,22 @@ def test_tiled_distance_is_direct_up_to_its_limit_and_can_be_forced(monkeypatch)
     monkeypatch.setenv("KMBENCH_TILED_DISTANCE", "fast")
     with pytest.raises(ImplementationError, match="direct or expanded"):
         tiled_distance(2)
+
+
+def test_tiled_pruning_needs_direct_distances_and_can_be_turned_off(monkeypatch):
+    monkeypatch.delenv("KMBENCH_TILED_DISTANCE", raising=False)
+    monkeypatch.delenv("KMBENCH_TILED_PRUNE", raising=False)
+    assert tiled_pruning(2) == tiled_pruning(PRUNE_MAX_DIM) == "box"
+    assert tiled_pruning(PRUNE_MAX_DIM + 1) == "off"
+    monkeypatch.setenv("KMBENCH_TILED_PRUNE", "0")
+    assert tiled_pruning(2) == "off"
+    monkeypatch.setenv("KMBENCH_TILED_PRUNE", "1")
+    assert tiled_pruning(DIRECT_MAX_DIM) == "box"
+    monkeypatch.setenv("KMBENCH_TILED_DISTANCE", "expanded")  # its rounding is not the distance's
+    assert tiled_pruning(2) == "off"
+    monkeypatch.setenv("KMBENCH_TILED_PRUNE", "yes")
+    with pytest.raises(ImplementationError, match="0 or 1"):
+        tiled_pruning(2)
 
 
 def test_strategy_follows_n_d_k():
@@ -166,6 +184,68 @@ def test_tiled_direct_distances_hold_on_small_clusters_far_from_the_mean(monkeyp
     direct, expanded = (records[form]["validation"]["inertia_difference"] for form in ("direct", "expanded"))
     assert records["direct"]["status"] == "ok", records["direct"].get("detail")
     assert expanded > 10 * direct, (direct, expanded)
+
+
+def _tiled_pass(data: np.ndarray, centroids: np.ndarray, prune: str, monkeypatch):
+    """One assignment pass of the tiled kernel: labels, the float64 sums, and its pruning."""
+    import cupy
+
+    monkeypatch.setenv("KMBENCH_TILED_PRUNE", prune)
+    tiled = make("tiled", data.shape[1], centroids.shape[0])
+    tiled.compile()
+    tiled.allocate(cupy.asarray(data), cupy.zeros(1, dtype=cupy.uint64))
+    tiled.start(centroids.astype(np.float64), track=True)
+    tiled.assign(tiled.x, tiled.n, tiled.labels, tiled.blocks)
+    return tiled.labels.get(), tiled.sums.get(), tiled.pruning
+
+
+def _clustered(n, d, clusters, k, order, seed):
+    """n points in `clusters` tight groups, in group order ("sorted") or not, and k centroids
+    drawn from the points (so many sit in each group: several candidates per block)."""
+    rng = np.random.default_rng(seed)
+    middles = rng.uniform(-20, 20, (clusters, d))
+    data = middles[np.arange(n) * clusters // n] + 0.1 * rng.standard_normal((n, d))
+    if order == "shuffled":
+        data = data[rng.permutation(n)]
+    return data.astype(np.float32), data[rng.choice(n, k, replace=False)].astype(np.float32)
+
+
+def _ties(side=10):
+    """Centroids on an integer grid and points on the midpoints between neighbours, in row
+    order: every point is exactly as far from two centroids (from four at the cells' centres),
+    in float32 too, so only the lower index wins."""
+    grid = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), axis=-1).reshape(-1, 2)
+    halves = np.stack(np.meshgrid(np.arange(2 * side - 1), np.arange(2 * side - 1), indexing="ij"),
+                      axis=-1).reshape(-1, 2) / 2.0
+    data = np.repeat(halves, 40, axis=0)
+    return data.astype(np.float32), grid[::-1].astype(np.float32)  # reversed: the lower index is not the first seen
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["sorted d=2", "shuffled d=2", "sorted d=3, three groups a block", "sorted d=8, k > list",
+                                  "shuffled d=8, k > list", "sorted d=32", "exact ties"])
+def test_pruned_tiled_pass_gives_the_labels_of_the_full_scan(case, monkeypatch):
+    """The candidate list only leaves out centroids that cannot win: the labels are the full
+    scan's, bit for bit (ties to the lower index too), and the sums the same up to the order of
+    the float64 additions. Cases: blocks inside one group, blocks spanning the data (nothing
+    pruned), more groups than blocks (the list reused), k past the list's room, and ties."""
+    data, centroids = {
+        "sorted d=2": lambda: _clustered(200_003, 2, 50, 1000, "sorted", 1),
+        "shuffled d=2": lambda: _clustered(200_003, 2, 50, 1000, "shuffled", 2),
+        "sorted d=3, three groups a block": lambda: _clustered(3_000_017, 3, 200, 300, "sorted", 3),
+        "sorted d=8, k > list": lambda: _clustered(100_000, 8, 40, 3000, "sorted", 4),
+        "shuffled d=8, k > list": lambda: _clustered(100_000, 8, 40, 3000, "shuffled", 5),
+        "sorted d=32": lambda: _clustered(50_000, 32, 20, 200, "sorted", 6),
+        "exact ties": _ties,
+    }[case]()
+    full_labels, full_sums, off = _tiled_pass(data, centroids, "0", monkeypatch)
+    labels, sums, on = _tiled_pass(data, centroids, "1", monkeypatch)
+    assert (off, on) == ("off", "box")
+    assert np.array_equal(labels, full_labels), f"{np.count_nonzero(labels != full_labels)} labels differ"
+    np.testing.assert_allclose(sums, full_sums, rtol=1e-12, atol=1e-9)
+    if case == "exact ties":  # and the full scan kept them at the lower index
+        distances = ((data[:, None, :].astype(np.float64) - centroids[None]) ** 2).sum(axis=2)
+        assert np.array_equal(full_labels, distances.argmin(axis=1))
 
 
 @pytest.mark.gpu

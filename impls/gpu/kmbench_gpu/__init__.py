@@ -29,8 +29,8 @@ from impls.gpu.kmbench_gpu.strategies import (KINDS, STRATEGIES, Strategy, choos
 from impls.gpu.kmbench_gpu.strategies.base import BLOCK, BLOCKS_PER_SM  # noqa: F401
 from impls.gpu.kmbench_gpu.strategies.base import SOURCES as HERE  # noqa: F401
 from impls.gpu.kmbench_gpu.strategies.gemm import GEMM_ROWS  # noqa: F401
-from impls.gpu.kmbench_gpu.strategies.lowd import (DIRECT_MAX_DIM, SMALL_DIM, TILED_MAX_DIM, points_per_thread,  # noqa: F401
-                                        tiled_distance)
+from impls.gpu.kmbench_gpu.strategies.lowd import (DIRECT_MAX_DIM, PRUNE_MAX_DIM, SMALL_DIM, TILED_MAX_DIM,  # noqa: F401
+                                        points_per_thread, tiled_distance, tiled_pruning)
 from impls.gpu.kmbench_gpu.strategies.resident import (RESIDENT_BLOCK, RESIDENT_BLOCKS_PER_SM, RESIDENT_COPIES,  # noqa: F401
                                             RESIDENT_POINTS, RESIDENT_SLOTS)
 from impls.gpu.kmbench_gpu.strategies.small_k import SMALL_K  # noqa: F401

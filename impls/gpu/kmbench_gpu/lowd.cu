@@ -16,6 +16,9 @@
 //   The score rounds at the size of |x||c|, the distance at the size of |x - c|^2: on small
 //   clusters far from the data's mean (the radial tree) the score cannot tell apart the
 //   nearest centroids of a point in seven of every hundred, and the run's inertia drifts.
+//   With PRUNE, each block first lists the centroids that can be nearest to some point of
+//   its group (list_candidates) and scans only those: a point's own centroids where the data
+//   come clustered or sorted (the radial tree), every centroid where they do not.
 //   Then the update: a warp whose points all chose one cluster adds one shuffle sum;
 //   otherwise each point adds itself, float64 atomics spread over k clusters.
 // finish turns the sums into centroids and clears them for the next iteration.
@@ -29,12 +32,26 @@
 #ifndef DIRECT
 #define DIRECT 1
 #endif
+#ifndef PRUNE
+#define PRUNE 1
+#endif
+#if !DIRECT  // the pruning's rounding argument holds for distances, not for the expanded score
+#undef PRUNE
+#define PRUNE 0
+#endif
 #define SMALL_K 32
 #define SMALL_DIM 8
 #define TILE 128
 #define BLOCK 256
 #define WARPS (BLOCK / 32)
 #define ROW (DIM + 1)  // a cluster's accumulator: DIM sums, then the count
+#define LIST 2048       // candidates a block lists; past it the block scans every centroid
+#ifndef BLOCK_SUMS
+#define BLOCK_SUMS 64   // the first listed centroids' sums are gathered on chip, added once a group
+#endif
+// A computed distance (DIM subtractions, DIM FMAs, each rounded once, all terms >= 0) is
+// within a factor (1 +- GAMMA) of the exact one; the box distances below likewise.
+#define GAMMA ((DIM + 3) * 5.9604645e-8f)
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -111,6 +128,99 @@ extern "C" __global__ void __launch_bounds__(BLOCK) small_k(
 #endif
 }
 
+// The centroids that may be nearest to some point of this block's group, listed in index
+// order into list (so a scan of the list keeps the ties to the lower index); returns how many,
+// or -1 where more than LIST. The group's points lie in the box [lo, hi]. Every centroid is
+// within `far` of the whole box for the smallest such `far` over the centroids; a centroid
+// whose nearest approach to the box exceeds it, past both roundings, is farther than that
+// one from every point, in the kernel's float32 distances too, so it cannot win anywhere.
+// Only block-uniform branches around the barriers (count and k are the same in every thread).
+__device__ int list_candidates(const float (&p)[POINTS][DIM], long long base, long long n,
+                               const float* __restrict__ centroids, int k, int* list,
+                               float (*box)[2 * DIM], float* bound, int (*counts)[WARPS]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int j = 0; j < DIM; ++j) {  // one dimension at a time: two registers, not 2 x DIM
+    float lo = 3.402823466e+38f, hi = -3.402823466e+38f;
+#pragma unroll
+    for (int q = 0; q < POINTS; ++q) {
+      if (base + (long long)q * BLOCK + threadIdx.x >= n) continue;  // inactive: not in the box
+      lo = fminf(lo, p[q][j]);
+      hi = fmaxf(hi, p[q][j]);
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, offset));
+      hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, offset));
+    }
+    if (lane == 0) {
+      box[warp][j] = lo;
+      box[warp][DIM + j] = hi;
+    }
+  }
+  __syncthreads();  // also: the previous group has read its labels from `list`
+  if (threadIdx.x < 2 * DIM) {  // the block's box, in row WARPS (read from shared memory
+    const int j = threadIdx.x;  // below: DIM = 32 would hold 64 more registers through the scan)
+    float edge = box[0][j];
+    for (int w = 1; w < WARPS; ++w) edge = j < DIM ? fminf(edge, box[w][j]) : fmaxf(edge, box[w][j]);
+    box[WARPS][j] = edge;
+  }
+  __syncthreads();
+  const float* lo_s = box[WARPS];
+  const float* hi_s = box[WARPS] + DIM;
+  float nearest_far = 3.402823466e+38f;  // inf stays inf: then nothing is pruned
+  for (int c = threadIdx.x; c < k; c += BLOCK) {
+    float far = 0.0f;
+#pragma unroll 8  // unrolled whole, DIM = 32 held 126 registers here against the scan's 80
+    for (int j = 0; j < DIM; ++j) {
+      const float v = centroids[(long long)c * DIM + j];
+      const float side = fmaxf(v - lo_s[j], hi_s[j] - v);  // >= 0: the box's farther face
+      far = fmaf(side, side, far);
+    }
+    nearest_far = fminf(nearest_far, far);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    nearest_far = fminf(nearest_far, __shfl_xor_sync(0xffffffffu, nearest_far, offset));
+  if (lane == 0) bound[warp] = nearest_far;
+  __syncthreads();
+  for (int w = 0; w < WARPS; ++w) nearest_far = fminf(nearest_far, bound[w]);
+  // Skip where near (1 - GAMMA) > far (1 + GAMMA) after both were rounded by (1 +- GAMMA):
+  // near > far ((1 + GAMMA) / (1 - GAMMA))^2, with room for the product's own rounding; the
+  // constant term covers distances in the subnormal range, where rounding is absolute.
+  const float threshold = fmaf(nearest_far, 1.0f + 8.0f * GAMMA, 1e-37f);
+  int count = 0;
+  const unsigned below = (1u << lane) - 1u;
+  for (int first = 0, turn = 0; first < k && count <= LIST; first += BLOCK, turn ^= 1) {
+    const int c = first + threadIdx.x;
+    bool keep = false;
+    if (c < k) {
+      float near = 0.0f;
+#pragma unroll 8  // unrolled whole, DIM = 32 held 126 registers here against the scan's 80
+      for (int j = 0; j < DIM; ++j) {
+        const float v = centroids[(long long)c * DIM + j];
+        const float gap = fmaxf(fmaxf(lo_s[j] - v, v - hi_s[j]), 0.0f);  // 0 inside the box
+        near = fmaf(gap, gap, near);
+      }
+      keep = !(near > threshold);
+    }
+    const unsigned kept = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0) counts[turn][warp] = __popc(kept);
+    __syncthreads();  // one barrier per chunk: the counts alternate between two rows
+    int offset = count, total = 0;
+    for (int w = 0; w < WARPS; ++w) {
+      const int v = counts[turn][w];
+      offset += w < warp ? v : 0;
+      total += v;
+    }
+    offset += __popc(kept & below);
+    if (keep && offset < LIST) list[offset] = c;
+    count += total;
+  }
+  __syncthreads();  // the list is whole before anyone reads it
+  return count <= LIST ? count : -1;
+}
+
 extern "C" __global__ void __launch_bounds__(BLOCK) tiled(
     const float* __restrict__ x, long long n, const float* __restrict__ centroids,
     const float* __restrict__ half_norms, int k, double* __restrict__ sums,
@@ -118,6 +228,13 @@ extern "C" __global__ void __launch_bounds__(BLOCK) tiled(
   __shared__ float c_s[TILE * DIM];
 #if !DIRECT
   __shared__ float h_s[TILE];
+#endif
+#if PRUNE
+  __shared__ int list_s[LIST];
+  __shared__ float box_s[WARPS + 1][2 * DIM];  // each warp's box, then the block's
+  __shared__ float bound_s[WARPS];
+  __shared__ int counts_s[2][WARPS];
+  __shared__ double block_sums[BLOCK_SUMS > 0 ? BLOCK_SUMS : 1][ROW];
 #endif
   const int lane = threadIdx.x & 31;
   const long long stride = (long long)gridDim.x * BLOCK * POINTS;
@@ -133,12 +250,32 @@ extern "C" __global__ void __launch_bounds__(BLOCK) tiled(
       best_score[q] = 3.402823466e+38f;
       best[q] = 0;
     }
-    for (int first = 0; first < k; first += TILE) {
-      const int count = min(TILE, k - first);
+    // The centroids scanned: positions 0 .. scanned - 1 of the list, or every centroid.
+    int scanned = k;
+#if PRUNE
+    const int listed = list_candidates(p, base, n, centroids, k, list_s, box_s, bound_s, counts_s);
+    if (listed >= 0) scanned = listed;
+    // Positions below `held` are summed in block_sums: on clustered data a group's points
+    // choose among a few dozen centroids, and k-wide float64 atomics on those few addresses
+    // in global memory cost more than the whole pruned scan. Zeroed here; the tile loop's
+    // first barrier orders this before any add.
+    const int held = min(listed, BLOCK_SUMS);  // 0 where nothing is listed
+    for (int t = threadIdx.x; t < held * ROW; t += BLOCK) (&block_sums[0][0])[t] = 0.0;
+#define CENTROID(position) (listed >= 0 ? list_s[position] : (position))
+#define ADD(label, position, j, value)                                                   \
+  ((position) < held ? atomicAdd(&block_sums[position][j], (value))                      \
+                     : atomicAdd(&sums[(long long)(label) * ROW + (j)], (value)))
+#else
+#define CENTROID(position) (position)
+#define ADD(label, position, j, value) atomicAdd(&sums[(long long)(label) * ROW + (j)], (value))
+#endif
+    for (int first = 0; first < scanned; first += TILE) {
+      const int count = min(TILE, scanned - first);
       __syncthreads();  // the previous tile is no longer read
-      for (int t = threadIdx.x; t < count * DIM; t += BLOCK) c_s[t] = centroids[(long long)first * DIM + t];
+      for (int t = threadIdx.x; t < count * DIM; t += BLOCK)
+        c_s[t] = centroids[(long long)CENTROID(first + t / DIM) * DIM + t % DIM];
 #if !DIRECT
-      for (int t = threadIdx.x; t < count; t += BLOCK) h_s[t] = half_norms[first + t];
+      for (int t = threadIdx.x; t < count; t += BLOCK) h_s[t] = half_norms[CENTROID(first + t)];
 #endif
       __syncthreads();
       for (int t = 0; t < count; ++t) {
@@ -159,13 +296,20 @@ extern "C" __global__ void __launch_bounds__(BLOCK) tiled(
 #pragma unroll
           for (int j = 0; j < DIM; ++j) score = fmaf(-p[q][j], c[j], score);
 #endif
-          if (score < best_score[q]) {  // strict: ties go to the lower index
+          if (score < best_score[q]) {  // strict: ties go to the lower index (the list is in order)
             best_score[q] = score;
             best[q] = first + t;
           }
         }
       }
     }
+    int position[POINTS];  // in the list (or the centroid itself where nothing is listed)
+#pragma unroll
+    for (int q = 0; q < POINTS; ++q) {
+      position[q] = best[q];
+      best[q] = CENTROID(best[q]);
+    }
+#undef CENTROID
 #pragma unroll
     for (int q = 0; q < POINTS; ++q) {
       const long long i = base + (long long)q * BLOCK + threadIdx.x;
@@ -173,20 +317,29 @@ extern "C" __global__ void __launch_bounds__(BLOCK) tiled(
       if (active) changes += note_label(labels, i, best[q]);
       // Sorted or clustered data: often a whole warp chose one cluster; then one sum.
       const int lead = __shfl_sync(0xffffffffu, best[q], 0);
+      const int lead_position = __shfl_sync(0xffffffffu, position[q], 0);
       const unsigned all_active = __ballot_sync(0xffffffffu, active);
       if (__all_sync(0xffffffffu, !active || best[q] == lead)) {
 #pragma unroll
         for (int j = 0; j < DIM; ++j) {
           const float total = warp_sum(active ? p[q][j] : 0.0f);
-          if (lane == 0) atomicAdd(&sums[(long long)lead * ROW + j], (double)total);
+          if (lane == 0) ADD(lead, lead_position, j, (double)total);
         }
-        if (lane == 0 && all_active) atomicAdd(&sums[(long long)lead * ROW + DIM], (double)__popc(all_active));
+        if (lane == 0 && all_active) ADD(lead, lead_position, DIM, (double)__popc(all_active));
       } else if (active) {
 #pragma unroll
-        for (int j = 0; j < DIM; ++j) atomicAdd(&sums[(long long)best[q] * ROW + j], (double)p[q][j]);
-        atomicAdd(&sums[(long long)best[q] * ROW + DIM], 1.0);
+        for (int j = 0; j < DIM; ++j) ADD(best[q], position[q], j, (double)p[q][j]);
+        ADD(best[q], position[q], DIM, 1.0);
       }
     }
+#undef ADD
+#if PRUNE
+    __syncthreads();  // every add of the group is in block_sums
+    for (int t = threadIdx.x; t < held * ROW; t += BLOCK) {
+      const double total = (&block_sums[0][0])[t];
+      if (total != 0.0) atomicAdd(&sums[(long long)list_s[t / ROW] * ROW + t % ROW], total);
+    }
+#endif
   }
   add_changes(changed, changes);
 }

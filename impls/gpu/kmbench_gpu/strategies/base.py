@@ -67,16 +67,17 @@ class Strategy:
         return "direct" if cls.distance == "direct" else "any"
 
     @classmethod
-    def fp32_per_distance(cls, problem: Problem) -> float:
+    def fp32_per_distance(cls, problem: Problem) -> float | None:
         if cls.distance == "direct":
             return 2 * problem.d + 1  # d subtractions, d FMAs, the compare
         return problem.d + 1  # d FMAs, the compare
 
     @classmethod
-    def arithmetic(cls, problem: Problem) -> tuple[str, float]:
+    def arithmetic(cls, problem: Problem) -> tuple[str, float] | None:
         """The record's compute floor: FP32 instructions per distance, unless a strategy's
-        distances are tensor-core products."""
-        return "fp32", cls.fp32_per_distance(problem)
+        distances are tensor-core products; None where the distances computed depend on the data."""
+        per_distance = cls.fp32_per_distance(problem)
+        return ("fp32", per_distance) if per_distance else None
 
     # ------------------------------------------------------------------ one prepared problem
 
