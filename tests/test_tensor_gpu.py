@@ -251,13 +251,47 @@ def test_uncertain_points_take_the_exact_winner_among_their_candidates(n, d, k, 
                 assert with_candidates > 1000, (scanned, with_candidates)
                 assert k > 1024 or scanned < totals[lists] / 10, (scanned, with_candidates)
     assert totals["1"] == totals["0"] > 50, totals
-    x64, c64 = cupy.asnumpy(x).astype(np.float64), start.astype(np.float32).astype(np.float64)
+    assert _exact_where_clear(cupy.asnumpy(x), start, labels) > 0.9
+
+
+def _exact_where_clear(x: np.ndarray, start: np.ndarray, labels: np.ndarray) -> float:
+    """Checks that every label whose float64 margin is past any FP32 evaluation's rounding is the
+    float64 winner; returns the share of such labels."""
+    x64, c64 = x.astype(np.float64), start.astype(np.float32).astype(np.float64)
     scores = 0.5 * (c64 ** 2).sum(axis=1)[None, :] - x64 @ c64.T
     two = np.sort(scores, axis=1)[:, :2]
     scale = np.linalg.norm(x64, axis=1) * np.linalg.norm(c64, axis=1).max() + 0.5 * (c64 ** 2).sum(axis=1).max()
-    clear = (two[:, 1] - two[:, 0]) > d * 2.0 ** -22 * scale  # past any FP32 evaluation's rounding
-    assert clear.mean() > 0.9
+    clear = (two[:, 1] - two[:, 0]) > x.shape[1] * 2.0 ** -22 * scale
     assert np.array_equal(labels[clear], scores.argmin(axis=1)[clear])
+    return float(clear.mean())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("whole_most", [0, 2])
+def test_points_with_many_whole_tiles_are_passed_on_to_the_scan(whole_most, monkeypatch):
+    """Where every tile's best two are kept (d = 200), a point with more than WHOLE_MOST tiles to
+    score whole goes to exact_assign instead. Crowded centroids (2,000 starts on 10 blobs, each
+    point's candidates in many tiles): points are passed on, every one of them once, and the
+    labels are still the float64 winners wherever the margin is past rounding."""
+    import cupy
+
+    from impls.gpu.kmbench_gpu import tensor_path
+
+    monkeypatch.setattr(tensor_path, "WHOLE_MOST", whole_most)
+    rng = np.random.default_rng(8)
+    centres = 20.0 * rng.standard_normal((10, 200))
+    data = (centres[rng.integers(0, 10, 20_000)] + rng.standard_normal((20_000, 200))).astype(np.float32)
+    x = cupy.asarray(data - data.mean(axis=0))
+    start = cupy.asnumpy(x[:2000]).astype(np.float64)
+    path = tensor_path.TensorPath(x, 2000, cupy.zeros(1, dtype=cupy.uint64))
+    assert path.kept_tiles
+    path.start(start)
+    path.assign()
+    passed, flagged = int(path.passed_count.get()[0]), int(path.flagged_count.get()[0])
+    assert 0 < passed <= flagged, (passed, flagged)
+    listed = cupy.asnumpy(path.flagged_sorted[:passed])
+    assert np.unique(listed).size == passed and np.isin(listed, cupy.asnumpy(path.flagged[:flagged])).all()
+    assert _exact_where_clear(cupy.asnumpy(x), start, path.labels.get()) > 0.01
 
 
 @pytest.mark.gpu
@@ -359,3 +393,25 @@ def test_every_gpu_row_passes_random_problems(seed):
             continue
         _, record = gpu_cell(impl, data, k, 10)
         assert record["status"] == "ok", (name, d, k, offset, record.get("detail"))
+
+
+@pytest.mark.gpu
+def test_crowded_fraction_tells_crowded_centroids_from_spread_ones():
+    """2,000 starts drawn from 10 blobs in 200 dimensions: most are within the TF32 bound of a
+    second neighbour, so the run renumbers them (strategies/tensor.py's CROWDED). 2,000 starts
+    near 2,000 far-apart centres: few are."""
+    import cupy
+
+    from impls.gpu.kmbench_gpu.strategies.tensor import CROWDED
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
+
+    rng = np.random.default_rng(9)
+    fractions = {}
+    for name, centres in (("crowded", 20.0 * rng.standard_normal((10, 200))),
+                          ("spread", 20.0 * rng.standard_normal((2000, 200)))):
+        data = (centres[np.arange(20_000) % len(centres)] + rng.standard_normal((20_000, 200))).astype(np.float32)
+        x = cupy.asarray(data - data.mean(axis=0))
+        path = TensorPath(x, 2000, cupy.zeros(1, dtype=cupy.uint64))
+        path.start(cupy.asnumpy(x[:2000]).astype(np.float64))
+        fractions[name] = path.crowded_fraction()
+    assert fractions["crowded"] > CROWDED > fractions["spread"], fractions

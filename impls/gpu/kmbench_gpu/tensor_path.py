@@ -8,8 +8,8 @@ uncertain point), so the whole run captures into a CUDA graph:
                              listed while every tile's best two are kept (rows streamed);
   candidate_recheck or       those points in FP32 against their candidates only: the centroids
   tile_recheck (recheck.cu)  whose TF32 score is within the point's limit;
-  flagged_histogram, _scan,  what has no candidate list (too many), ordered by TF32 winner
-  _scatter                   (update.cu);
+  flagged_histogram, _scan,  what has no candidate list (too many), or a whole tile to score,
+  _scatter                   ordered by TF32 winner (update.cu);
   exact_assign (Triton)      those points again, in FP32 against the centroid tiles that
                              hold a candidate; RECHECK: IEEE products, or error-compensated TF32;
   histogram, scan, scatter   the points ordered by cluster (update.cu);
@@ -42,6 +42,11 @@ HERE = Path(__file__).resolve().parent
 CHUNK = 256  # as in update.cu
 SHARED_HISTOGRAM_K = 12288  # k int counters in 48 KB of shared memory
 GROUP = 32  # centroids per neighbourhood when they are renumbered (a quarter of a re-check tile)
+# Tiles tile_recheck scores whole for one point; past it, the point goes to exact_assign, whose
+# blocks share each tile's loads. None, measured against 1, 2 and 4: 20.0 / 24.2 / 38.4 / 59.7 ms
+# per iteration on crowded centroids (300k x 408, 5,000 starts on 50 blobs), 6.8 / 7.2 / 7.1 /
+# 6.8 ms at the embeddings suite's 300k x 408, 32.8 against 37.0 ms (2) at 1e6 x 768 (NOTES.md).
+WHOLE_MOST = 0
 
 
 class TensorPath:
@@ -108,6 +113,10 @@ class TensorPath:
         self.tile_best = cupy.empty(records, dtype=cupy.float32)
         self.tile_second = cupy.empty(records, dtype=cupy.float32)
         self.tile_labels = cupy.empty(records, dtype=cupy.int32)
+        # Points tile_recheck passes on to exact_assign (more than WHOLE_MOST tiles to score whole).
+        self.passed = cupy.empty(n if self.kept_tiles else 1, dtype=cupy.int32)
+        self.passed_limits = cupy.empty(n if self.kept_tiles else 1, dtype=cupy.float32)
+        self.passed_count = cupy.zeros(1, dtype=cupy.uint32)
         rechecks = cupy.RawModule(code=(HERE / "recheck.cu").read_text(), options=("-std=c++17",))
         self._candidate_recheck = rechecks.get_function("candidate_recheck")
         self._tile_recheck = rechecks.get_function("tile_recheck")
@@ -119,7 +128,7 @@ class TensorPath:
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
                         "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of",
                         "left_count", "candidate_rows", "candidate_sizes", "candidate_index", "candidate_count",
-                        "tile_best", "tile_second", "tile_labels")}
+                        "tile_best", "tile_second", "tile_labels", "passed_count")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
         self._tiered = tensor_kernels.tiered_assign
         self.tiered = tiered_arguments(d)
@@ -186,6 +195,29 @@ class TensorPath:
         for buffer in (self.centroids64, self.centroids, self.centroids_tf32, self.half_norms):
             buffer[...] = buffer[order]
 
+    def crowded_fraction(self, sample: int = 1024) -> float:
+        """The share of the centroids that, taken as points, the TF32 pass could not certify:
+        their two nearest other centroids score within 2 E(c) (bound.score_error) of each other.
+        High where many centroids sit on one blob (5,000 centroids on 50 blobs: 97%). There a
+        point's candidates are its blob's centroids; unless near centroids are renumbered into
+        the same tiles, they spread over every tile, and each tile is then scored whole.
+        Estimated from every (k / sample)-th centroid: one FP32 product of sample x k, inside
+        the run's timed region."""
+        import cupy
+
+        taken = cupy.arange(0, self.k, -(-self.k // sample))
+        points = self.centroids[taken]
+        norms = cupy.sqrt((points.astype(cupy.float64) ** 2).sum(axis=1))
+        c_max, h_max = self.bound_max[0].astype(cupy.float64), self.bound_max[1].astype(cupy.float64)
+        scores = self.half_norms[None, :] - points @ self.centroids.T
+        rows = cupy.arange(taken.shape[0])
+        scores[rows, taken] = cupy.inf  # not itself
+        nearest = scores.argmin(axis=1)
+        best = scores[rows, nearest]
+        scores[rows, nearest] = cupy.inf
+        error = self.eps * norms * c_max + self.eta * h_max
+        return int(cupy.count_nonzero(scores.min(axis=1) - best <= 2 * error)) / taken.shape[0]
+
     def centroids_in_order(self):
         """The float64 centroids in the harness's numbering."""
         import cupy
@@ -235,27 +267,30 @@ class TensorPath:
         winner first (update.cu), so each block's points share candidates."""
         launch, blocks = self._update, (self._stream_blocks,)
         k, block_n = np.int32(self.k), np.int32(self.tiling[1])
+        scanned, scanned_limits, scanned_count = self.flagged, self.limits, self.flagged_count
         if self.kept_tiles:
+            self.passed_count.fill(0)
             self._tile_recheck(
                 blocks, (256,), (self.x, np.int32(self.d), np.int64(self.n), self.centroids, self.half_norms,
                                  self.order_of, k, block_n, self.tile_best, self.tile_second, self.tile_labels,
-                                 self.flagged, self.limits, self.flagged_count, self.labels))
-            return
-        if self.candidates:
+                                 self.flagged, self.limits, self.flagged_count, self.labels, np.int32(WHOLE_MOST),
+                                 self.passed, self.passed_limits, self.passed_count))
+            scanned, scanned_limits, scanned_count = self.passed, self.passed_limits, self.passed_count
+        elif self.candidates:
             self._candidate_recheck(
                 blocks, (256,), (self.x, np.int32(self.d), self.centroids, self.half_norms, self.order_of, k, block_n,
                                  self.candidate_rows, self.candidate_sizes, self.candidate_index,
                                  np.int32(self.candidates), self.candidate_count, self.labels))
-        launch["flagged_histogram"](blocks, (256,), (self.labels, self.flagged, self.flagged_count,
-                                                     self.flagged_counts))
+        launch["flagged_histogram"](blocks, (256,), (self.labels, scanned, scanned_count, self.flagged_counts))
         launch["flagged_scan"]((1,), (1024,), (self.flagged_counts, np.int32(self.k), self.flagged_starts,
                                                self.flagged_cursor))
-        launch["flagged_scatter"](blocks, (256,), (self.labels, self.flagged, self.limits, self.flagged_count,
+        launch["flagged_scatter"](blocks, (256,), (self.labels, scanned, scanned_limits, scanned_count,
                                                    self.flagged_cursor, self.flagged_sorted, self.limits_sorted))
         t = self._torch
         block_m, block_n, block_d, warps, stages = self.exact_tiling
         tiles = dict(DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=stages)
-        listed, limits, count, precision = t["flagged_sorted"], t["limits_sorted"], t["flagged_count"], self.recheck
+        listed, limits, precision = t["flagged_sorted"], t["limits_sorted"], self.recheck
+        count = t["passed_count"] if self.kept_tiles else t["flagged_count"]
         with _triton_on_cupy_stream():
             if self.recheck == "tiered":
                 # tf32x3 settles what its bound certifies; the rest, listed again in the free

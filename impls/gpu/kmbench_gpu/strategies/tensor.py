@@ -11,6 +11,12 @@ from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
 
 
+# Where every tile's best two are kept, the centroids are renumbered by neighbourhood only when
+# more than this share of them is crowded (TensorPath.crowded_fraction): 97% on 50 blobs of 100
+# centroids each, against 0-13% on the embeddings suite's shapes (NOTES.md).
+CROWDED = 0.5
+
+
 class Tensor(Strategy):
     name = "tensor"
     distance = "expanded, certified by a bound"
@@ -43,8 +49,12 @@ class Tensor(Strategy):
         # Renumbering puts near centroids in one tile. That helps the scan of tiles and the
         # slots (near centroids take different slots), but where every tile's best two are kept
         # it makes a point's candidates share a tile, which is then scored whole: at
-        # 1e6 x 768, k = 4,096, 47.5 ms per iteration against 34 ms without (NOTES.md).
+        # 1e6 x 768, k = 4,096, 47.5 ms per iteration against 34 ms without (NOTES.md). Unless
+        # the centroids are crowded: then a point's candidates are many, in every tile, unless
+        # renumbered (300k x 408, 5,000 centroids on 50 blobs: 249 ms per iteration as given).
+        self.order_when_crowded = self.order and bool(self.path.kept_tiles)
         self.order = self.order and not self.path.kept_tiles
+        self.crowded: float | None = None  # the last run's crowded_fraction, where it was asked
 
     def warm_up(self, start) -> None:
         """NVRTC and Triton compile on first use: an iteration under each stop rule, once."""
@@ -62,14 +72,17 @@ class Tensor(Strategy):
         lists = "slots" if path.candidates else "tiles" if path.kept_tiles else "none"
         return {"triton": triton.__version__, "tiling": list(path.tiling), "recheck": path.recheck,
                 "candidate_lists": lists,
-                "centroid_order": "by neighbourhood" if self.order else "as given",
+                "centroid_order": ("by neighbourhood" if self.order else
+                                   "by neighbourhood where crowded" if self.order_when_crowded else "as given"),
                 "exact_tiling": list(path.exact_tiling), "bound_eps": path.eps}
 
     def start(self, start, track: bool) -> None:
         self.path.start(start)
 
     def before_iterations(self) -> None:
-        if self.order:
+        if self.order_when_crowded:
+            self.crowded = self.path.crowded_fraction()
+        if self.order or (self.crowded or 0.0) > CROWDED:
             self.path.order_by_neighbourhood()
 
     def iterate(self, track: bool, combine=None) -> None:
@@ -84,7 +97,13 @@ class Tensor(Strategy):
         assignments = problem.n * done
         note = (f"points re-checked in FP32 (TF32 margin inside the bound): {rechecked} of {assignments} "
                 f"assignments ({rechecked / max(1, assignments):.2%})")
-        return [note], {"rechecked_points": rechecked, "rechecked_fraction": rechecked / max(1, assignments)}
+        fields = {"rechecked_points": rechecked, "rechecked_fraction": rechecked / max(1, assignments)}
+        if self.crowded is not None:
+            ordered = self.crowded > CROWDED
+            note += (f"; {self.crowded:.0%} of the centroids crowded, so they were "
+                     f"{'renumbered by neighbourhood' if ordered else 'left as given'}")
+            fields.update(crowded_centroids=self.crowded, centroid_order="by neighbourhood" if ordered else "as given")
+        return [note], fields
 
     # ------------------------------------------------------------------ a pass in chunks
 
