@@ -9,6 +9,8 @@ oracle), run from the repository root with it on the path:
     python3 bench/kmbench_gpu_experiments.py prune   # tiled with and without its candidate
                                               # lists: the radial tree as generated and
                                               # shuffled, blobs at d = 4 to 32 (k = 1000)
+    python3 bench/kmbench_gpu_experiments.py prune-parts   # the tiled pass alone (CUDA events):
+                                              # lists or not, sums on chip or not, no update
 
 They patch the strategies (grid size, points per thread, a copy of the sources) in this
 process only; the benchmark itself is `kmbench reproduce fast-gpu`. tensor_experiments.py and
@@ -93,5 +95,71 @@ def prune() -> None:
             show(f"{tag} prune={pruning}", cell(fast.KmbenchGpu(), data, k, iterations))
 
 
+def _sources(defines=()) -> Path:
+    """A copy of the kernel sources with `defines` in front of lowd.cu; NO_UPDATE also skips the
+    tiled kernel's update (the labels are still written)."""
+    folder = Path(tempfile.mkdtemp())
+    for source in base.SOURCES.glob("*.cu"):
+        shutil.copy(source, folder / source.name)
+    text = (folder / "lowd.cu").read_text()
+    if "NO_UPDATE" in defines:
+        text = text.replace("      // Sorted or clustered data", "#ifdef NO_UPDATE\n      continue;\n#endif\n"
+                                                                  "      // Sorted or clustered data")
+    (folder / "lowd.cu").write_text("".join(f"#define {define}\n" for define in defines) + text)
+    return folder
+
+
+def prune_parts() -> None:
+    import os
+
+    import cupy
+    import numpy as np
+
+    from impls.gpu.kmbench_gpu.strategies import make
+
+    original = base.SOURCES
+
+    def pass_time(data, start, pruning, defines=(), launches=30) -> float:
+        os.environ["KMBENCH_TILED_PRUNE"] = pruning
+        base.SOURCES = _sources(defines)
+        shift = data.mean(axis=0, dtype=np.float64).astype(np.float32)
+        tiled = make("tiled", data.shape[1], start.shape[0])
+        tiled.compile()
+        tiled.allocate(cupy.asarray(data - shift), cupy.zeros(1, dtype=cupy.uint64))
+        tiled.start(start.astype(np.float64) - shift, track=False)
+        tiled.assign(tiled.x, tiled.n, None, tiled.blocks)
+        begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+        begin.record()
+        for _ in range(launches):
+            tiled.assign(tiled.x, tiled.n, None, tiled.blocks)
+        end.record()
+        end.synchronize()
+        base.SOURCES = original
+        return cupy.cuda.get_elapsed_time(begin, end) / launches * 1e3
+
+    def start_of(dataset, k):
+        return np.asarray(runner.make_problem(dataset, runner.Settings(k=k, iterations=1)).initial_centroids)
+
+    tree = radial()
+    data, start = np.asarray(tree.data), start_of(tree, 1000)
+    shuffled = data[np.random.default_rng(0).permutation(len(data))]
+    for tag, points, variants in (
+            ("radial 1e6 k=1000", data, [("1", ()), ("1", ("BLOCK_SUMS 0",)), ("1", ("NO_UPDATE",)), ("0", ()),
+                                         ("0", ("NO_UPDATE",))]),
+            ("radial shuffled", shuffled, [("1", ()), ("0", ()), ("1", ("NO_UPDATE",)), ("0", ("NO_UPDATE",))])):
+        for pruning, defines in variants:
+            print(f"{tag:24s} prune={pruning} {','.join(defines):14s} {pass_time(points, start, pruning, defines):8.1f} us",
+                  flush=True)
+    big = radial(cluster_size=200_000)
+    for pruning in ("1", "0"):
+        print(f"radial 1e7 k=1000 prune={pruning} "
+              f"{pass_time(np.asarray(big.data), start_of(big, 1000), pruning, launches=10):8.1f} us", flush=True)
+    for d in (4, 8, 16, 32):
+        blob = blobs(10**6, d=d, centers=1000, std=0.1)
+        for pruning in ("1", "0"):
+            print(f"blobs 1e6 d={d} k=1000 prune={pruning} "
+                  f"{pass_time(np.asarray(blob.data), start_of(blob, 1000), pruning, launches=10):8.1f} us", flush=True)
+
+
 if __name__ == "__main__":
-    {"sweep": sweep, "tiled": tiled, "highd": highd, "prune": prune}[sys.argv[1]]()
+    {"sweep": sweep, "tiled": tiled, "highd": highd, "prune": prune, "prune-parts": prune_parts}[sys.argv[1]]()
