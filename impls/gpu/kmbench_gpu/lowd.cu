@@ -168,7 +168,7 @@ __device__ int list_candidates(const float (&p)[POINTS][DIM], long long base, lo
   __syncthreads();
   const float* lo_s = box[WARPS];
   const float* hi_s = box[WARPS] + DIM;
-  float nearest_far = 3.402823466e+38f;  // inf stays inf: then nothing is pruned
+  float nearest_far = 3.402823466e+38f;  // if every far overflows, the threshold's fma does too: nothing pruned
   for (int c = threadIdx.x; c < k; c += BLOCK) {
     float far = 0.0f;
 #pragma unroll 8  // unrolled whole, DIM = 32 held 126 registers here against the scan's 80
