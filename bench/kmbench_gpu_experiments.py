@@ -55,15 +55,11 @@ def sweep() -> None:
 def tiled() -> None:
     data = radial()
     sources = base.SOURCES
+    loop = "      for (int t = 0; t < count; ++t) {"
     for points, unroll in ((4, False), (4, True), (8, True), (8, False)):
-        folder = Path(tempfile.mkdtemp())
-        for source in sources.glob("*.cu"):
-            shutil.copy(source, folder / source.name)
-        if unroll:  # lowd.cu's centroid loop, unrolled by four
-            loop = "      for (int t = 0; t < count; ++t) {"
-            text = (folder / "lowd.cu").read_text()
-            (folder / "lowd.cu").write_text(text.replace(loop, "#pragma unroll 4\n" + loop))
-        base.SOURCES = folder  # read at compile time
+        # lowd.cu's centroid loop, unrolled by four or not; read at compile time
+        base.SOURCES = _sources(edit=(lambda text: text.replace(loop, "#pragma unroll 4\n" + loop)) if unroll else None,
+                                 original=sources)
         lowd.points_per_thread = lambda d, chosen=points: chosen
         show(f"tiled 1M k=1000 points={points} unroll={unroll}", cell(fast.KmbenchGpu(), data, 1000, 20))
 
@@ -95,13 +91,16 @@ def prune() -> None:
             show(f"{tag} prune={pruning}", cell(fast.KmbenchGpu(), data, k, iterations))
 
 
-def _sources(defines=()) -> Path:
-    """A copy of the kernel sources with `defines` in front of lowd.cu; NO_UPDATE also skips the
-    tiled kernel's update (the labels are still written)."""
+def _sources(defines=(), edit=None, original: Path | None = None) -> Path:
+    """A copy of the kernel sources (from `original`, else the current ones) with `defines` in
+    front of lowd.cu and `edit` applied to its text; NO_UPDATE also skips the tiled kernel's update
+    (the labels are still written)."""
     folder = Path(tempfile.mkdtemp())
-    for source in base.SOURCES.glob("*.cu"):
+    for source in (original or base.SOURCES).glob("*.cu"):
         shutil.copy(source, folder / source.name)
     text = (folder / "lowd.cu").read_text()
+    if edit is not None:
+        text = edit(text)
     if "NO_UPDATE" in defines:
         text = text.replace("      // Sorted or clustered data", "#ifdef NO_UPDATE\n      continue;\n#endif\n"
                                                                   "      // Sorted or clustered data")

@@ -251,28 +251,46 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
 
 
 @triton.jit
+def _listed_block(block, count, flagged_ptr, limit_ptr, x_ptr, x_tf32_ptr,
+                  DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Block `block` of a list of `count` points (the re-checks' lists): which places are live,
+    the rows and their limits, and the rows' FP32 and TF32 coordinates, loaded once."""
+    places = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    live = places < count
+    rows = tl.load(flagged_ptr + places, mask=live, other=0)
+    limit = tl.load(limit_ptr + places, mask=live, other=float("-inf"))
+    rows64 = rows.to(tl.int64)
+    return (live, rows, rows64, limit, _rows(x_ptr, rows64, live, 0, DIM, BLOCK_D),
+            _rows(x_tf32_ptr, rows64, live, 0, DIM, BLOCK_D))
+
+
+@triton.jit
+def _tile_candidates(first, k, x_tf32_ptr, x_tf32_whole, rows64, live, limit, c_tf32_ptr, half_ptr,
+                     DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The tile of centroids from `first`: their columns, which exist, and which are a listed
+    point's candidates (TF32 score within its limit)."""
+    cols = first + tl.arange(0, BLOCK_N)
+    col_ok = cols < k
+    rough = _scores(x_tf32_ptr, x_tf32_whole, rows64, live, c_tf32_ptr, half_ptr, cols, col_ok,
+                    DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
+    return cols, col_ok, rough <= limit[:, None]
+
+
+@triton.jit
 def exact_assign(x_ptr, x_tf32_ptr, c_ptr, c_tf32_ptr, half_ptr, order_ptr, labels_ptr, flagged_ptr, limit_ptr,
                  flagged_count_ptr, k,
                  DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                  PRECISION: tl.constexpr):
     count = tl.load(flagged_count_ptr)
     for block in range(tl.program_id(0), tl.cdiv(count, BLOCK_M), tl.num_programs(0)):
-        places = block * BLOCK_M + tl.arange(0, BLOCK_M)
-        live = places < count
-        rows = tl.load(flagged_ptr + places, mask=live, other=0)
-        limit = tl.load(limit_ptr + places, mask=live, other=float("-inf"))
-        rows64 = rows.to(tl.int64)
+        live, rows, rows64, limit, x_whole, x_tf32_whole = _listed_block(
+            block, count, flagged_ptr, limit_ptr, x_ptr, x_tf32_ptr, DIM, BLOCK_M, BLOCK_D)
         best = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
         label = tl.zeros((BLOCK_M,), dtype=tl.int32)
         label_order = tl.full((BLOCK_M,), k, dtype=tl.int32)  # the winner's index in the harness's numbering
-        x_whole = _rows(x_ptr, rows64, live, 0, DIM, BLOCK_D)
-        x_tf32_whole = _rows(x_tf32_ptr, rows64, live, 0, DIM, BLOCK_D)
         for first in range(0, k, BLOCK_N):
-            cols = first + tl.arange(0, BLOCK_N)
-            col_ok = cols < k
-            rough = _scores(x_tf32_ptr, x_tf32_whole, rows64, live, c_tf32_ptr, half_ptr, cols, col_ok,
-                            DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
-            candidate = rough <= limit[:, None]
+            cols, col_ok, candidate = _tile_candidates(first, k, x_tf32_ptr, x_tf32_whole, rows64, live, limit,
+                                                       c_tf32_ptr, half_ptr, DIM, BLOCK_M, BLOCK_N, BLOCK_D)
             if tl.max(candidate.to(tl.int32)) > 0:  # FP32 products only for tiles in play
                 scores = _scores(x_ptr, x_whole, rows64, live, c_ptr, half_ptr, cols, col_ok,
                                  DIM, BLOCK_M, BLOCK_N, BLOCK_D, PRECISION)
@@ -305,22 +323,14 @@ def tiered_assign(x_ptr, x_tf32_ptr, x_norm_ptr, c_ptr, c_tf32_ptr, half_ptr, bo
     c_max = tl.load(bound_max_ptr)
     h_max = tl.load(bound_max_ptr + 1)
     for block in range(tl.program_id(0), tl.cdiv(count, BLOCK_M), tl.num_programs(0)):
-        places = block * BLOCK_M + tl.arange(0, BLOCK_M)
-        live = places < count
-        rows = tl.load(flagged_ptr + places, mask=live, other=0)
-        limit = tl.load(limit_ptr + places, mask=live, other=float("-inf"))
-        rows64 = rows.to(tl.int64)
+        live, rows, rows64, limit, x_whole, x_tf32_whole = _listed_block(
+            block, count, flagged_ptr, limit_ptr, x_ptr, x_tf32_ptr, DIM, BLOCK_M, BLOCK_D)
         best = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
         second = tl.full((BLOCK_M,), float("inf"), dtype=tl.float32)
         label = tl.zeros((BLOCK_M,), dtype=tl.int32)
-        x_whole = _rows(x_ptr, rows64, live, 0, DIM, BLOCK_D)
-        x_tf32_whole = _rows(x_tf32_ptr, rows64, live, 0, DIM, BLOCK_D)
         for first in range(0, k, BLOCK_N):
-            cols = first + tl.arange(0, BLOCK_N)
-            col_ok = cols < k
-            rough = _scores(x_tf32_ptr, x_tf32_whole, rows64, live, c_tf32_ptr, half_ptr, cols, col_ok,
-                            DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32")
-            candidate = rough <= limit[:, None]
+            cols, col_ok, candidate = _tile_candidates(first, k, x_tf32_ptr, x_tf32_whole, rows64, live, limit,
+                                                       c_tf32_ptr, half_ptr, DIM, BLOCK_M, BLOCK_N, BLOCK_D)
             if tl.max(candidate.to(tl.int32)) > 0:
                 scores = _scores(x_ptr, x_whole, rows64, live, c_ptr, half_ptr, cols, col_ok,
                                  DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32x3")
