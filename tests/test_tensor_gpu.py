@@ -30,7 +30,7 @@ def test_update_and_recheck_kernels_compile(arch, source, tmp_path):
 def test_tilings_keep_rows_on_chip_up_to_their_limit(d):
     tiling, exact = default_tilings(d)
     # The re-check holds its operands twice: in TF32 (to prune tiles) and in FP32.
-    for (block_m, block_n, block_d, warps, stages), copies in ((tiling, 1), (exact, 2)):
+    for (block_m, block_n, block_d, warps, stages), copies in ((tiling[:5], 1), (exact, 2)):
         assert block_d & (block_d - 1) == 0 and block_d >= 16  # tl.arange and tl.dot need this
         assert copies * block_d * 4 * (block_m + stages * block_n) <= 227 * 1024  # an H100's shared memory
     assert (tiling[2] >= d) == (d <= WHOLE_MAX_DIM)  # the TF32 pass keeps its rows on chip
@@ -48,6 +48,44 @@ def test_scores_are_packed_only_where_rows_stay_on_chip_and_the_tiles_fit_the_bi
     wider = default_tilings(128, most + 1)[0]  # more tiles than the bits hold at 32: tiles of 64
     assert wider[1] == 64 and wider[3] == 4 and pack_bits(128, most + 1, wider) == PACK_MAX_BITS
     assert default_tilings(128, 2 * most + 1)[0][3] == 8  # past that, the slot epilogue's eight warps
+
+
+def test_up_to_d_64_wide_tiles_fold_into_the_slots_of_tiles_of_32():
+    from impls.gpu.kmbench_gpu.tensor_settings import slots
+
+    for d in (33, 64):
+        folded = default_tilings(d, 1000)[0]
+        assert folded[1] == 128 and slots(folded) == 32 and pack_bits(d, 1000, folded) == 5  # 32 slot tiles
+    assert slots(default_tilings(128, 1024)[0]) == 32 == default_tilings(128, 1024)[0][1]  # no fold at 128
+    # Where 32 slots cannot hold the tile numbers, tiles of 64, unfolded, as at d = 128.
+    wider = default_tilings(64, (32 << 8) + 1)[0]
+    assert wider[1] == slots(wider) == 64 and pack_bits(64, (32 << 8) + 1, wider) == 8
+
+
+def test_tiling_overrides_take_slots_that_divide_the_tile(monkeypatch):
+    from impls.gpu.kmbench_gpu.tensor_settings import slots, tiling_from_env
+
+    monkeypatch.setenv("KMBENCH_TENSOR_TILING", "128,128,64,4,2,32")
+    assert slots(tiling_from_env("KMBENCH_TENSOR_TILING", ())) == 32
+    monkeypatch.setenv("KMBENCH_TENSOR_TILING", "128,64,64,4,2")
+    assert slots(tiling_from_env("KMBENCH_TENSOR_TILING", ())) == 64
+    for wrong in ("128,64,64,4,2,48", "128,64,64,4,2,128", "128,64,64,4"):
+        monkeypatch.setenv("KMBENCH_TENSOR_TILING", wrong)
+        with pytest.raises(ImplementationError, match="KMBENCH_TENSOR_TILING"):
+            tiling_from_env("KMBENCH_TENSOR_TILING", ())
+
+
+def test_the_copy_engine_loads_where_scores_are_packed_rows_are_aligned_and_the_gpu_has_one(monkeypatch):
+    from impls.gpu.kmbench_gpu.tensor_settings import copy_engine
+
+    assert copy_engine(64, 5, 90) and copy_engine(100, 5, 90)
+    assert not copy_engine(66, 5, 90)  # rows of 264 bytes: not 16-byte aligned
+    assert not copy_engine(64, 0, 90) and not copy_engine(64, 5, 80)
+    monkeypatch.setenv("KMBENCH_TENSOR_TMA", "0")
+    assert not copy_engine(64, 5, 90)
+    monkeypatch.setenv("KMBENCH_TENSOR_TMA", "yes")
+    with pytest.raises(ImplementationError, match="0 \\(off\\) or 1 \\(on\\)"):
+        copy_engine(64, 5, 90)
 
 
 def test_candidate_lists_are_on_for_ieee_and_off_when_asked_or_for_the_scans_other_precisions(monkeypatch):
@@ -254,6 +292,44 @@ def test_uncertain_points_take_the_exact_winner_among_their_candidates(n, d, k, 
     assert _exact_where_clear(cupy.asnumpy(x), start, labels) > 0.9
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("tma", ["0", "1"])
+@pytest.mark.parametrize("d, k, folded", [(128, 1024, "128,128,128,8,2,32"), (64, 1000, "128,128,64,8,3,32"),
+                                          (128, 300, "128,64,128,4,3,32")])
+def test_folded_columns_give_the_pass_of_tiles_as_wide_as_the_slots(d, k, folded, tma, monkeypatch):
+    """Tiles of 64 or 128 centroids folded into 32 slots (tensor_kernels._best_two_packed): each
+    slot keeps the best two of the same packed scores as with tiles of 32, whatever the order, so
+    the TF32 labels, the listed points with their limits and each listed point's candidates are
+    those of tiles of 32 (dense data far from the origin: thousands listed; k = 1000 and 300
+    leave a part tile past k). The same where the folded pass takes its centroid tiles by the
+    copy engine (KMBENCH_TENSOR_TMA=1: zeros past k)."""
+    import cupy
+
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
+
+    data = (np.random.default_rng(8).standard_normal((30_000, d)) + 100.0).astype(np.float32)
+    x = cupy.asarray(data - data.mean(axis=0))
+    start = cupy.asnumpy(x[:k]).astype(np.float64)
+    seen = []
+    for tiling, copy_engine in ((f"128,32,{d},4,3", "0"), (folded, tma)):
+        monkeypatch.setenv("KMBENCH_TENSOR_TILING", tiling)
+        monkeypatch.setenv("KMBENCH_TENSOR_TMA", copy_engine)
+        path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
+        assert path.slots == 32 and path.pack_bits > 0 and path.candidates > 0
+        assert (path.centroid_loads == "copy engine (TMA)") == (copy_engine == "1")
+        path.start(start)
+        path.certify()
+        scanned, listed = (int(v) for v in path.listed_counts.get())
+        rows, sizes = path.candidate_rows[:listed].get(), path.candidate_sizes[:listed].get()
+        index = path.candidate_index[:listed * path.candidates].get().reshape(listed, path.candidates)
+        seen.append((path.labels.get(),
+                     dict(zip(path.flagged[:scanned].get().tolist(), path.limits[:scanned].get().tolist())),
+                     {row: tuple(index[place, :size]) for place, (row, size) in enumerate(zip(rows, sizes))}))
+    assert len(seen[0][2]) > 1000, len(seen[0][2])
+    assert np.array_equal(seen[0][0], seen[1][0])
+    assert seen[0][1] == seen[1][1] and seen[0][2] == seen[1][2]
+
+
 def _exact_where_clear(x: np.ndarray, start: np.ndarray, labels: np.ndarray) -> float:
     """Checks that every label whose float64 margin is past any FP32 evaluation's rounding is the
     float64 winner; returns the share of such labels."""
@@ -334,6 +410,12 @@ def test_exact_ties_go_to_the_harness_lower_index_in_either_order(order, monkeyp
     assert record["status"] == "ok", record.get("detail")
     assert record["build"]["centroid_order"] == ("by neighbourhood" if order == "1" else "as given")
     assert record["build"]["rechecked_points"] > 0
+    # d = 48: tiles of 128 folded into 32 slots, read by the copy engine where the GPU has one.
+    import cupy
+
+    assert record["build"]["tiling"] == [128, 128, 64, 4, 2, 32]
+    hopper = int(cupy.cuda.Device().compute_capability) >= 90
+    assert record["build"]["centroid_loads"] == ("copy engine (TMA)" if hopper else "pointers")
 
 
 @pytest.mark.gpu

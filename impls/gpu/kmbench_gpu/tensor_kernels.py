@@ -14,7 +14,9 @@ terms and its multiple 2 come as arguments, from bound.py: tensor_path.bound_arg
 KEEP_FLOOR it also writes, per point, a lower bound on the exact score of every centroid other
 than the exact winner (yinyang-gpu starts its bounds from it). With CANDIDATES (rows on chip) it
 lists each uncertain point's candidates from its slots; with KEEP_TILES (rows streamed) it keeps
-every point's best two of every tile; recheck.cu re-checks those points from either.
+every point's best two of every tile; recheck.cu re-checks those points from either. Where scores
+are packed, tiles wider than the slots fold into them (SLOTS), and the centroid tiles may come
+through a TMA descriptor (TMA) instead of pointer loads.
 
 tiered_assign (an exact re-check, not the default: NOTES.md): the listed points first in tf32x3
 with a bound of its own (bound.tf32x3_terms); exact_assign then takes what it cannot settle.
@@ -95,30 +97,54 @@ PACKED_ABSENT = tl.constexpr(3.0e38)
 
 
 @triton.jit
+def _best_two_of_pairs(best_a, second_a, best_b, second_b):
+    """The best two of two (best, runner-up) pairs of packed scores (distinct: their tile
+    numbers differ)."""
+    return tl.minimum(best_a, best_b), tl.minimum(tl.maximum(best_a, best_b), tl.minimum(second_a, second_b))
+
+
+@triton.jit
 def _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
                      DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                     PACK_BITS: tl.constexpr):
+                     PACK_BITS: tl.constexpr, SLOTS: tl.constexpr, TMA: tl.constexpr):
     """The same per (row, column slot), with each score's lowest PACK_BITS mantissa bits
     replaced by its tile's number: a slot then keeps its best and runner-up with one min and
     one max per score (no compare, no selects, no index array), and the winner's tile comes back
     out of its score. The packing moves a score by bound.packing_error, which the caller adds
     to E. Of equal packed scores the lower slot wins; equal scores are never
-    certified (their margin is zero), so the re-check decides those ties."""
+    certified (their margin is zero), so the re-check decides those ties.
+    Where SLOTS < BLOCK_N, a tile of BLOCK_N centroids counts as BLOCK_N / SLOTS tiles of SLOTS
+    (centroid t SLOTS + s is slot s of tile t, as with tiles of SLOTS), folded into the slots in
+    registers: each thread holds the columns SLOTS apart of its rows (the MMA accumulator's
+    layout), so the fold needs no exchange, and the wide product reads its rows from shared
+    memory once per BLOCK_N centroids instead of once per SLOTS."""
     mask = (1 << PACK_BITS) - 1
-    slot_best = tl.full((BLOCK_M, BLOCK_N), PACKED_ABSENT, dtype=tl.float32)
-    slot_second = tl.full((BLOCK_M, BLOCK_N), PACKED_ABSENT, dtype=tl.float32)
+    slot_best = tl.full((BLOCK_M, SLOTS), PACKED_ABSENT, dtype=tl.float32)
+    slot_second = tl.full((BLOCK_M, SLOTS), PACKED_ABSENT, dtype=tl.float32)
     for first in range(0, k, BLOCK_N):
         cols = first + tl.arange(0, BLOCK_N)
-        scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
-                         DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32", PACKED_ABSENT)
-        tile = first // BLOCK_N
-        packed = ((scores.to(tl.int32, bitcast=True) & ~mask) | tile).to(tl.float32, bitcast=True)
-        slot_second = tl.minimum(slot_second, tl.maximum(slot_best, packed))
-        slot_best = tl.minimum(slot_best, packed)
+        if TMA:  # c_ptr is a tensor descriptor: the tile comes by the copy engine, zeros past k and d
+            dots = tl.dot(x_whole, tl.trans(c_ptr.load([first, 0])), input_precision="tf32")
+            scores = tl.load(half_ptr + cols, mask=cols < k, other=PACKED_ABSENT)[None, :] - dots
+        else:
+            scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
+                             DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32", PACKED_ABSENT)
+        if SLOTS < BLOCK_N:
+            tiles = (cols // SLOTS) & mask  # past k too: absent columns keep the bits above the mask
+            packed = ((scores.to(tl.int32, bitcast=True) & ~mask) | tiles[None, :]).to(tl.float32, bitcast=True)
+            groups = tl.reshape(packed, (BLOCK_M, BLOCK_N // SLOTS, SLOTS))
+            absent = tl.full((BLOCK_M, BLOCK_N // SLOTS, SLOTS), PACKED_ABSENT, dtype=tl.float32)
+            tile_best, tile_second = tl.reduce((groups, absent), 1, _best_two_of_pairs)
+            slot_best, slot_second = _best_two_of_pairs(slot_best, slot_second, tile_best, tile_second)
+        else:
+            tile = first // BLOCK_N
+            packed = ((scores.to(tl.int32, bitcast=True) & ~mask) | tile).to(tl.float32, bitcast=True)
+            slot_second = tl.minimum(slot_second, tl.maximum(slot_best, packed))
+            slot_best = tl.minimum(slot_best, packed)
     best = tl.min(slot_best, axis=1)
-    slots = tl.arange(0, BLOCK_N)
-    winning = tl.min(tl.where(slot_best == best[:, None], slots[None, :], BLOCK_N), axis=1)
-    label = (best.to(tl.int32, bitcast=True) & mask) * BLOCK_N + winning
+    slots = tl.arange(0, SLOTS)
+    winning = tl.min(tl.where(slot_best == best[:, None], slots[None, :], SLOTS), axis=1)
+    label = (best.to(tl.int32, bitcast=True) & mask) * SLOTS + winning
     second = tl.min(tl.where(slots[None, :] == winning[:, None], slot_second, slot_best), axis=1)
     return best, second, label, slot_best, slot_second
 
@@ -202,7 +228,7 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
                      tile_best_ptr, tile_second_ptr, tile_labels_ptr, n, k, eps, eta, margin, pack_unit, pack_floor,
                      DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                      KEEP_FLOOR: tl.constexpr, PACK_BITS: tl.constexpr, CANDIDATES: tl.constexpr,
-                     COLUMNS: tl.constexpr, KEEP_TILES: tl.constexpr):
+                     COLUMNS: tl.constexpr, KEEP_TILES: tl.constexpr, SLOTS: tl.constexpr, TMA: tl.constexpr):
     block = tl.program_id(0)
     rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < n
@@ -220,11 +246,11 @@ def certified_assign(x_ptr, x_norm_ptr, c_ptr, half_ptr, bound_max_ptr, labels_p
     x_whole = _rows(x_ptr, rows64, row_ok, 0, DIM, BLOCK_D)  # used only where BLOCK_D >= DIM
     if BLOCK_D >= DIM and PACK_BITS > 0:
         best, second, label, slot_best, slot_second = _best_two_packed(
-            x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k, DIM, BLOCK_M, BLOCK_N, BLOCK_D, PACK_BITS)
+            x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k, DIM, BLOCK_M, BLOCK_N, BLOCK_D, PACK_BITS, SLOTS, TMA)
         flag = row_ok & ~((second - best) > margin * error)
         if CANDIDATES > 0:
             listed = _list_candidates(slot_best, slot_second, best + margin * error, flag, rows, cand_rows_ptr,
-                                      cand_sizes_ptr, cand_index_ptr, cand_count_ptr, BLOCK_N, PACK_BITS,
+                                      cand_sizes_ptr, cand_index_ptr, cand_count_ptr, SLOTS, PACK_BITS,
                                       CANDIDATES, COLUMNS)
         else:
             listed = flag

@@ -33,8 +33,8 @@ import numpy as np
 from impls.gpu.kmbench_gpu import bound
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
-                                        WHOLE_MAX_DIM, bound_arguments, candidates_kept, crowded_columns,
-                                        default_tilings, device_bytes, kept_tiles, pack_bits, tensor_status,
+                                        WHOLE_MAX_DIM, bound_arguments, candidates_kept, copy_engine, crowded_columns,
+                                        default_tilings, device_bytes, kept_tiles, pack_bits, slots, tensor_status,
                                         tiered_arguments, tiling_from_env)
 from kmbench.errors import ImplementationError
 
@@ -101,6 +101,7 @@ class TensorPath:
         self.eps, self.eta, self.margin = bound_arguments(d)
         tiling, exact_tiling = default_tilings(d, k)
         self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
+        self.slots = slots(self.tiling)  # the packed epilogue's slots: candidates are numbered in tiles of them
         self.pack_bits = pack_bits(d, k, self.tiling) if self.packable else 0
         self.candidates = candidates_kept(self.pack_bits)
         self.columns = crowded_columns(k, self.tiling)  # crowded slots listed whole, or scanned
@@ -130,6 +131,10 @@ class TensorPath:
                         "left_count", "candidate_rows", "candidate_sizes", "candidate_index", "candidate_count",
                         "tile_best", "tile_second", "tile_labels", "passed_count")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
+        capability = int(cupy.cuda.Device().compute_capability)
+        self._centroid_tiles = (_centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
+                                if copy_engine(d, self.pack_bits, capability) else None)
+        self.centroid_loads = "copy engine (TMA)" if self._centroid_tiles is not None else "pointers"
         self._tiered = tensor_kernels.tiered_assign
         self.tiered = tiered_arguments(d)
         self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
@@ -248,16 +253,17 @@ class TensorPath:
         """Every point's TF32 winner; the points whose margin is inside the bound listed."""
         t = self._torch
         with _triton_on_cupy_stream():
-            block_m, block_n, block_d, warps, stages = self.tiling
+            block_m, block_n, block_d, warps, stages = self.tiling[:5]
             self._certified[((self.n + block_m - 1) // block_m,)](
-                t["x_tf32"], t["x_norm"], t["centroids_tf32"], t["half_norms"], t["bound_max"], t["labels"],
+                t["x_tf32"], t["x_norm"], t["centroids_tf32"] if self._centroid_tiles is None else self._centroid_tiles,
+                t["half_norms"], t["bound_max"], t["labels"],
                 t["flagged"], t["limits"], t["flagged_count"], t["floor"], t["candidate_rows"], t["candidate_sizes"],
                 t["candidate_index"], t["candidate_count"], t["tile_best"], t["tile_second"], t["tile_labels"],
                 self.n, self.k,
-                self.eps, self.eta, self.margin, bound.packing_unit(-(-self.k // block_n)), bound.PACKING_FLOOR,
+                self.eps, self.eta, self.margin, bound.packing_unit(-(-self.k // self.slots)), bound.PACKING_FLOOR,
                 DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
                 PACK_BITS=self.pack_bits, CANDIDATES=self.candidates, COLUMNS=self.columns,
-                KEEP_TILES=self.kept_tiles > 0,
+                KEEP_TILES=self.kept_tiles > 0, SLOTS=self.slots, TMA=self._centroid_tiles is not None,
                 num_warps=warps, num_stages=stages)
 
     def recheck_flagged(self) -> None:
@@ -278,8 +284,8 @@ class TensorPath:
             scanned, scanned_limits, scanned_count = self.passed, self.passed_limits, self.passed_count
         elif self.candidates:
             self._candidate_recheck(
-                blocks, (256,), (self.x, np.int32(self.d), self.centroids, self.half_norms, self.order_of, k, block_n,
-                                 self.candidate_rows, self.candidate_sizes, self.candidate_index,
+                blocks, (256,), (self.x, np.int32(self.d), self.centroids, self.half_norms, self.order_of, k,
+                                 np.int32(self.slots), self.candidate_rows, self.candidate_sizes, self.candidate_index,
                                  np.int32(self.candidates), self.candidate_count, self.labels))
         launch["flagged_histogram"](blocks, (256,), (self.labels, scanned, scanned_count, self.flagged_counts))
         launch["flagged_scan"]((1,), (1024,), (self.flagged_counts, np.int32(self.k), self.flagged_starts,
@@ -364,6 +370,14 @@ class TensorPath:
     def iterate(self, track: bool, combine=None) -> None:
         self.assign()
         self.update(track, combine)
+
+
+def _centroid_descriptor(centroids, tiling):
+    """A TMA descriptor of the TF32 centroids in tiles of BLOCK_N x BLOCK_D (rows 16-byte aligned:
+    d a multiple of 4), for the TF32 pass's copy engine loads."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return TensorDescriptor.from_tensor(centroids, [tiling[1], tiling[2]])
 
 
 def _triton_on_cupy_stream():

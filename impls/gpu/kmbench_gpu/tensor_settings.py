@@ -17,18 +17,22 @@ WHOLE_MAX_DIM = 128
 
 
 def default_tilings(d: int, k: int = 0) -> tuple[tuple, tuple]:
-    """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages) of certified_assign and of
-    exact_assign for d and k; BLOCK_D >= d keeps the rows on chip. With the packed epilogue
-    (pack_bits) the pass runs four warps on 32 centroids a tile, 64 where k needs fewer tiles
-    to fit the packing's bits: at 1e6 x 64 and 1e6 x 128 that took it from 1.15 and 1.51 ms
-    (eight warps, slots) to 0.68 and 1.19 ms (`bench/tensor_experiments.py epilogue`,
-    NOTES.md). The re-check streams its rows in chunks of 32 at every d: it holds two copies of
-    them (FP32 and TF32), and on chip they cost it 3.6x at 1e6 x 128 (`... rechecks`)."""
+    """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages[, slots]) of certified_assign and
+    (BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages) of exact_assign for d and k; BLOCK_D >= d
+    keeps the rows on chip. With the packed epilogue (pack_bits) the pass runs four warps on 32
+    centroids a tile, 64 where k needs fewer tiles to fit the packing's bits: at 1e6 x 64 and
+    1e6 x 128 that took it from 1.15 and 1.51 ms (eight warps, slots) to 0.68 and 1.19 ms
+    (`bench/tensor_experiments.py epilogue`, NOTES.md). Up to d = 64 its tiles are 128 centroids
+    folded into 32 slots: 0.75 against 0.87 ms at 1e6 x 64 (with the copy engine's loads), while
+    at d = 128 they were slower (1.39 against 1.28 ms). The re-check streams its rows in chunks
+    of 32 at every d: it holds two copies of them (FP32 and TF32), and on chip they cost it 3.6x
+    at 1e6 x 128 (`... rechecks`)."""
     pad = 1 << max(4, (d - 1).bit_length())
     exact = (64, 128, 32, 4, 3)
     if pad > WHOLE_MAX_DIM:
         return (128, 256, 32, 8, 3), exact
-    for packed in ((128, 32, pad, 4, 3), (128, 64, pad, 4, 3)):
+    folded = ((128, 128, pad, 4, 2, 32),) if pad <= 64 else ()
+    for packed in folded + ((128, 32, pad, 4, 3), (128, 64, pad, 4, 3)):
         if pack_bits(d, k, packed):
             return packed, exact
     return (128, 64, pad, 8, 3), exact
@@ -59,12 +63,20 @@ def bound_arguments(d: int) -> tuple[float, float, float]:
 EPILOGUE = "packed"
 
 
+def slots(tiling: tuple) -> int:
+    """The column slots of the TF32 pass's packed epilogue: the tiling's sixth number where it
+    has one (BLOCK_N's columns then fold into them, tensor_kernels._best_two_packed), else
+    BLOCK_N. The packing's tile numbers, the candidates' indices and the re-check's columns count
+    in tiles of this many centroids."""
+    return tiling[5] if len(tiling) > 5 else tiling[1]
+
+
 def pack_bits(d: int, k: int, tiling: tuple) -> int:
     """The low mantissa bits certified_assign packs tile numbers into (0: it does not): only
-    where rows stay on chip (BLOCK_D >= d), EPILOGUE is "packed" and the tiles fit in
-    bound.PACK_MAX_BITS bits."""
-    block_n, block_d = tiling[1], tiling[2]
-    bits = bound.tile_bits(-(-k // block_n))
+    where rows stay on chip (BLOCK_D >= d), EPILOGUE is "packed" and the tiles of slots(tiling)
+    centroids fit in bound.PACK_MAX_BITS bits."""
+    block_d = tiling[2]
+    bits = bound.tile_bits(-(-k // slots(tiling)))
     return bits if EPILOGUE == "packed" and block_d >= d and bits <= bound.PACK_MAX_BITS else 0
 
 
@@ -91,6 +103,18 @@ def _lists_on() -> bool:
     return raw != "0" and os.environ.get("KMBENCH_TENSOR_RECHECK", RECHECK) == "ieee"
 
 
+def copy_engine(d: int, bits: int, capability: int) -> bool:
+    """Whether the TF32 pass takes its centroid tiles by the copy engine (a TMA descriptor):
+    where it packs (the packed loop is the one that reads one), the rows are 16-byte aligned
+    (d a multiple of 4) and the GPU has one (compute capability 9.0 on). At 1e6 x 64, 1e6 x 128
+    and 1e7 x 128 the pass took 0.75 / 1.28 / 41.4 ms against 0.85 / 1.31 / 43.5 ms with loads
+    from pointers (NOTES.md). KMBENCH_TENSOR_TMA=0 turns it off, for experiments."""
+    raw = os.environ.get("KMBENCH_TENSOR_TMA", "")
+    if raw not in ("", "0", "1"):
+        raise ImplementationError("KMBENCH_TENSOR_TMA must be 0 (off) or 1 (on)")
+    return raw != "0" and bits > 0 and d % 4 == 0 and capability >= 90
+
+
 def candidates_kept(bits: int) -> int:
     """Candidates per point the TF32 pass lists (0: none) where it packs `bits` bits."""
     return CANDIDATES if bits > 0 and _lists_on() else 0
@@ -99,7 +123,7 @@ def candidates_kept(bits: int) -> int:
 def crowded_columns(k: int, tiling: tuple) -> bool:
     """Whether a slot in play with its runner-up is listed as its whole column (else its row is
     scanned): where the tiles are few."""
-    return -(-k // tiling[1]) <= COLUMN_TILES_MAX
+    return -(-k // slots(tiling)) <= COLUMN_TILES_MAX
 
 
 def kept_tiles(d: int, k: int, tiling: tuple) -> int:
@@ -128,13 +152,17 @@ def tensor_status() -> tuple[bool, str]:
 
 
 def tiling_from_env(name: str, default: tuple) -> tuple:
-    """A tiling override for experiments: KMBENCH_TENSOR_TILING="128,64,32,8,3"."""
+    """A tiling override for experiments: KMBENCH_TENSOR_TILING="128,64,32,8,3", or with the
+    packed epilogue's slots sixth (KMBENCH_TENSOR_TILING="128,128,128,8,2,32")."""
     raw = os.environ.get(name)
     if not raw:
         return default
     values = tuple(int(part) for part in raw.split(","))
-    if len(values) != 5:
-        raise ImplementationError(f"{name} takes five integers: BLOCK_M,BLOCK_N,BLOCK_D,warps,stages")
+    if len(values) not in (5, 6):
+        raise ImplementationError(f"{name} takes five integers, BLOCK_M,BLOCK_N,BLOCK_D,warps,stages, "
+                                  "and the slots as a sixth where they fold")
+    if values[1] % slots(values) or slots(values) & (slots(values) - 1):
+        raise ImplementationError(f"{name}: the slots must be a power of two that divides BLOCK_N")
     return values
 
 

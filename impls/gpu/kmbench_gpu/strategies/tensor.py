@@ -57,10 +57,12 @@ class Tensor(Strategy):
         self.crowded: float | None = None  # the last run's crowded_fraction, where it was asked
 
     def warm_up(self, start) -> None:
-        """NVRTC and Triton compile on first use: an iteration under each stop rule, once."""
+        """NVRTC and Triton compile on first use: an iteration under each stop rule, once, after
+        what each run does first (the crowding probe, the renumbering: CuPy compiles those)."""
         import cupy
 
         self.path.start(start)
+        self.before_iterations()
         for track in (False, True):
             self.path.iterate(track)
         cupy.cuda.Device().synchronize()
@@ -70,7 +72,8 @@ class Tensor(Strategy):
 
         path = self.path
         lists = "slots" if path.candidates else "tiles" if path.kept_tiles else "none"
-        return {"triton": triton.__version__, "tiling": list(path.tiling), "recheck": path.recheck,
+        return {"triton": triton.__version__, "tiling": list(path.tiling), "centroid_loads": path.centroid_loads,
+                "recheck": path.recheck,
                 "candidate_lists": lists,
                 "centroid_order": ("by neighbourhood" if self.order else
                                    "by neighbourhood where crowded" if self.order_when_crowded else "as given"),
