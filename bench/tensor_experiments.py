@@ -286,11 +286,12 @@ def candidates() -> None:
 
 
 def update() -> None:
-    """The update's five kernels one by one (CUDA events, steady iterations) at the shapes of 1e6
-    points and at 1e7 x 128, beside the time to read the points once at 3 TB/s."""
+    """The update's kernels one by one (CUDA events, steady iterations) at the shapes of 1e6
+    points and at 1e7 x 128, beside the time to read the points once at 3 TB/s; each ordering
+    of the points (tensor_path.SCATTER: "block" and "warp") in turn."""
     import cupy
 
-    from impls.gpu.kmbench_gpu.tensor_path import CHUNK, SHARED_HISTOGRAM_K
+    from impls.gpu.kmbench_gpu import tensor_path
 
     for n, d, k in ((1_000_000, 128, 1024), (1_000_000, 64, 1000), (10_000_000, 128, 4096), (1_000_000, 768, 4096)):
         problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
@@ -299,33 +300,27 @@ def update() -> None:
         impl.prepare(problem)
         path = impl._chosen.path  # the tensor strategy's TensorPath
         path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
-        events = [cupy.cuda.Event() for _ in range(6)]
-        launch, size = path._update, (np.int64(path.n), np.int32(path.d), np.int32(path.k))
-        shared_k = path.k if path.k <= SHARED_HISTOGRAM_K else 0
-        steps = (
-            lambda: launch["histogram"]((path._stream_blocks,), (256,), (path.labels, size[0], size[2], path.counts,
-                                        np.int32(shared_k), path.previous, path.changed, np.int32(0)),
-                                        shared_mem=shared_k * 4),
-            lambda: launch["scan"]((1,), (1024,), (path.counts, size[2], path.starts, path.cursor, path.listed_counts,
-                                                   path.flagged_total, path.bound_max)),
-            lambda: launch["scatter"]((path._stream_blocks * 2,), (256,), (path.labels, size[0], path.cursor, path.order)),
-            lambda: launch["segment_sums"](((path.n + CHUNK - 1) // CHUNK,), (path._sum_threads,),
-                                           (path.x, size[1], path.order, path.labels, size[0], path.sums)),
-            lambda: path._finish(path.counts))
-        times = []
-        for _ in range(6):
-            path.assign()
-            for event, step in zip(events, steps):
-                event.record()
-                step()
-            events[-1].record()
-            events[-1].synchronize()
-            times.append([cupy.cuda.get_elapsed_time(events[i], events[i + 1]) * 1e3 for i in range(5)])
+        for scatter in ("block", "warp"):
+            tensor_path.SCATTER = scatter
+            steps = path.sort_and_sum_steps(False, path.previous, "scan",
+                                            (path.listed_counts, path.flagged_total, path.bound_max))
+            steps.append(("finish", lambda: path._finish(path.counts)))
+            events = [cupy.cuda.Event() for _ in range(len(steps) + 1)]
+            times = []
+            for _ in range(6):
+                path.assign()
+                for event, (_, step) in zip(events, steps):
+                    event.record()
+                    step()
+                events[-1].record()
+                events[-1].synchronize()
+                times.append([cupy.cuda.get_elapsed_time(events[i], events[i + 1]) * 1e3 for i in range(len(steps))])
+            mean = np.mean(times[2:], axis=0)
+            parts = " ".join(f"{name} {value:7.1f}" for (name, _), value in zip(steps, mean))
+            print(f"{n}x{d} k={k}: {parts} us (total {mean.sum():7.1f}); points read once at 3 TB/s "
+                  f"{n * d * 4 / 3e12 * 1e6:7.1f} us", flush=True)
+        tensor_path.SCATTER = "block"
         impl.release()
-        mean = np.mean(times[2:], axis=0)
-        print(f"{n}x{d} k={k}: histogram {mean[0]:7.1f} scan {mean[1]:7.1f} scatter {mean[2]:7.1f} "
-              f"segment_sums {mean[3]:7.1f} finish {mean[4]:7.1f} us; points read once at 3 TB/s "
-              f"{n * d * 4 / 3e12 * 1e6:7.1f} us", flush=True)
 
 
 if __name__ == "__main__":

@@ -60,19 +60,24 @@ def test_up_to_d_64_wide_tiles_fold_into_the_slots_of_tiles_of_32():
     # Where 32 slots cannot hold the tile numbers, tiles of 64, unfolded, as at d = 128.
     wider = default_tilings(64, (32 << 8) + 1)[0]
     assert wider[1] == slots(wider) == 64 and pack_bits(64, (32 << 8) + 1, wider) == 8
+    # Data too large to pack keep the slot epilogue, unfolded.
+    assert default_tilings(64, 1000, packable=False)[0] == (128, 64, 64, 8, 3)
 
 
 def test_tiling_overrides_take_slots_that_divide_the_tile(monkeypatch):
     from impls.gpu.kmbench_gpu.tensor_settings import slots, tiling_from_env
 
     monkeypatch.setenv("KMBENCH_TENSOR_TILING", "128,128,64,4,2,32")
-    assert slots(tiling_from_env("KMBENCH_TENSOR_TILING", ())) == 32
+    assert slots(tiling_from_env("KMBENCH_TENSOR_TILING", (), folds=True)) == 32
     monkeypatch.setenv("KMBENCH_TENSOR_TILING", "128,64,64,4,2")
-    assert slots(tiling_from_env("KMBENCH_TENSOR_TILING", ())) == 64
-    for wrong in ("128,64,64,4,2,48", "128,64,64,4,2,128", "128,64,64,4"):
+    assert slots(tiling_from_env("KMBENCH_TENSOR_TILING", (), folds=True)) == 64
+    for wrong in ("128,64,64,4,2,48", "128,64,64,4,2,128", "128,64,64,4,2,0", "128,64,64,4"):
         monkeypatch.setenv("KMBENCH_TENSOR_TILING", wrong)
         with pytest.raises(ImplementationError, match="KMBENCH_TENSOR_TILING"):
-            tiling_from_env("KMBENCH_TENSOR_TILING", ())
+            tiling_from_env("KMBENCH_TENSOR_TILING", (), folds=True)
+    monkeypatch.setenv("KMBENCH_TENSOR_EXACT_TILING", "64,128,32,4,3,32")  # the re-check does not fold
+    with pytest.raises(ImplementationError, match="five integers"):
+        tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", ())
 
 
 def test_the_copy_engine_loads_where_scores_are_packed_rows_are_aligned_and_the_gpu_has_one(monkeypatch):
@@ -295,15 +300,22 @@ def test_uncertain_points_take_the_exact_winner_among_their_candidates(n, d, k, 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tma", ["0", "1"])
 @pytest.mark.parametrize("d, k, folded", [(128, 1024, "128,128,128,8,2,32"), (64, 1000, "128,128,64,8,3,32"),
-                                          (128, 300, "128,64,128,4,3,32")])
+                                          (128, 300, "128,64,128,4,3,32"), (48, 1000, "128,128,64,4,2,32"),
+                                          (48, 40, "128,128,64,4,2,32")])
 def test_folded_columns_give_the_pass_of_tiles_as_wide_as_the_slots(d, k, folded, tma, monkeypatch):
     """Tiles of 64 or 128 centroids folded into 32 slots (tensor_kernels._best_two_packed): each
     slot keeps the best two of the same packed scores as with tiles of 32, whatever the order, so
     the TF32 labels, the listed points with their limits and each listed point's candidates are
     those of tiles of 32 (dense data far from the origin: thousands listed; k = 1000 and 300
-    leave a part tile past k). The same where the folded pass takes its centroid tiles by the
-    copy engine (KMBENCH_TENSOR_TMA=1: zeros past k)."""
+    leave a part tile past k; at d = 48 the rows are padded to 64; at k = 40 the tile numbers of
+    the columns past k wrap in one bit). The same where the folded pass takes its centroid tiles by
+    the copy engine (KMBENCH_TENSOR_TMA=1: zeros past k and d). It rests on TF32 products that do
+    not depend on the tile's width, as Triton's wgmma gives them on Hopper (whose shared memory the
+    tilings are sized for)."""
     import cupy
+
+    if int(cupy.cuda.Device().compute_capability) < 90:
+        pytest.skip("the tilings are sized for Hopper's shared memory, and the copy engine needs it")
 
     from impls.gpu.kmbench_gpu.tensor_path import TensorPath
 
@@ -328,6 +340,36 @@ def test_folded_columns_give_the_pass_of_tiles_as_wide_as_the_slots(d, k, folded
     assert len(seen[0][2]) > 1000, len(seen[0][2])
     assert np.array_equal(seen[0][0], seen[1][0])
     assert seen[0][1] == seen[1][1] and seen[0][2] == seen[1][2]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scatter", ["block", "warp"])
+@pytest.mark.parametrize("n, k", [(100_003, 1000), (37, 300), (50_000, 7)])
+def test_the_update_orders_every_point_by_cluster_and_sums_each(n, k, scatter, monkeypatch):
+    """The counting sort (histogram, scan, then block_scatter or scatter) leaves every point once
+    in order, in runs of one cluster in cluster order, with half the points in one hot cluster;
+    the float64 sums over those runs are each cluster's sum (fewer points than blocks, too)."""
+    import cupy
+
+    from impls.gpu.kmbench_gpu import tensor_path
+
+    monkeypatch.setattr(tensor_path, "SCATTER", scatter)
+    rng = np.random.default_rng(10)
+    data = rng.standard_normal((n, 40)).astype(np.float32)
+    labels = np.where(rng.random(n) < 0.5, 0, rng.integers(0, k, n)).astype(np.int32)
+    path = tensor_path.TensorPath(cupy.asarray(data), k, cupy.zeros(1, dtype=cupy.uint64))
+    path.labels[...] = cupy.asarray(labels)
+    steps = path.sort_and_sum_steps(False, path.previous, "scan",
+                                    (path.listed_counts, path.flagged_total, path.bound_max))
+    assert ("block_scatter" in dict(steps)) == (scatter == "block")
+    for _, step in steps:
+        step()
+    order = path.order.get()
+    assert np.array_equal(np.sort(order), np.arange(n))
+    assert (np.diff(labels[order]) >= 0).all()
+    expected = np.zeros((k, 40))
+    np.add.at(expected, labels, data.astype(np.float64))
+    np.testing.assert_allclose(path.sums.get(), expected, rtol=1e-12, atol=1e-9)
 
 
 def _exact_where_clear(x: np.ndarray, start: np.ndarray, labels: np.ndarray) -> float:

@@ -98,8 +98,8 @@ PACKED_ABSENT = tl.constexpr(3.0e38)
 
 @triton.jit
 def _best_two_of_pairs(best_a, second_a, best_b, second_b):
-    """The best two of two (best, runner-up) pairs of packed scores (distinct: their tile
-    numbers differ)."""
+    """The best two of two (best, runner-up) pairs of packed scores: exact for any values, so
+    a reduction may take the pairs in any order."""
     return tl.minimum(best_a, best_b), tl.minimum(tl.maximum(best_a, best_b), tl.minimum(second_a, second_b))
 
 

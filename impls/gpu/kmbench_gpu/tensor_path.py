@@ -41,6 +41,12 @@ from kmbench.errors import ImplementationError
 HERE = Path(__file__).resolve().parent
 CHUNK = 256  # as in update.cu
 SHARED_HISTOGRAM_K = 12288  # k int counters in 48 KB of shared memory
+# How the update orders the points where k fits in shared memory: "block" (block_scatter, one
+# global atomic per block and label) or "warp" (scatter, one per warp and label). A module
+# setting, so bench/tensor_experiments.py update measures one against the other in one process.
+SCATTER = "block"
+SCATTER_THREADS = 512
+SCATTER_BLOCKS_PER_SM = 2  # long ranges per block: most of k's labels meet in each block's counters
 GROUP = 32  # centroids per neighbourhood when they are renumbered (a quarter of a re-check tile)
 # Tiles tile_recheck scores whole for one point; past it, the point goes to exact_assign, whose
 # blocks share each tile's loads. None, measured against 1, 2 and 4: 20.0 / 24.2 / 38.4 / 59.7 ms
@@ -99,8 +105,8 @@ class TensorPath:
         self.order_of = cupy.arange(k, dtype=cupy.int32)  # the harness's index of each centroid slot
         self.keep_floor = keep_floor
         self.eps, self.eta, self.margin = bound_arguments(d)
-        tiling, exact_tiling = default_tilings(d, k)
-        self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling)
+        tiling, exact_tiling = default_tilings(d, k, self.packable)
+        self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling, folds=True)
         self.slots = slots(self.tiling)  # the packed epilogue's slots: candidates are numbered in tiles of them
         self.pack_bits = pack_bits(d, k, self.tiling) if self.packable else 0
         self.candidates = candidates_kept(self.pack_bits)
@@ -123,7 +129,8 @@ class TensorPath:
         self._tile_recheck = rechecks.get_function("tile_recheck")
         module = cupy.RawModule(code=(HERE / "update.cu").read_text(), options=("-std=c++17",))
         self._update = {name: module.get_function(name)
-                        for name in ("histogram", "scan", "chunk_scan", "scatter", "segment_sums", "finish", "flagged_histogram",
+                        for name in ("histogram", "scan", "chunk_scan", "scatter", "block_scatter", "segment_sums", "finish",
+                                     "flagged_histogram",
                                      "flagged_scan", "flagged_scatter")}
         self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
@@ -144,6 +151,7 @@ class TensorPath:
         sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
         self._exact_programs = sms * EXACT_PROGRAMS_PER_SM
         self._stream_blocks = max(1, min((n + 255) // 256, sms * 8))
+        self._scatter_blocks = max(1, min((n + SCATTER_THREADS - 1) // SCATTER_THREADS, sms * SCATTER_BLOCKS_PER_SM))
 
     # ------------------------------------------------------------------ state
 
@@ -346,16 +354,31 @@ class TensorPath:
 
     def _sorted_sums(self, track: bool, previous, scan: str, scan_tail: tuple) -> None:
         """Counting sort of the points by cluster, then float64 sums over runs of one cluster."""
+        for _, step in self.sort_and_sum_steps(track, previous, scan, scan_tail):
+            step()
+
+    def sort_and_sum_steps(self, track: bool, previous, scan: str, scan_tail: tuple) -> list:
+        """The update's launches before finish, as (name, launch) pairs: the counting sort
+        (histogram, scan, scatter) and the sums. bench/tensor_experiments.py update times each."""
         n, d, k = np.int64(self.n), np.int32(self.d), np.int32(self.k)
         shared_k = self.k if self.k <= SHARED_HISTOGRAM_K else 0
         launch = self._update
-        launch["histogram"]((self._stream_blocks,), (256,),
-                            (self.labels, n, k, self.counts, np.int32(shared_k), previous, self.changed,
-                             np.int32(track)), shared_mem=shared_k * 4)
-        launch[scan]((1,), (1024,), (self.counts, k, self.starts, self.cursor) + scan_tail)
-        launch["scatter"]((self._stream_blocks * 2,), (256,), (self.labels, n, self.cursor, self.order))
-        launch["segment_sums"](((self.n + CHUNK - 1) // CHUNK,), (self._sum_threads,),
-                               (self.x, d, self.order, self.labels, n, self.sums))
+        if shared_k and SCATTER == "block":
+            per_block = -(-self.n // self._scatter_blocks)
+            scatter = ("block_scatter", lambda: launch["block_scatter"](
+                (self._scatter_blocks,), (SCATTER_THREADS,), (self.labels, n, k, np.int64(per_block), self.cursor,
+                                                              self.order), shared_mem=shared_k * 4))
+        else:
+            scatter = ("scatter", lambda: launch["scatter"]((self._stream_blocks * 2,), (256,),
+                                                            (self.labels, n, self.cursor, self.order)))
+        return [
+            ("histogram", lambda: launch["histogram"]((self._stream_blocks,), (256,),
+                                                      (self.labels, n, k, self.counts, np.int32(shared_k), previous,
+                                                       self.changed, np.int32(track)), shared_mem=shared_k * 4)),
+            (scan, lambda: launch[scan]((1,), (1024,), (self.counts, k, self.starts, self.cursor) + scan_tail)),
+            scatter,
+            ("segment_sums", lambda: launch["segment_sums"](((self.n + CHUNK - 1) // CHUNK,), (self._sum_threads,),
+                                                            (self.x, d, self.order, self.labels, n, self.sums)))]
 
     def _finish(self, counts) -> None:
         self._update["finish"]((self.k,), (self._sum_threads,),

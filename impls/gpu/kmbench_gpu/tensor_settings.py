@@ -16,7 +16,7 @@ from kmbench.errors import ImplementationError
 WHOLE_MAX_DIM = 128
 
 
-def default_tilings(d: int, k: int = 0) -> tuple[tuple, tuple]:
+def default_tilings(d: int, k: int = 0, packable: bool = True) -> tuple[tuple, tuple]:
     """(BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages[, slots]) of certified_assign and
     (BLOCK_M, BLOCK_N, BLOCK_D, num_warps, num_stages) of exact_assign for d and k; BLOCK_D >= d
     keeps the rows on chip. With the packed epilogue (pack_bits) the pass runs four warps on 32
@@ -32,10 +32,10 @@ def default_tilings(d: int, k: int = 0) -> tuple[tuple, tuple]:
     if pad > WHOLE_MAX_DIM:
         return (128, 256, 32, 8, 3), exact
     folded = ((128, 128, pad, 4, 2, 32),) if pad <= 64 else ()
-    for packed in folded + ((128, 32, pad, 4, 3), (128, 64, pad, 4, 3)):
+    for packed in folded + ((128, 32, pad, 4, 3), (128, 64, pad, 4, 3)) if packable else ():
         if pack_bits(d, k, packed):
             return packed, exact
-    return (128, 64, pad, 8, 3), exact
+    return (128, 64, pad, 8, 3), exact  # the slot epilogue (data too large to pack: bound.packable)
 
 
 EXACT_PROGRAMS_PER_SM = 4
@@ -151,17 +151,18 @@ def tensor_status() -> tuple[bool, str]:
     return True, ""
 
 
-def tiling_from_env(name: str, default: tuple) -> tuple:
-    """A tiling override for experiments: KMBENCH_TENSOR_TILING="128,64,32,8,3", or with the
-    packed epilogue's slots sixth (KMBENCH_TENSOR_TILING="128,128,128,8,2,32")."""
+def tiling_from_env(name: str, default: tuple, folds: bool = False) -> tuple:
+    """A tiling override for experiments: KMBENCH_TENSOR_TILING="128,64,32,8,3", or where the
+    pass folds (folds) with the packed epilogue's slots sixth ("128,128,128,8,2,32")."""
     raw = os.environ.get(name)
     if not raw:
         return default
     values = tuple(int(part) for part in raw.split(","))
-    if len(values) not in (5, 6):
-        raise ImplementationError(f"{name} takes five integers, BLOCK_M,BLOCK_N,BLOCK_D,warps,stages, "
-                                  "and the slots as a sixth where they fold")
-    if values[1] % slots(values) or slots(values) & (slots(values) - 1):
+    if len(values) not in ((5, 6) if folds else (5,)):
+        raise ImplementationError(f"{name} takes five integers, BLOCK_M,BLOCK_N,BLOCK_D,warps,stages"
+                                  + (", and the slots as a sixth where they fold" if folds else ""))
+    fold = slots(values)
+    if fold <= 0 or values[1] % fold or fold & (fold - 1):
         raise ImplementationError(f"{name}: the slots must be a power of two that divides BLOCK_N")
     return values
 

@@ -6,7 +6,8 @@
 // finish turns the sums into centroids and leaves what the next assignment reads: float32
 // centroids, their half norms, and the two maxima of the TF32 error bound (bound.py).
 //
-// Launch order per iteration: histogram, scan, scatter, segment_sums, finish. scan also
+// Launch order per iteration: histogram, scan, scatter (block_scatter where k fits in shared
+// memory), segment_sums, finish. scan also
 // resets what the next assignment counts (flagged points) and what finish maximises. A streamed
 // iteration runs histogram, chunk_scan, scatter, segment_sums per chunk, then finish once.
 
@@ -128,6 +129,28 @@ extern "C" __global__ void scatter(const int* __restrict__ labels, long long n, 
     slot = __shfl_sync(same, slot, leader);
     order[slot + __popc(same & ((1u << lane) - 1u))] = (int)i;
   }
+}
+
+// The same order where k counters fit in shared memory: each block takes a contiguous range of
+// points, counts its labels in shared memory, reserves each label's places with one global
+// atomic, then places its points from shared cursors. One global atomic per (block, label)
+// instead of one per (warp, label): random labels at k = 1,024 left scatter with about one per
+// point, serialised on k cursors.
+extern "C" __global__ void block_scatter(const int* __restrict__ labels, long long n, int k, long long per_block,
+                                         int* __restrict__ cursor, int* __restrict__ order) {
+  extern __shared__ int local[];
+  const long long first = (long long)blockIdx.x * per_block;
+  const long long last = first + per_block < n ? first + per_block : n;
+  for (int j = threadIdx.x; j < k; j += blockDim.x) local[j] = 0;
+  __syncthreads();
+  for (long long i = first + threadIdx.x; i < last; i += blockDim.x) atomicAdd(&local[labels[i]], 1);
+  __syncthreads();
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    const int mine = local[j];
+    if (mine) local[j] = atomicAdd(&cursor[j], mine);
+  }
+  __syncthreads();
+  for (long long i = first + threadIdx.x; i < last; i += blockDim.x) order[atomicAdd(&local[labels[i]], 1)] = (int)i;
 }
 
 // Each block sums CHUNK consecutive points of order[], one dimension per thread, in float64,
