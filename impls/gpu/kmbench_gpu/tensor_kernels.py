@@ -129,16 +129,17 @@ def _best_two_packed(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, k,
         else:
             scores = _scores(x_ptr, x_whole, rows64, row_ok, c_ptr, half_ptr, cols, cols < k,
                              DIM, BLOCK_M, BLOCK_N, BLOCK_D, "tf32", PACKED_ABSENT)
+        if SLOTS < BLOCK_N:  # each column's tile of SLOTS (past k too: the bits above the mask drop)
+            tiles = ((cols // SLOTS) & mask)[None, :]
+        else:
+            tiles = first // BLOCK_N
+        packed = ((scores.to(tl.int32, bitcast=True) & ~mask) | tiles).to(tl.float32, bitcast=True)
         if SLOTS < BLOCK_N:
-            tiles = (cols // SLOTS) & mask  # past k too: absent columns keep the bits above the mask
-            packed = ((scores.to(tl.int32, bitcast=True) & ~mask) | tiles[None, :]).to(tl.float32, bitcast=True)
             groups = tl.reshape(packed, (BLOCK_M, BLOCK_N // SLOTS, SLOTS))
             absent = tl.full((BLOCK_M, BLOCK_N // SLOTS, SLOTS), PACKED_ABSENT, dtype=tl.float32)
             tile_best, tile_second = tl.reduce((groups, absent), 1, _best_two_of_pairs)
             slot_best, slot_second = _best_two_of_pairs(slot_best, slot_second, tile_best, tile_second)
         else:
-            tile = first // BLOCK_N
-            packed = ((scores.to(tl.int32, bitcast=True) & ~mask) | tile).to(tl.float32, bitcast=True)
             slot_second = tl.minimum(slot_second, tl.maximum(slot_best, packed))
             slot_best = tl.minimum(slot_best, packed)
     best = tl.min(slot_best, axis=1)

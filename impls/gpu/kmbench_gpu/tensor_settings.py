@@ -32,7 +32,8 @@ def default_tilings(d: int, k: int = 0, packable: bool = True) -> tuple[tuple, t
     if pad > WHOLE_MAX_DIM:
         return (128, 256, 32, 8, 3), exact
     folded = ((128, 128, pad, 4, 2, 32),) if pad <= 64 else ()
-    for packed in folded + ((128, 32, pad, 4, 3), (128, 64, pad, 4, 3)) if packable else ():
+    packed_tilings = (folded + ((128, 32, pad, 4, 3), (128, 64, pad, 4, 3))) if packable else ()
+    for packed in packed_tilings:
         if pack_bits(d, k, packed):
             return packed, exact
     return (128, 64, pad, 8, 3), exact  # the slot epilogue (data too large to pack: bound.packable)
@@ -107,7 +108,7 @@ def copy_engine(d: int, bits: int, capability: int) -> bool:
     """Whether the TF32 pass takes its centroid tiles by the copy engine (a TMA descriptor):
     where it packs (the packed loop is the one that reads one), the rows are 16-byte aligned
     (d a multiple of 4) and the GPU has one (compute capability 9.0 on). At 1e6 x 64, 1e6 x 128
-    and 1e7 x 128 the pass took 0.75 / 1.28 / 41.4 ms against 0.85 / 1.31 / 43.5 ms with loads
+    and 1e7 x 128 the pass took 0.75 / 1.28 / 41.4 ms against 0.87 / 1.31 / 43.5 ms with loads
     from pointers (NOTES.md). KMBENCH_TENSOR_TMA=0 turns it off, for experiments."""
     raw = os.environ.get("KMBENCH_TENSOR_TMA", "")
     if raw not in ("", "0", "1"):
