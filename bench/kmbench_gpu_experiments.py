@@ -3,6 +3,8 @@ oracle), run from the repository root with it on the path:
 
     python3 bench/kmbench_gpu_experiments.py sweep   # resident at 1e5 points, k = 5: time per
                                               # iteration against the number of blocks
+    python3 bench/kmbench_gpu_experiments.py barriers  # grid_barriers.cu: three grid barriers
+                                              # alone, microseconds each, 16 to 132 blocks
     python3 bench/kmbench_gpu_experiments.py tiled   # tiled at 1M points, k = 1000: 4 or 8 points
                                               # per thread, centroid loop unrolled or not
     python3 bench/kmbench_gpu_experiments.py highd   # 300k x 408, k = 5000: FP32, TF32, torch
@@ -50,6 +52,28 @@ def sweep() -> None:
     for blocks in (8, 16, 32, 64, 98, 132, 264):
         Resident.grid = lambda self, n, chosen=blocks: chosen
         show(f"resident 1e5 k=5 blocks={blocks}", cell(fast.KmbenchGpu(), data, 5, 300))
+
+
+def barriers() -> None:
+    import cupy
+    import numpy as np
+
+    text, launches = (Path(__file__).parent / "grid_barriers.cu").read_text(), 1000
+    names = ("counter and generation", "cooperative groups grid.sync", "counter that only grows")
+    for mode, name in enumerate(names):
+        kernel = cupy.RawModule(code=text, options=("-std=c++17", f"-DMODE={mode}")).get_function("barriers")
+        for grid in (16, 98, 132):
+            counter = cupy.zeros(2, dtype=cupy.uint64)
+            times = []
+            for _ in range(6):  # the first launch compiles and warms; the median of the other five
+                counter.fill(0)
+                begin, end = cupy.cuda.Event(), cupy.cuda.Event()
+                begin.record()
+                kernel.kernel((grid, 1, 1), (128, 1, 1), (counter, np.int32(launches)), enable_cooperative_groups=True)
+                end.record()
+                end.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(begin, end) * 1e3 / launches)
+            print(f"{name:30s} {grid:4d} blocks of 128: {np.median(times[1:]):.2f} us a barrier", flush=True)
 
 
 def tiled() -> None:
@@ -161,4 +185,4 @@ def prune_parts() -> None:
 
 
 if __name__ == "__main__":
-    {"sweep": sweep, "tiled": tiled, "highd": highd, "prune": prune, "prune-parts": prune_parts}[sys.argv[1]]()
+    {"sweep": sweep, "barriers": barriers, "tiled": tiled, "highd": highd, "prune": prune, "prune-parts": prune_parts}[sys.argv[1]]()

@@ -21,6 +21,12 @@
 // slot has COPIES copies, block b adding into copy b % COPIES, so no address takes more
 // than gridDim / COPIES atomics in a row; after the barrier one warp load and one warp sum
 // per slot give every block the same total (same lanes, same order).
+//
+// An iteration at n = 1e5 is a chain of latencies, not work (clock64 probes, NOTES.md), so
+// the code keeps the chain short: a thread's points stay in registers where one step of the
+// grid covers them; every warp issues all its loads before its first sum (block sums and
+// totals); and the barrier counts arrivals without ever resetting, so arriving is one
+// release reduction.
 
 #ifndef DIM
 #define DIM 2
@@ -33,6 +39,7 @@
 #define POINTS 8  // points per thread per step, loaded before any is used (bytes in flight)
 #define SLOTS (KC * (DIM + 1))
 #define COPIES 32  // one per lane of the warp that sums them
+#define MINE ((SLOTS + RWARPS - 1) / RWARPS)  // slots a warp sums: warp, warp + RWARPS, ...
 
 static_assert(SLOTS * (RBLOCK + 1) * 8 + KC * DIM * 12 <= 48 * 1024, "the accumulator columns and centroids must fit in 48 KB");
 
@@ -42,31 +49,20 @@ __device__ __forceinline__ double warp_sum_f64(double v) {
   return v;
 }
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // A grid barrier. The launch is cooperative, so every block is resident and the spin cannot
-// wait on a block that never started. barrier[0] counts arrivals, barrier[1] is the
-// generation, which moves only once all blocks have arrived. Release on arrival, acquire on
-// the generation: after __syncthreads, thread 0 publishes its whole block's atomics (PTX
-// fences are cumulative), with no full __threadfence, which ncu showed dominates an
-// iteration at n = 1e5 (warps waiting at the barrier).
-__device__ __forceinline__ void grid_barrier(unsigned* barrier) {
+// wait on a block that never started. *arrivals only ever grows: in iteration it, once it
+// holds (it + 1) x gridDim every block has arrived. So arriving is one reduction with release
+// semantics (after __syncthreads, thread 0 publishes its whole block's atomics: PTX fences are
+// cumulative) and waiting is an acquire load, with no generation to read first and no reset.
+// A counter and generation, the older form, measured 1.6 us a barrier against 1.0 us for this.
+__device__ __forceinline__ void grid_barrier(unsigned long long* arrivals, unsigned long long target) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned generation = load_acquire(barrier + 1);
-    unsigned arrived;
-    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(arrived) : "l"(barrier) : "memory");
-    if (arrived == gridDim.x - 1u) {
-      asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" : : "l"(barrier) : "memory");
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" : : "l"(barrier + 1) : "memory");
-    } else {
-      while (load_acquire(barrier + 1) == generation) {
-      }
-    }
+    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" : : "l"(arrivals) : "memory");
+    unsigned long long seen;
+    do {
+      asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(arrivals) : "memory");
+    } while (seen < target);
   }
   __syncthreads();
 }
@@ -88,12 +84,40 @@ __device__ __forceinline__ void load_point(const float* __restrict__ x, long lon
 #endif
 }
 
+__device__ __forceinline__ void load_points(const float* __restrict__ x, long long n, long long base,
+                                            float (&p)[POINTS][DIM]) {
+#pragma unroll
+  for (int q = 0; q < POINTS; ++q) {
+    const long long i = base + (long long)q * RBLOCK + threadIdx.x;
+    load_point(x, i < n ? i : n - 1, p[q]);  // clamped: the extra point is skipped by its user
+  }
+}
+
+__device__ __forceinline__ int nearest(const float (&p)[DIM], const float* c32) {
+  int best = 0;
+  float best_distance = 3.402823466e+38f;
+#pragma unroll
+  for (int c = 0; c < KC; ++c) {
+    float distance = 0.0f;
+#pragma unroll
+    for (int j = 0; j < DIM; ++j) {
+      const float diff = p[j] - c32[c * DIM + j];
+      distance = fmaf(diff, diff, distance);
+    }
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = c;
+    }
+  }
+  return best;
+}
+
 // centroids: in, the shifted float64 start; out, the shifted float64 result.
 // labels == nullptr: the iterations rule (no labels kept); otherwise the tolerance rule stops
 // after the first iteration in which at most stop_limit (= tol * n) points changed cluster.
 extern "C" __global__ void __launch_bounds__(RBLOCK, 4) resident(
     const float* __restrict__ x, long long n, double* __restrict__ centroids, double* __restrict__ partial,
-    unsigned long long* __restrict__ changed, unsigned* __restrict__ barrier, int* __restrict__ labels,
+    unsigned long long* __restrict__ changed, unsigned long long* __restrict__ arrivals, int* __restrict__ labels,
     int iterations, double stop_limit, int* __restrict__ done) {
   __shared__ double column[SLOTS * RBLOCK];
   __shared__ double c64[KC * DIM];
@@ -104,40 +128,25 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) resident(
     c64[t] = centroids[t];
     c32[t] = (float)c64[t];
   }
-  __syncthreads();
+  const long long first = (long long)blockIdx.x * RBLOCK * POINTS;
   const long long stride = (long long)gridDim.x * RBLOCK * POINTS;
+  const bool held = n <= stride;  // one step of the grid covers every point: keep them
+  float p[POINTS][DIM];
+  if (held) load_points(x, n, first, p);
+  __syncthreads();
   int it = 0;
   while (it < iterations) {
     const int buffer = it % 3;
 #pragma unroll
     for (int s = 0; s < SLOTS; ++s) column[s * RBLOCK + tid] = 0.0;
     unsigned changes = 0;
-    for (long long base = (long long)blockIdx.x * RBLOCK * POINTS; base < n; base += stride) {
-      float p[POINTS][DIM];
-#pragma unroll
-      for (int q = 0; q < POINTS; ++q) {
-        const long long i = base + (long long)q * RBLOCK + tid;
-        load_point(x, i < n ? i : n - 1, p[q]);  // clamped: the extra point is skipped below
-      }
+    for (long long base = first; base < n; base += stride) {
+      if (!held) load_points(x, n, base, p);
 #pragma unroll
       for (int q = 0; q < POINTS; ++q) {
         const long long i = base + (long long)q * RBLOCK + tid;
         if (i >= n) break;  // no warp-wide operation below: lanes may leave
-        int best = 0;
-        float best_distance = 3.402823466e+38f;
-#pragma unroll
-        for (int c = 0; c < KC; ++c) {
-          float distance = 0.0f;
-#pragma unroll
-          for (int j = 0; j < DIM; ++j) {
-            const float diff = p[q][j] - c32[c * DIM + j];
-            distance = fmaf(diff, diff, distance);
-          }
-          if (distance < best_distance) {
-            best_distance = distance;
-            best = c;
-          }
-        }
+        const int best = nearest(p[q], c32);
         double* slot = &column[best * (DIM + 1) * RBLOCK + tid];
 #pragma unroll
         for (int j = 0; j < DIM; ++j) slot[j * RBLOCK] += (double)p[q][j];
@@ -152,22 +161,45 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) resident(
       }
     }
     __syncthreads();
-    for (int s = warp; s < SLOTS; s += RWARPS) {
-      double sum = 0.0;
+    // The block's totals: warp w sums the columns of slots w, w + RWARPS, ... (all its loads
+    // issued before its first sum; a fixed order) and adds them to global memory.
+    double mine[MINE];
 #pragma unroll
-      for (int t = lane; t < RBLOCK; t += 32) sum += column[s * RBLOCK + t];
-      sum = warp_sum_f64(sum);
-      if (lane == 0 && sum != 0.0) atomicAdd(&partial[(buffer * SLOTS + s) * COPIES + blockIdx.x % COPIES], sum);
+    for (int j = 0; j < MINE; ++j) {
+      const int s = warp + j * RWARPS;
+      mine[j] = 0.0;
+      if (s < SLOTS) {
+#pragma unroll
+        for (int t = 0; t < RBLOCK; t += 32) mine[j] += column[s * RBLOCK + t + lane];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < MINE; ++j) mine[j] = warp_sum_f64(mine[j]);
+    if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < MINE; ++j) {
+        const int s = warp + j * RWARPS;
+        if (s < SLOTS && mine[j] != 0.0) atomicAdd(&partial[(buffer * SLOTS + s) * COPIES + blockIdx.x % COPIES], mine[j]);
+      }
     }
     if (labels != nullptr) {
       const unsigned warp_changes = __reduce_add_sync(0xffffffffu, changes);
       if (lane == 0 && warp_changes) atomicAdd(&changed[buffer], (unsigned long long)warp_changes);
     }
-    grid_barrier(barrier);
-    // Every block computes the same centroids from the same totals (read past L1: __ldcg).
-    for (int s = warp; s < SLOTS; s += RWARPS) {
-      const double sum = warp_sum_f64(__ldcg(&partial[(buffer * SLOTS + s) * COPIES + lane]));
-      if (lane == 0) total[s] = sum;
+    grid_barrier(arrivals, (unsigned long long)(it + 1) * gridDim.x);
+    // Every block computes the same centroids from the same totals (read past L1: __ldcg), with
+    // every load of a warp issued before its first sum.
+#pragma unroll
+    for (int j = 0; j < MINE; ++j) {
+      const int s = warp + j * RWARPS;
+      mine[j] = s < SLOTS ? __ldcg(&partial[(buffer * SLOTS + s) * COPIES + lane]) : 0.0;
+    }
+#pragma unroll
+    for (int j = 0; j < MINE; ++j) mine[j] = warp_sum_f64(mine[j]);
+    if (lane == 0) {
+#pragma unroll
+      for (int j = 0; j < MINE; ++j)
+        if (warp + j * RWARPS < SLOTS) total[warp + j * RWARPS] = mine[j];
     }
     __syncthreads();
     for (int t = tid; t < KC * DIM; t += RBLOCK) {

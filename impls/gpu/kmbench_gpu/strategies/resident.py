@@ -62,7 +62,7 @@ class Resident(Strategy):
 
     def allocate(self, x, changed, labels: bool = True) -> None:
         """The float64 centroids the kernel reads and writes, its labels, and its three partial
-        buffers, barrier and iteration count."""
+        buffers, barrier counter and iteration count."""
         import cupy
 
         super().allocate(x, changed, labels)
@@ -71,7 +71,7 @@ class Resident(Strategy):
         self.centroids64 = cupy.empty((k, d), dtype=cupy.float64)
         self.partial = cupy.zeros(3 * k * (d + 1) * RESIDENT_COPIES, dtype=cupy.float64)
         self.changed3 = cupy.zeros(3, dtype=cupy.uint64)
-        self.barrier = cupy.zeros(2, dtype=cupy.uint32)
+        self.arrivals = cupy.zeros(1, dtype=cupy.uint64)
         self.done = cupy.zeros(1, dtype=cupy.int32)
 
     def run(self, problem: Problem, start, shift) -> Result:
@@ -79,12 +79,12 @@ class Resident(Strategy):
         import cupy
 
         self.centroids64.set(start)
-        for buffer in (self.partial, self.changed3, self.barrier, self.done):
+        for buffer in (self.partial, self.changed3, self.arrivals, self.done):
             buffer.fill(0)
         track = problem.tol is not None
         if track:
             self.labels.fill(-1)
-        args = (self.x, np.int64(problem.n), self.centroids64, self.partial, self.changed3, self.barrier,
+        args = (self.x, np.int64(problem.n), self.centroids64, self.partial, self.changed3, self.arrivals,
                 self.labels if track else np.uint64(0), np.int32(problem.iterations),
                 np.float64(problem.tol * problem.n if track else -1.0), self.done)
         cupy.cuda.Device().synchronize()
