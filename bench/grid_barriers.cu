@@ -2,9 +2,12 @@
 // `python3 bench/kmbench_gpu_experiments.py barriers` (impls/gpu/kmbench_gpu/NOTES.md):
 // MODE 0, a counter and a generation (resident.cu before issue 32's low-d round): read the
 // generation, arrive with an acquire-release atomic, the last to arrive resets the counter and
-// moves the generation; MODE 1, cooperative groups' grid.sync(); MODE 2, resident.cu's today: a
-// counter that only grows, so arriving is one release reduction and waiting one acquire load.
+// moves the generation; MODE 1, cooperative groups' grid.sync(); MODE 2, resident.cu's own
+// grid_barrier (included, so this times the kernel's code, not a copy of it): a counter that
+// only grows. Compile with -I impls/gpu/kmbench_gpu.
 #include <cooperative_groups.h>
+
+#include "resident.cu"
 
 __device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
   unsigned long long v;
@@ -14,12 +17,9 @@ __device__ __forceinline__ unsigned long long load_acquire(const unsigned long l
 
 extern "C" __global__ void barriers(unsigned long long* counter, int iterations) {
   for (int it = 0; it < iterations; ++it) {
-#if MODE == 1
-    cooperative_groups::this_grid().sync();
-#else
+#if MODE == 0
     __syncthreads();
     if (threadIdx.x == 0) {
-#if MODE == 0
       const unsigned long long generation = load_acquire(counter + 1);
       unsigned long long arrived;
       asm volatile("atom.add.acq_rel.gpu.global.u64 %0, [%1], 1;" : "=l"(arrived) : "l"(counter) : "memory");
@@ -30,13 +30,12 @@ extern "C" __global__ void barriers(unsigned long long* counter, int iterations)
         while (load_acquire(counter + 1) == generation) {
         }
       }
-#else
-      asm volatile("red.release.gpu.global.add.u64 [%0], 1;" : : "l"(counter) : "memory");
-      while (load_acquire(counter) < (it + 1ull) * gridDim.x) {
-      }
-#endif
     }
     __syncthreads();
+#elif MODE == 1
+    cooperative_groups::this_grid().sync();
+#else
+    grid_barrier(counter, (it + 1ull) * gridDim.x);
 #endif
   }
 }

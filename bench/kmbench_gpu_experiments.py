@@ -61,7 +61,8 @@ def barriers() -> None:
     text, launches = (Path(__file__).parent / "grid_barriers.cu").read_text(), 1000
     names = ("counter and generation", "cooperative groups grid.sync", "counter that only grows")
     for mode, name in enumerate(names):
-        kernel = cupy.RawModule(code=text, options=("-std=c++17", f"-DMODE={mode}")).get_function("barriers")
+        kernel = cupy.RawModule(code=text, options=("-std=c++17", f"-DMODE={mode}", f"-I{base.SOURCES}")
+                                ).get_function("barriers")
         for grid in (16, 98, 132):
             counter = cupy.zeros(2, dtype=cupy.uint64)
             times = []
