@@ -13,6 +13,9 @@ run from the repository root with it on the path:
                                                   # the re-check with candidates listed by the
                                                   # TF32 pass (KEPT: 1,0; SHAPES: n,d,k;...)
     python3 bench/tensor_experiments.py update    # the update's kernels one by one
+    python3 bench/tensor_experiments.py hopper [SHAPES]
+                                                  # hopper_pass.cu against Triton's pass, same
+                                                  # centroids; then validated cells of both
     python3 bench/tensor_experiments.py epilogue [FORMS] [TILINGS]
                                                   # packed against slot epilogues, d <= 128
                                                   # (FORMS: slots,packed; TILINGS: M,N,D,warps,
@@ -79,13 +82,13 @@ def tilings() -> None:
         show(f"1e6x128 k=1024 {tag}", record)
 
 
-class _with_tiling(KmbenchGpu):
-    """kmbench-gpu whose TF32 pass uses one tiling and one re-check precision (set while it
-    prepares, which is when the tensor path reads them)."""
+class _with_settings(KmbenchGpu):
+    """kmbench-gpu on the tensor path with some KMBENCH_TENSOR_* variables set while it prepares,
+    which is when the tensor path reads them."""
 
-    def __init__(self, tiling: str, recheck: str = "ieee"):
+    def __init__(self, **settings: str):
         super().__init__(force_strategy="tensor")
-        self.settings = {"KMBENCH_TENSOR_TILING": tiling, "KMBENCH_TENSOR_RECHECK": recheck}
+        self.settings = settings
 
     def prepare(self, problem):
         os.environ.update(self.settings)
@@ -94,6 +97,11 @@ class _with_tiling(KmbenchGpu):
         finally:
             for name in self.settings:
                 os.environ.pop(name, None)
+
+
+def _with_tiling(tiling: str, recheck: str = "ieee") -> _with_settings:
+    """kmbench-gpu whose TF32 pass uses one tiling and one re-check precision."""
+    return _with_settings(KMBENCH_TENSOR_TILING=tiling, KMBENCH_TENSOR_RECHECK=recheck)
 
 
 def shapes() -> None:
@@ -323,6 +331,89 @@ def update() -> None:
         impl.release()
 
 
+def _uncertain(path) -> tuple[np.ndarray, dict]:
+    """The rows the last pass listed (either list), and each short-listed row's candidates."""
+    scanned, listed = (int(v) for v in path.listed_counts.get())
+    rows = path.candidate_rows[:listed].get()
+    index = path.candidate_index[:listed * max(1, path.candidates)].get().reshape(listed, max(1, path.candidates))
+    sizes = path.candidate_sizes[:listed].get()
+    lists = {int(row): tuple(sorted(index[i, :sizes[i]])) for i, row in enumerate(rows)}
+    return np.concatenate([path.flagged[:scanned].get(), rows]), lists
+
+
+def _one_pass(path, which: str) -> tuple[float, np.ndarray, np.ndarray, dict]:
+    """One TF32 pass by `which` ("triton" or "hopper") on the path's current centroids: its time
+    (us, CUDA events), labels, listed rows and candidate lists."""
+    import cupy
+
+    hopper = path._hopper
+    if which == "triton":
+        path._hopper = None
+    path.listed_counts.fill(0)
+    events = [cupy.cuda.Event() for _ in range(2)]
+    events[0].record()
+    path.certify()
+    events[1].record()
+    events[1].synchronize()
+    path._hopper = hopper
+    listed, lists = _uncertain(path)
+    return cupy.cuda.get_elapsed_time(events[0], events[1]) * 1e3, path.labels.get(), listed, lists
+
+
+def hopper() -> None:
+    """The hand-written Hopper pass (hopper_pass.cu) against Triton's certified_assign on the same
+    centroids, iteration by iteration: time per pass, and whether they agree (labels of rows
+    neither lists, how many each lists, the candidate lists of rows both short-list); then
+    validated cells of both."""
+    shapes = ([tuple(int(v) for v in shape.split(",")) for shape in sys.argv[2].split(";")] if len(sys.argv) > 2
+              else [(1_000_000, 128, 1024), (1_000_000, 64, 1000), (10_000_000, 128, 4096)])
+    for n, d, k in shapes:
+        settings = runner.Settings(k=k, iterations=10)
+        problem = runner.make_problem(blobs(n, d=d, centers=k), settings)
+        impl = KmbenchGpu(force_strategy="tensor")
+        impl.use_graph = False
+        impl.prepare(problem)
+        path = impl._chosen.path  # the tensor strategy's TensorPath
+        print(f"{n}x{d} k={k}: {path.tf32_pass}", flush=True)
+        if path._hopper is None:
+            impl.release()
+            continue
+        path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
+        from impls.gpu.kmbench_gpu import hopper_pass
+
+        hopper_pass.TAKE_TURNS = False
+        turns = hopper_pass.HopperPass(d, k)  # the consumer warpgroups not taking turns at the tensor cores
+        hopper_pass.TAKE_TURNS = True
+        default = path._hopper
+        times = {"triton": [], "hopper": [], "hopper, not taking turns": []}
+        for iteration in range(6):
+            seen = {which: _one_pass(path, which) for which in ("triton", "hopper")}
+            path._hopper = turns
+            times["hopper, not taking turns"].append(_one_pass(path, "hopper")[0])
+            path._hopper = default
+            for which in seen:
+                times[which].append(seen[which][0])
+            (_, labels_t, listed_t, lists_t), (_, labels_h, listed_h, lists_h) = seen["triton"], seen["hopper"]
+            sure = np.ones(n, bool)
+            sure[listed_t] = sure[listed_h] = False
+            both = set(lists_t) & set(lists_h)
+            print(f"  iteration {iteration}: triton {seen['triton'][0]:8.1f} us, hopper {seen['hopper'][0]:8.1f} us; "
+                  f"listed {len(listed_t)} / {len(listed_h)} (distinct rows {len(set(listed_h.tolist()))}); "
+                  f"labels differ on {int(np.count_nonzero(labels_t[sure] != labels_h[sure]))} of {int(sure.sum())} "
+                  f"certified by both; candidate lists differ on {sum(lists_t[r] != lists_h[r] for r in both)} "
+                  f"of {len(both)}", flush=True)
+            path.recheck_flagged()
+            path.update(track=False)
+        for which, values in times.items():
+            print(f"  {which}: {np.mean(values[2:]):8.1f} us per pass (iterations 2-5)", flush=True)
+        impl.release()
+        data = blobs(min(n, 200_000), d=d, centers=k)
+        for tag, record in cells([(which, _with_settings(KMBENCH_TENSOR_PASS=which)) for which in ("hopper", "triton")],
+                                 data, k, 10, 1):
+            show(f"{data.name} k={k} {tag}", record)
+
+
 if __name__ == "__main__":
     {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown,
-     "rechecks": rechecks, "wide": wide, "epilogue": epilogue, "candidates": candidates, "update": update}[sys.argv[1]]()
+     "rechecks": rechecks, "wide": wide, "epilogue": epilogue, "candidates": candidates, "update": update,
+     "hopper": hopper}[sys.argv[1]]()

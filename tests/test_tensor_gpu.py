@@ -26,6 +26,41 @@ def test_update_and_recheck_kernels_compile(arch, source, tmp_path):
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.parametrize("turns", [[], ["-DTAKE_TURNS"]])
+@pytest.mark.parametrize("d", [8, 40, 64, 128])
+def test_the_hopper_pass_compiles_for_sm_90a(d, turns, tmp_path):
+    from impls.gpu.kmbench_gpu.hopper_pass import stages
+
+    done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}",
+                           *turns, "-Xptxas", "-v", "-o", str(tmp_path / "h.cubin"), str(HERE / "hopper_pass.cu")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "0 bytes spill stores" in done.stderr.split("hopper_assign")[-1], done.stderr
+
+
+@pytest.mark.parametrize("d", [129, 136, 100, 33])
+def test_the_hopper_pass_takes_rows_that_fit_registers_and_16_byte_loads(d):
+    from impls.gpu.kmbench_gpu.hopper_pass import applies
+
+    assert not applies(d, 4, 32, 0, 90)
+
+
+def test_the_hopper_pass_needs_hopper_packed_scores_32_slots_and_can_be_turned_off(monkeypatch):
+    from impls.gpu.kmbench_gpu.hopper_pass import applies
+
+    monkeypatch.delenv("KMBENCH_TENSOR_PASS", raising=False)
+    assert applies(128, 4, 32, 0, 90) and applies(40, 1, 32, 0, 90)
+    assert not applies(128, 4, 32, 0, 80) and not applies(128, 4, 32, 0, 100)  # sm_90a code runs on 9.0 only
+    assert not applies(128, 0, 32, 0, 90)  # the slot epilogue (unpacked)
+    assert not applies(128, 4, 64, 0, 90) and not applies(128, 4, 32, 8, 90)
+    monkeypatch.setenv("KMBENCH_TENSOR_PASS", "triton")
+    assert not applies(128, 4, 32, 0, 90)
+    monkeypatch.setenv("KMBENCH_TENSOR_PASS", "wgmma")
+    with pytest.raises(ImplementationError, match="KMBENCH_TENSOR_PASS must be one of hopper, triton"):
+        applies(128, 4, 32, 0, 90)
+
+
 @pytest.mark.parametrize("d", [17, 33, 64, 100, 128, 129, 256, 408, 1000, 4096])
 def test_tilings_keep_rows_on_chip_up_to_their_limit(d):
     tiling, exact = default_tilings(d)
@@ -324,6 +359,7 @@ def test_folded_columns_give_the_pass_of_tiles_as_wide_as_the_slots(d, k, folded
     start = cupy.asnumpy(x[:k]).astype(np.float64)
     seen = []
     padded = 1 << (d - 1).bit_length()  # Triton's blocks are powers of two
+    monkeypatch.setenv("KMBENCH_TENSOR_PASS", "triton")  # the Triton pass's tilings (hopper_pass.cu has its own)
     for tiling, copy_engine in ((f"128,32,{padded},4,3", "0"), (folded, tma)):
         monkeypatch.setenv("KMBENCH_TENSOR_TILING", tiling)
         monkeypatch.setenv("KMBENCH_TENSOR_TMA", copy_engine)
@@ -341,6 +377,60 @@ def test_folded_columns_give_the_pass_of_tiles_as_wide_as_the_slots(d, k, folded
     assert len(seen[0][2]) > 1000, len(seen[0][2])
     assert np.array_equal(seen[0][0], seen[1][0])
     assert seen[0][1] == seen[1][1] and seen[0][2] == seen[1][2]
+
+
+def _pass_lists(path) -> tuple[np.ndarray, dict, dict]:
+    """A TF32 pass's labels, the rows it left to the scan (with their limits) and each
+    short-listed row's candidates."""
+    scanned, listed = (int(v) for v in path.listed_counts.get())
+    rows, sizes = path.candidate_rows[:listed].get(), path.candidate_sizes[:listed].get()
+    index = path.candidate_index[:listed * path.candidates].get().reshape(listed, path.candidates)
+    return (path.labels.get(), dict(zip(path.flagged[:scanned].get().tolist(), path.limits[:scanned].get().tolist())),
+            {int(row): tuple(index[place, :size]) for place, (row, size) in enumerate(zip(rows, sizes))})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, d, k", [(30_001, 128, 1024), (30_000, 64, 1000), (20_000, 128, 300), (5_003, 40, 37)])
+def test_the_hopper_pass_certifies_and_lists_as_soundly_as_triton(n, d, k, monkeypatch):
+    """hopper_pass.cu against Triton's certified_assign on the same centroids (dense data far from
+    the origin: thousands of near-ties listed; n and k leave part tiles): every row it certifies
+    has the float64 winner as its label, every short-listed row has that winner among its
+    candidates (a column, -1 - slot, holds every centroid of its slot), and its lists are
+    Triton's but for the few rows whose margin the products' order moves across the bound."""
+    import cupy
+
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip("hopper_pass.cu is sm_90a code")
+
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
+
+    data = (np.random.default_rng(9).standard_normal((n, d)) + 100.0).astype(np.float32)
+    x = cupy.asarray(data - data.mean(axis=0))
+    start = cupy.asnumpy(x[:k]).astype(np.float64)
+    seen = {}
+    for chosen in ("triton", "hopper"):
+        monkeypatch.setenv("KMBENCH_TENSOR_PASS", chosen)
+        path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
+        assert ("hopper_pass.cu" in path.tf32_pass) == (chosen == "hopper")
+        path.start(start)
+        path.certify()
+        seen[chosen] = _pass_lists(path)
+    labels, scanned, short = seen["hopper"]
+    assert len(short) > 100, len(short)
+    points = cupy.asnumpy(x).astype(np.float64)
+    exact = (0.5 * (start * start).sum(axis=1)[None, :] - points @ start.T).argmin(axis=1)
+    certified = np.ones(n, bool)
+    certified[list(scanned)] = certified[list(short)] = False
+    assert np.array_equal(labels[certified], exact[certified])
+    for row, candidates in short.items():
+        winner = int(exact[row])
+        assert winner in candidates or -1 - winner % 32 in candidates, (row, winner, candidates)
+    triton_labels, triton_scanned, triton_short = seen["triton"]
+    both = certified.copy()
+    both[list(triton_scanned)] = both[list(triton_short)] = False
+    assert np.array_equal(labels[both], triton_labels[both])
+    moved = set(scanned) ^ set(triton_scanned) | set(short) ^ set(triton_short)
+    assert len(moved) <= 0.01 * (len(triton_scanned) + len(triton_short)) + 2, len(moved)
 
 
 @pytest.mark.gpu

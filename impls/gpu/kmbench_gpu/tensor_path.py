@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.gpu.kmbench_gpu import bound
+from impls.gpu.kmbench_gpu import bound, hopper_pass
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
                                         WHOLE_MAX_DIM, bound_arguments, candidates_kept, copy_engine, crowded_columns,
@@ -142,6 +142,10 @@ class TensorPath:
         self._centroid_tiles = (_centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
                                 if copy_engine(d, self.pack_bits, capability) else None)
         self.centroid_loads = "copy engine (TMA)" if self._centroid_tiles is not None else "pointers"
+        # The hand-written Hopper pass stands in for certified_assign where it applies (hopper_pass.py).
+        self._hopper = (hopper_pass.HopperPass(d, k)
+                        if hopper_pass.applies(d, self.pack_bits, self.slots, self.kept_tiles, capability) else None)
+        self.tf32_pass = self._hopper.describe() if self._hopper is not None else "certified_assign (Triton)"
         self._tiered = tensor_kernels.tiered_assign
         self.tiered = tiered_arguments(d)
         self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
@@ -259,6 +263,9 @@ class TensorPath:
 
     def certify(self) -> None:
         """Every point's TF32 winner; the points whose margin is inside the bound listed."""
+        if self._hopper is not None:
+            self._hopper.certify(self)
+            return
         t = self._torch
         with _triton_on_cupy_stream():
             block_m, block_n, block_d, warps, stages = self.tiling[:5]

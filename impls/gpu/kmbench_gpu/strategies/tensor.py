@@ -73,6 +73,7 @@ class Tensor(Strategy):
         path = self.path
         lists = "slots" if path.candidates else "tiles" if path.kept_tiles else "none"
         return {"triton": triton.__version__, "tiling": list(path.tiling), "centroid_loads": path.centroid_loads,
+                "tf32_pass": path.tf32_pass,
                 "recheck": path.recheck,
                 "candidate_lists": lists,
                 "centroid_order": ("by neighbourhood" if self.order else

@@ -1,0 +1,401 @@
+// kmbench-gpu's TF32 pass written for Hopper (sm_90a), below Triton: the packed epilogue of
+// tensor_kernels.certified_assign (rows on chip, 32 slots) with warpgroup MMA (wgmma).
+//
+// Why by hand (NOTES.md, "A hand-written Hopper pass"): Triton keeps a block's rows in shared
+// memory for TF32 and waits for each tile's products before its epilogue, so one block cannot
+// overlap the two, and an m64n32k8 product reads 0.19 bytes of shared memory per multiply-add
+// where the SM feeds 0.125. Here
+//   - each consumer thread holds its rows' TF32 coordinates in registers (wgmma's A operand from
+//     registers), so a product reads only its centroids from shared memory: an m64n128k8 reads
+//     4 KB for 64k multiply-adds, 0.06 bytes each;
+//   - two consumer warpgroups of 64 rows each take the same centroid tiles: while one runs its
+//     epilogue, the other's products keep the tensor cores busy;
+//   - one producer warp brings each tile of 128 centroids with one bulk copy (the copy engine)
+//     into a ring of STAGES buffers, signalled by mbarriers: full (bytes arrived) and empty
+//     (the eight consumer warps are done with it);
+//   - the grid is persistent: one block per SM walks the row tiles.
+//
+// The tile comes from global memory already in wgmma's canonical layout (no swizzle, K-major:
+// core matrices of 8 centroids x 4 coordinates, 128 contiguous bytes), built by centroid_tiles
+// once per iteration. The coordinates are permuted (the same way for rows and centroids, which
+// leaves every dot product's terms as they were): k-step kk's A fragment of thread t (lane % 4)
+// is its row's coordinates (DIM / 4) t + 2 kk and + 1, so a thread's coordinates of one row are
+// DIM / 4 contiguous floats, loaded with 16-byte loads, and a row's four threads read it whole.
+//
+// The epilogue is certified_assign's packed one with tiles of 128 folded into 32 slots: the
+// accumulator gives thread t the columns 8 j + 2 t + e (j < 16, e < 2) of rows g and g + 8
+// (g = lane / 4), so column c is slot c % 32 of tile c / 32, and each thread keeps 8 slots per
+// row. Scores, packing, certificate, limit, floor and candidate lists are the Triton kernel's,
+// value for value (the products' summation order aside, which bound.py's E covers); the lists'
+// order differs, which no reader depends on.
+
+#ifndef DIM
+#error "compile with -DDIM=<d>, a multiple of 8 up to 128"
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+
+constexpr int TILE_N = 128;                    // centroids per tile: one m64n128k8 per k-step
+constexpr int SLOTS = 32;                      // the packed epilogue's column slots
+constexpr int FOLDS = TILE_N / SLOTS;          // tiles of SLOTS in one tile
+constexpr int ROWS = 128;                      // rows per row tile: two warpgroups of 64
+constexpr int KSTEPS = DIM / 8;
+constexpr int HELD = DIM / 4;                  // coordinates of one row a thread holds
+constexpr int TILE_FLOATS = TILE_N * DIM + TILE_N;  // the centroids, then their half norms
+constexpr unsigned TILE_BYTES = TILE_FLOATS * 4;
+constexpr int CONSUMER_WARPS = 8;
+// The producer is a warpgroup that hands its registers to the consumers (setmaxnreg): one warp
+// alone would cap every thread at 168 registers, since an SM's four schedulers each hold a
+// quarter of its registers and nine warps put three on one of them, where the consumers want
+// about 190 at d = 128 (one warp measured 10-30% slower, NOTES.md).
+constexpr int THREADS = (CONSUMER_WARPS + 4) * 32;
+constexpr unsigned CORE_BYTES = 128;           // one core matrix: 8 centroids x 16 bytes
+constexpr unsigned K_CORE_STRIDE = (TILE_N / 8) * CORE_BYTES;  // next 4 coordinates
+constexpr float PACKED_ABSENT = 3.0e38f;       // as tensor_kernels.PACKED_ABSENT
+constexpr unsigned FULL = 0xffffffffu;
+
+static_assert(DIM % 8 == 0 && DIM <= 128, "rows are held in registers: DIM a multiple of 8, at most 128");
+static_assert(TILE_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
+
+// ------------------------------------------------------------------ layout of a tile
+
+// Where logical coordinate `kl` of a wgmma k-step sits in a row (the permutation above).
+__device__ __forceinline__ int physical_coordinate(int kl) {
+    const int kk = kl / 8, t = kl % 4, h = (kl % 8) / 4;
+    return (DIM / 4) * t + 2 * kk + h;
+}
+
+// Tiles of TILE_N centroids in the canonical layout, each followed by its half norms; columns past
+// k are zero centroids with half norm PACKED_ABSENT (as the Triton pass's masked loads).
+extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, const float* __restrict__ half_norms,
+                                          int k, int tiles, float* __restrict__ out) {
+    const long long total = (long long)tiles * TILE_FLOATS;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int tile = int(i / TILE_FLOATS), at = int(i % TILE_FLOATS);
+        if (at >= TILE_N * DIM) {
+            const int column = tile * TILE_N + at - TILE_N * DIM;
+            out[i] = column < k ? half_norms[column] : PACKED_ABSENT;
+            continue;
+        }
+        // at = ((j (TILE_N / 8) + i8) 8 + r) 4 + q: core matrix (i8 along centroids, j along K).
+        const int q = at % 4, r = (at / 4) % 8, core = at / 32;
+        const int i8 = core % (TILE_N / 8), j = core / (TILE_N / 8);
+        const int column = tile * TILE_N + i8 * 8 + r;
+        out[i] = column < k ? c_tf32[(long long)column * DIM + physical_coordinate(4 * j + q)] : 0.0f;
+    }
+}
+
+// ------------------------------------------------------------------ PTX wrappers
+
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void barrier_init(unsigned long long* bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void barrier_wait(unsigned long long* bar, unsigned parity) {
+    asm volatile(
+        "{\n.reg .pred done;\n"
+        "wait_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra wait_%=;\n}" ::"r"(shared_address(bar)), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void barrier_arrive(unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
+}
+
+// The producer: the tile's bytes are expected, then brought by the copy engine.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)) : "memory");
+}
+
+// Shared-memory matrix descriptor: no swizzle; leading byte offset = the next 4 coordinates'
+// core matrix, stride byte offset = the next 8 centroids'.
+__device__ __forceinline__ unsigned long long tile_descriptor(unsigned address) {
+    return (unsigned long long)((address & 0x3FFFF) >> 4) |
+           ((unsigned long long)((K_CORE_STRIDE & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((CORE_BYTES & 0x3FFFF) >> 4) << 32);
+}
+
+// Keeps the compiler from moving reads or writes of the accumulators across wgmma's fence/wait.
+__device__ __forceinline__ void pin(float (&acc)[64]) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+
+// acc (+)= A (rows, from registers) x B (the tile's k-step, shared memory), 64 x 128 x 8 in TF32.
+__device__ __forceinline__ void mma_64x128x8(float (&acc)[64], float a0, float a1, float a2, float a3,
+                                             unsigned long long b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+        "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
+        "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+          "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+          "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]), "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+          "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]), "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+          "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]), "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
+          "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]), "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
+          "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]), "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+          "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
+        : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)), "r"(__float_as_uint(a3)),
+          "l"(b), "r"(accumulate));
+}
+
+// ------------------------------------------------------------------ the epilogue's pieces
+
+// The places of this lane's two rows (where keep0 / keep1) in a list whose length is at `count`:
+// one atomic per warp for both.
+__device__ __forceinline__ void warp_append(bool keep0, bool keep1, unsigned* count, int lane, unsigned& place0,
+                                            unsigned& place1) {
+    const unsigned kept0 = __ballot_sync(FULL, keep0), kept1 = __ballot_sync(FULL, keep1);
+    unsigned base = 0;
+    if (lane == 0 && (kept0 | kept1)) base = atomicAdd(count, __popc(kept0) + __popc(kept1));
+    base = __shfl_sync(FULL, base, 0);
+    const unsigned below = (1u << lane) - 1;
+    place0 = base + __popc(kept0 & below);
+    place1 = base + __popc(kept0) + __popc(kept1 & below);
+}
+
+__device__ __forceinline__ float min4(float v) {  // over the four threads of a row
+    v = fminf(v, __shfl_xor_sync(FULL, v, 1));
+    return fminf(v, __shfl_xor_sync(FULL, v, 2));
+}
+
+__device__ __forceinline__ unsigned or4(unsigned v) {
+    v |= __shfl_xor_sync(FULL, v, 1);
+    return v | __shfl_xor_sync(FULL, v, 2);
+}
+
+__device__ __forceinline__ int slot_of(int q, int t) { return 8 * (q >> 1) + 2 * t + (q & 1); }
+
+#ifdef TAKE_TURNS
+// The two consumer warpgroups take turns at the tensor cores (named barriers 1 and 2, 256 threads:
+// one group waits, the other arrives), as CUTLASS's ping-pong kernels order theirs; left to
+// themselves they may issue together and then both run their epilogues while the tensor cores
+// idle. hopper_pass.py sets it (NOTES.md has the measurement).
+__device__ __forceinline__ void wait_turn(int group) { asm volatile("bar.sync %0, 256;" ::"r"(1 + group) : "memory"); }
+__device__ __forceinline__ void pass_turn(int group) { asm volatile("bar.arrive %0, 256;" ::"r"(2 - group) : "memory"); }
+#endif
+
+// A row's coordinates that thread t holds (zeros past n): DIM / 4 contiguous floats.
+__device__ __forceinline__ void load_rows(float (&held)[2][HELD], const long long (&rows)[2], const float* x,
+                                          long long n, int t) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const float4* source = reinterpret_cast<const float4*>(x + rows[r] * DIM + HELD * t);
+#pragma unroll
+        for (int v = 0; v < HELD / 4; ++v) {
+            const float4 four = rows[r] < n ? source[v] : make_float4(0.f, 0.f, 0.f, 0.f);
+            held[r][4 * v] = four.x, held[r][4 * v + 1] = four.y, held[r][4 * v + 2] = four.z, held[r][4 * v + 3] = four.w;
+        }
+    }
+}
+
+// What the pass decides for one row from its 32 slots (the four threads of the row agree on it).
+struct Outcome {
+    float top, runner_up, error, limit;
+    int label, size;
+    unsigned near, crowded;
+    bool flag, short_list, listed;
+};
+
+__device__ __forceinline__ Outcome settle(const float (&best)[8], const float (&second)[8], float norm, bool row_ok,
+                                          int t, unsigned mask, float c_max, float h_max, float eps, float eta,
+                                          float margin, float pack_unit, float pack_floor, int candidates, int columns) {
+    Outcome o;
+    float top = best[0];
+#pragma unroll
+    for (int q = 1; q < 8; ++q) top = fminf(top, best[q]);
+    o.top = top = min4(top);
+    int winning = SLOTS;
+#pragma unroll
+    for (int q = 0; q < 8; ++q)
+        if (best[q] == top) winning = min(winning, slot_of(q, t));
+    winning = min(winning, __shfl_xor_sync(FULL, winning, 1));
+    winning = min(winning, __shfl_xor_sync(FULL, winning, 2));
+    float runner_up = PACKED_ABSENT;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) runner_up = fminf(runner_up, slot_of(q, t) == winning ? second[q] : best[q]);
+    o.runner_up = runner_up = min4(runner_up);
+    o.label = int(__float_as_uint(top) & mask) * SLOTS + winning;
+    // As certified_assign: E(x) = eps |x| C + eta H, plus the packing's error.
+    float error = eps * norm * c_max + eta * h_max;
+    o.error = error += pack_unit * (norm * c_max + h_max) + pack_floor;
+    o.flag = row_ok && !((runner_up - top) > margin * error);
+    o.limit = top + margin * error;
+    o.near = o.crowded = 0;
+    o.size = 0;
+    o.short_list = false;
+    if (candidates > 0) {
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            o.near |= unsigned(best[q] <= o.limit) << slot_of(q, t);
+            o.crowded |= unsigned(second[q] <= o.limit) << slot_of(q, t);
+        }
+        o.near = or4(o.near), o.crowded = or4(o.crowded);
+        o.size = __popc(o.near);
+        o.short_list = o.flag && o.size <= candidates && (columns || o.crowded == 0);
+    }
+    o.listed = o.flag && !o.short_list;
+    return o;
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, const float* __restrict__ tiles,
+              const float* __restrict__ bound_max, int* __restrict__ labels, int* __restrict__ flagged,
+              float* __restrict__ limits, unsigned* __restrict__ flagged_count, float* __restrict__ floor_out,
+              int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,
+              unsigned* __restrict__ cand_count, long long n, int tile_count, float eps, float eta, float margin,
+              float pack_unit, float pack_floor, int pack_bits, int candidates, int columns, int keep_floor) {
+    extern __shared__ __align__(128) unsigned char shared[];
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(shared);
+    unsigned long long* empty = full + STAGES;
+    float* stages = reinterpret_cast<float*>(shared + 128);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long long row_tiles = (n + ROWS - 1) / ROWS;
+    // The ring's positions: every tile once per row tile of this block.
+    const long long positions = (row_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x * tile_count;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            barrier_init(&full[s], 1);
+            barrier_init(&empty[s], CONSUMER_WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp >= CONSUMER_WARPS) {  // the producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (warp == CONSUMER_WARPS && lane == 0)
+            for (long long p = 0; p < positions; ++p) {
+                const int s = int(p % STAGES);
+                if (p >= STAGES) barrier_wait(&empty[s], unsigned((p / STAGES - 1) & 1));
+                bulk_load(stages + s * TILE_FLOATS, tiles + (p % tile_count) * TILE_FLOATS, TILE_BYTES, &full[s]);
+            }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int g = lane / 4, t = lane % 4, group = warp / 4;
+    const unsigned mask = (1u << pack_bits) - 1;
+    const float c_max = bound_max[0], h_max = bound_max[1];
+    auto rows_of = [&](long long row_tile, long long (&rows)[2]) {
+        rows[0] = row_tile * ROWS + group * 64 + (warp % 4) * 16 + g;
+        rows[1] = rows[0] + 8;
+    };
+    long long rows[2], next[2];
+    float held[2][HELD], norms[2], next_norms[2];
+    rows_of(blockIdx.x, rows);
+    load_rows(held, rows, x, n, t);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) norms[r] = rows[r] < n ? x_norm[rows[r]] : 0.0f;
+#ifdef TAKE_TURNS
+    if (group == 1) pass_turn(group);  // the first turn is group 0's
+#endif
+    long long sequence = 0;
+    for (long long row_tile = blockIdx.x; row_tile < row_tiles; row_tile += gridDim.x) {
+        const bool last_rows = row_tile + gridDim.x >= row_tiles;
+        rows_of(row_tile + gridDim.x, next);
+        float best[2][8], second[2][8];
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int q = 0; q < 8; ++q) best[r][q] = second[r][q] = PACKED_ABSENT;
+
+        for (int step = 0; step < tile_count; ++step, ++sequence) {
+            const int s = int(sequence % STAGES), tile = int(sequence % tile_count);
+            const float* stage = stages + s * TILE_FLOATS;
+            barrier_wait(&full[s], unsigned((sequence / STAGES) & 1));
+#ifdef TAKE_TURNS
+            wait_turn(group);
+#endif
+            float acc[64];
+            pin(acc);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            const unsigned base = shared_address(stage);
+#pragma unroll
+            for (int kk = 0; kk < KSTEPS; ++kk)
+                mma_64x128x8(acc, held[0][2 * kk], held[1][2 * kk], held[0][2 * kk + 1], held[1][2 * kk + 1],
+                             tile_descriptor(base + 2 * kk * K_CORE_STRIDE), kk > 0);
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#ifdef TAKE_TURNS
+            if (group == 0 || sequence + 1 < positions) pass_turn(group);  // every wait has its arrive
+#endif
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            pin(acc);
+            // The next rows load while this tile's epilogue and the rows' outcomes run.
+            if (step == tile_count - 1 && !last_rows) {
+                load_rows(held, next, x, n, t);
+#pragma unroll
+                for (int r = 0; r < 2; ++r) next_norms[r] = next[r] < n ? x_norm[next[r]] : 0.0f;
+            }
+            const float2* half = reinterpret_cast<const float2*>(stage + TILE_N * DIM);
+#pragma unroll
+            for (int j = 0; j < TILE_N / 8; ++j) {
+                const float2 h = half[4 * j + t];  // columns 8 j + 2 t and + 1
+                const unsigned bits = unsigned(tile * FOLDS + j / 4) & mask;
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const float score = (e ? h.y : h.x) - acc[4 * j + 2 * r + e];
+                        const float packed = __uint_as_float((__float_as_uint(score) & ~mask) | bits);
+                        const int q = 2 * (j % 4) + e;
+                        second[r][q] = fminf(second[r][q], fmaxf(best[r][q], packed));
+                        best[r][q] = fminf(best[r][q], packed);
+                    }
+            }
+            __syncwarp();
+            if (lane == 0) barrier_arrive(&empty[s]);
+        }
+
+        // Each row's best two over its 32 slots, its certificate, and the lists it goes on.
+        Outcome o[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const bool row_ok = rows[r] < n;
+            o[r] = settle(best[r], second[r], norms[r], row_ok, t, mask, c_max, h_max, eps, eta,
+                          margin, pack_unit, pack_floor, candidates, columns);
+        }
+        unsigned listed_at[2], short_at[2] = {0, 0};
+        warp_append(o[0].listed && t == 0, o[1].listed && t == 0, flagged_count, lane, listed_at[0], listed_at[1]);
+        if (candidates > 0) {
+            warp_append(o[0].short_list && t == 0, o[1].short_list && t == 0, cand_count, lane, short_at[0], short_at[1]);
+            short_at[0] = __shfl_sync(FULL, short_at[0], lane & ~3);
+            short_at[1] = __shfl_sync(FULL, short_at[1], lane & ~3);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const long long row = rows[r];
+            if (o[r].short_list) {
+                const unsigned place = short_at[r];
+                if (t == 0) cand_rows[place] = int(row), cand_sizes[place] = o[r].size;
+#pragma unroll
+                for (int q = 0; q < 8; ++q) {
+                    const int slot = slot_of(q, t);
+                    if (o[r].near >> slot & 1)
+                        cand_index[(long long)place * candidates + __popc(o[r].near & ((1u << slot) - 1))] =
+                            o[r].crowded >> slot & 1 ? -1 - slot : int(__float_as_uint(best[r][q]) & mask) * SLOTS + slot;
+                }
+            }
+            if (t == 0 && row < n) {
+                labels[row] = o[r].label;
+                if (keep_floor) floor_out[row] = (o[r].flag ? o[r].top : o[r].runner_up) - o[r].error;
+                if (o[r].listed) flagged[listed_at[r]] = int(row), limits[listed_at[r]] = o[r].limit;
+            }
+        }
+        rows[0] = next[0], rows[1] = next[1], norms[0] = next_norms[0], norms[1] = next_norms[1];
+    }
+}

@@ -1,0 +1,111 @@
+"""The TF32 pass written for Hopper (`hopper_pass.cu`): where it applies, TensorPath.certify
+launches it instead of Triton's certified_assign, with the same buffers and the same results
+(labels, the certificate, the lists with their limits and candidates, the floor).
+
+It compiles through NVRTC for sm_90a (wgmma and the bulk copies exist only there), which CuPy's
+RawModule cannot ask for (it names the device's plain sm_90), so the module is built here and
+loaded from its cubin."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from impls.gpu.kmbench_gpu import bound
+from kmbench.errors import ImplementationError
+
+HERE = Path(__file__).resolve().parent
+TILE_N = 128  # as in hopper_pass.cu
+SLOTS = 32
+ROWS = 128
+THREADS = 384  # two consumer warpgroups and a producer warpgroup
+# The two consumer warpgroups take turns at the tensor cores (hopper_pass.cu's TAKE_TURNS): 4% faster
+# at 1e6 x 128 and 1e7 x 128, even at 1e6 x 64, in one process (NOTES.md). A module setting, so that
+# bench/tensor_experiments.py hopper measures one against the other.
+TAKE_TURNS = True
+SHARED_MAX = 227 * 1024  # dynamic shared memory one Hopper block may ask for
+MAX_STAGES = 6
+PASSES = ("hopper", "triton")
+
+
+def chosen_pass() -> str:
+    """KMBENCH_TENSOR_PASS: "hopper" (the default, where it applies) or "triton"."""
+    chosen = os.environ.get("KMBENCH_TENSOR_PASS", "hopper")
+    if chosen not in PASSES:
+        raise ImplementationError(f"KMBENCH_TENSOR_PASS must be one of {', '.join(PASSES)}")
+    return chosen
+
+
+def applies(d: int, pack_bits: int, slots: int, kept_tiles: int, capability: int) -> bool:
+    """Where the hand-written pass can stand in for certified_assign: the packed epilogue with
+    rows on chip and 32 slots, d a multiple of 8 up to 128 (rows in registers, 16-byte loads),
+    on compute capability 9.0 exactly (sm_90a code runs nowhere else)."""
+    return (chosen_pass() == "hopper" and capability == 90 and pack_bits > 0 and slots == SLOTS and not kept_tiles
+            and d % 8 == 0 and d <= 128)
+
+
+def stages(d: int) -> int:
+    """Centroid tiles in flight: as many as the shared memory holds, up to MAX_STAGES."""
+    return int(min(MAX_STAGES, (SHARED_MAX - 128) // ((TILE_N * d + TILE_N) * 4)))
+
+
+def compile_module(d: int, stage_count: int):
+    """hopper_pass.cu for this d, through NVRTC, as a loaded CuPy module."""
+    import cupy
+    from cupy_backends.cuda.libs import nvrtc
+
+    program = nvrtc.createProgram((HERE / "hopper_pass.cu").read_text(), "hopper_pass.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(program, ["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stage_count}"]
+                                 + (["-DTAKE_TURNS"] if TAKE_TURNS else []))
+        except nvrtc.NVRTCError as error:
+            raise ImplementationError(f"hopper_pass.cu did not compile: {nvrtc.getProgramLog(program)}") from error
+        cubin = nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    module = cupy.cuda.function.Module()
+    module.load(cubin)
+    return module
+
+
+class HopperPass:
+    """The pass's module, its grid and the centroid tiles it reads, for one TensorPath."""
+
+    def __init__(self, d: int, k: int):
+        import cupy
+
+        self.d, self.k = d, k
+        self.tile_count = -(-k // TILE_N)
+        self.stage_count = stages(d)
+        module = compile_module(d, self.stage_count)
+        self._tiles_kernel = module.get_function("centroid_tiles")
+        self._assign = module.get_function("hopper_assign")
+        self.shared_bytes = 128 + self.stage_count * (TILE_N * d + TILE_N) * 4
+        from cupy.cuda import driver  # a loaded module's Function has no attribute setter of its own
+
+        driver.funcSetAttribute(self._assign.ptr, getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
+                                self.shared_bytes)
+        self.tiles = cupy.empty(self.tile_count * (TILE_N * d + TILE_N), dtype=cupy.float32)
+        self.sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
+
+    def describe(self) -> str:
+        return f"hopper_pass.cu (wgmma, rows in registers, {self.stage_count} stages of {TILE_N} centroids)"
+
+    def certify(self, path) -> None:
+        """certified_assign's work for `path` (a TensorPath), on the current CuPy stream."""
+        self._tiles_kernel((min(4 * self.sms, -(-self.tiles.size // 256)),), (256,),
+                           (path.centroids_tf32, path.half_norms, np.int32(self.k), np.int32(self.tile_count),
+                            self.tiles))
+        row_tiles = -(-path.n // ROWS)
+        self._assign(
+            (max(1, min(self.sms, row_tiles)),), (THREADS,),
+            (path.x_tf32, path.x_norm, self.tiles, path.bound_max, path.labels, path.flagged, path.limits,
+             path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes, path.candidate_index,
+             path.candidate_count, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
+             np.float32(path.eta), np.float32(path.margin), np.float32(bound.packing_unit(-(-self.k // SLOTS))),
+             np.float32(bound.PACKING_FLOOR), np.int32(path.pack_bits), np.int32(path.candidates),
+             np.int32(bool(path.columns)), np.int32(bool(path.keep_floor))),
+            shared_mem=self.shared_bytes)
