@@ -30,7 +30,7 @@
 // order differs, which no reader depends on.
 
 #ifndef DIM
-#error "compile with -DDIM=<d>, a multiple of 8 up to 128"
+#error "compile with -DDIM=<d>, a multiple of 16 up to 128"
 #endif
 #ifndef STAGES
 #define STAGES 3
@@ -55,7 +55,8 @@ constexpr unsigned K_CORE_STRIDE = (TILE_N / 8) * CORE_BYTES;  // next 4 coordin
 constexpr float PACKED_ABSENT = 3.0e38f;       // as tensor_kernels.PACKED_ABSENT
 constexpr unsigned FULL = 0xffffffffu;
 
-static_assert(DIM % 8 == 0 && DIM <= 128, "rows are held in registers: DIM a multiple of 8, at most 128");
+static_assert(DIM % 16 == 0 && DIM <= 128,
+              "rows are held in registers, DIM / 4 floats a thread by 16-byte loads: DIM a multiple of 16, at most 128");
 static_assert(TILE_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
 
 // ------------------------------------------------------------------ layout of a tile

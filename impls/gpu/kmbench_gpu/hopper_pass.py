@@ -40,10 +40,11 @@ def chosen_pass() -> str:
 
 def applies(d: int, pack_bits: int, slots: int, kept_tiles: int, capability: int) -> bool:
     """Where the hand-written pass can stand in for certified_assign: the packed epilogue with
-    rows on chip and 32 slots, d a multiple of 8 up to 128 (rows in registers, 16-byte loads),
+    rows on chip and 32 slots, d a multiple of 16 up to 128 (rows in registers, a thread's d / 4
+    coordinates of a row by 16-byte loads),
     on compute capability 9.0 exactly (sm_90a code runs nowhere else)."""
     return (chosen_pass() == "hopper" and capability == 90 and pack_bits > 0 and slots == SLOTS and not kept_tiles
-            and d % 8 == 0 and d <= 128)
+            and d % 16 == 0 and d <= 128)
 
 
 def stages(d: int) -> int:
