@@ -6,6 +6,8 @@ uncertain point), so the whole run captures into a CUDA graph:
                              second-best per point, the certified margin of bound.py;
                              uncertain points listed with their candidates (rows on chip), or
                              listed while every tile's best two are kept (rows streamed);
+                             on Hopper, d a multiple of 16 up to 128: hopper_pass.cu instead
+                             (wgmma, rows in registers), with the same results;
   candidate_recheck or       those points in FP32 against their candidates only: the centroids
   tile_recheck (recheck.cu)  whose TF32 score is within the point's limit;
   flagged_histogram, _scan,  what has no candidate list (too many), or a whole tile to score,
