@@ -368,12 +368,7 @@ def test_folded_columns_give_the_pass_of_tiles_as_wide_as_the_slots(d, k, folded
         assert (path.centroid_loads == "copy engine (TMA)") == (copy_engine == "1")
         path.start(start)
         path.certify()
-        scanned, listed = (int(v) for v in path.listed_counts.get())
-        rows, sizes = path.candidate_rows[:listed].get(), path.candidate_sizes[:listed].get()
-        index = path.candidate_index[:listed * path.candidates].get().reshape(listed, path.candidates)
-        seen.append((path.labels.get(),
-                     dict(zip(path.flagged[:scanned].get().tolist(), path.limits[:scanned].get().tolist())),
-                     {row: tuple(index[place, :size]) for place, (row, size) in enumerate(zip(rows, sizes))}))
+        seen.append(_pass_lists(path))
     assert len(seen[0][2]) > 1000, len(seen[0][2])
     assert np.array_equal(seen[0][0], seen[1][0])
     assert seen[0][1] == seen[1][1] and seen[0][2] == seen[1][2]
