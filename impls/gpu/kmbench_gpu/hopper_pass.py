@@ -41,8 +41,7 @@ def chosen_pass() -> str:
 def applies(d: int, pack_bits: int, slots: int, kept_tiles: int, capability: int) -> bool:
     """Where the hand-written pass can stand in for certified_assign: the packed epilogue with
     rows on chip and 32 slots, d a multiple of 16 up to 128 (rows in registers, a thread's d / 4
-    coordinates of a row by 16-byte loads),
-    on compute capability 9.0 exactly (sm_90a code runs nowhere else)."""
+    coordinates of a row by 16-byte loads), on compute capability 9.0 exactly (sm_90a code runs nowhere else)."""
     return (chosen_pass() == "hopper" and capability == 90 and pack_bits > 0 and slots == SLOTS and not kept_tiles
             and d % 16 == 0 and d <= 128)
 
@@ -77,6 +76,7 @@ class HopperPass:
 
     def __init__(self, d: int, k: int):
         import cupy
+        from cupy.cuda import driver  # a loaded module's Function has no attribute setter of its own
 
         self.d, self.k = d, k
         self.tile_count = -(-k // TILE_N)
@@ -85,8 +85,6 @@ class HopperPass:
         self._tiles_kernel = module.get_function("centroid_tiles")
         self._assign = module.get_function("hopper_assign")
         self.shared_bytes = 128 + self.stage_count * (TILE_N * d + TILE_N) * 4
-        from cupy.cuda import driver  # a loaded module's Function has no attribute setter of its own
-
         driver.funcSetAttribute(self._assign.ptr, getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
                                 self.shared_bytes)
         self.tiles = cupy.empty(self.tile_count * (TILE_N * d + TILE_N), dtype=cupy.float32)

@@ -141,13 +141,16 @@ class TensorPath:
                         "tile_best", "tile_second", "tile_labels", "passed_count")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
         capability = int(cupy.cuda.Device().compute_capability)
-        self._centroid_tiles = (_centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
-                                if copy_engine(d, self.pack_bits, capability) else None)
-        self.centroid_loads = "copy engine (TMA)" if self._centroid_tiles is not None else "pointers"
         # The hand-written Hopper pass stands in for certified_assign where it applies (hopper_pass.py).
+        # Its bulk copies go through the same copy engine (TMA), but it lays out its own tiles, so
+        # Triton's descriptor is built only for Triton's pass.
         self._hopper = (hopper_pass.HopperPass(d, k)
                         if hopper_pass.applies(d, self.pack_bits, self.slots, self.kept_tiles, capability) else None)
         self.tf32_pass = self._hopper.describe() if self._hopper is not None else "certified_assign (Triton)"
+        by_copy_engine = copy_engine(d, self.pack_bits, capability)
+        self._centroid_tiles = (_centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
+                                if by_copy_engine and self._hopper is None else None)
+        self.centroid_loads = "copy engine (TMA)" if by_copy_engine or self._hopper is not None else "pointers"
         self._tiered = tensor_kernels.tiered_assign
         self.tiered = tiered_arguments(d)
         self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
