@@ -381,15 +381,19 @@ def hopper() -> None:
         path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
         from impls.gpu.kmbench_gpu import hopper_pass
 
-        hopper_pass.TAKE_TURNS = False
-        turns = hopper_pass.HopperPass(d, k)  # the consumer warpgroups not taking turns at the tensor cores
-        hopper_pass.TAKE_TURNS = True
-        default = path._hopper
-        times = {"triton": [], "hopper": [], "hopper, not taking turns": []}
+        # Where the pass runs three consumer warpgroups, the same with two (above d = 64 three do not
+        # fit the registers, so the variant is the default again).
+        limit, hopper_pass.THREE_GROUPS_UP_TO = hopper_pass.THREE_GROUPS_UP_TO, 0
+        variant = hopper_pass.HopperPass(d, k)
+        hopper_pass.THREE_GROUPS_UP_TO = limit
+        default, other = path._hopper, variant.groups
+        label = f"hopper, {other} consumer warpgroups"
+        times = {"triton": [], "hopper": [], label: []}
         for iteration in range(6):
             seen = {which: _one_pass(path, which) for which in ("triton", "hopper")}
-            path._hopper = turns
-            times["hopper, not taking turns"].append(_one_pass(path, "hopper")[0])
+            path._hopper = variant
+            varied = _one_pass(path, "hopper")
+            times[label].append(varied[0])
             path._hopper = default
             for which in seen:
                 times[which].append(seen[which][0])
@@ -401,7 +405,8 @@ def hopper() -> None:
                   f"listed {len(listed_t)} / {len(listed_h)} (distinct rows {len(set(listed_h.tolist()))}); "
                   f"labels differ on {int(np.count_nonzero(labels_t[sure] != labels_h[sure]))} of {int(sure.sum())} "
                   f"certified by both; candidate lists differ on {sum(lists_t[r] != lists_h[r] for r in both)} "
-                  f"of {len(both)}", flush=True)
+                  f"of {len(both)}; {other} warpgroups change {int(np.count_nonzero(varied[1] != labels_h))} labels "
+                  f"and {len(set(varied[2].tolist()) ^ set(listed_h.tolist()))} listed rows", flush=True)
             path.recheck_flagged()
             path.update(track=False)
         for which, values in times.items():

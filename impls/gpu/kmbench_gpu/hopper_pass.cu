@@ -35,21 +35,31 @@
 #ifndef STAGES
 #define STAGES 3
 #endif
+#ifndef GROUPS
+#define GROUPS 2
+#endif
 
 constexpr int TILE_N = 128;                    // centroids per tile: one m64n128k8 per k-step
 constexpr int SLOTS = 32;                      // the packed epilogue's column slots
 constexpr int FOLDS = TILE_N / SLOTS;          // tiles of SLOTS in one tile
-constexpr int ROWS = 128;                      // rows per row tile: two warpgroups of 64
+constexpr int ROWS = 64 * GROUPS;              // rows per row tile: GROUPS warpgroups of 64
 constexpr int KSTEPS = DIM / 8;
 constexpr int HELD = DIM / 4;                  // coordinates of one row a thread holds
 constexpr int TILE_FLOATS = TILE_N * DIM + TILE_N;  // the centroids, then their half norms
 constexpr unsigned TILE_BYTES = TILE_FLOATS * 4;
-constexpr int CONSUMER_WARPS = 8;
+constexpr int CONSUMER_WARPS = 4 * GROUPS;
 // The producer is a warpgroup that hands its registers to the consumers (setmaxnreg): one warp
 // alone would cap every thread at 168 registers, since an SM's four schedulers each hold a
 // quarter of its registers and nine warps put three on one of them, where the consumers want
 // about 190 at d = 128 (one warp measured 10-30% slower, NOTES.md).
 constexpr int THREADS = (CONSUMER_WARPS + 4) * 32;
+// The register file (64K) split between the producer and the consumers, in steps of 8: with two
+// consumer warpgroups, 40 + 2 x 232; with three (d <= 64, whose rows take half the registers),
+// 24 + 3 x 160.
+constexpr int PRODUCER_REGISTERS = GROUPS == 2 ? 40 : 24;
+constexpr int CONSUMER_REGISTERS = GROUPS == 2 ? 232 : 160;
+static_assert(GROUPS == 2 || GROUPS == 3, "two or three consumer warpgroups");
+static_assert(128 * (PRODUCER_REGISTERS + GROUPS * CONSUMER_REGISTERS) <= 65536, "the register file");
 constexpr unsigned CORE_BYTES = 128;           // one core matrix: 8 centroids x 16 bytes
 constexpr unsigned K_CORE_STRIDE = (TILE_N / 8) * CORE_BYTES;  // next 4 coordinates
 constexpr float PACKED_ABSENT = 3.0e38f;       // as tensor_kernels.PACKED_ABSENT
@@ -156,17 +166,24 @@ __device__ __forceinline__ void mma_64x128x8(float (&acc)[64], float a0, float a
 
 // ------------------------------------------------------------------ the epilogue's pieces
 
-// The places of this lane's two rows (where keep0 / keep1) in a list whose length is at `count`:
-// one atomic per warp for both.
-__device__ __forceinline__ void warp_append(bool keep0, bool keep1, unsigned* count, int lane, unsigned& place0,
-                                            unsigned& place1) {
-    const unsigned kept0 = __ballot_sync(FULL, keep0), kept1 = __ballot_sync(FULL, keep1);
-    unsigned base = 0;
-    if (lane == 0 && (kept0 | kept1)) base = atomicAdd(count, __popc(kept0) + __popc(kept1));
-    base = __shfl_sync(FULL, base, 0);
+// The places of this lane's two rows in two lists (list l's rows where keep[l][0] / keep[l][1], its
+// length at count[l]): one atomic per warp and list, lane l's, both in flight at once, since the
+// round trip to L2 sits on the way from one row tile to the next.
+__device__ __forceinline__ void warp_append(const bool (&keep)[2][2], unsigned* const (&count)[2], int lane,
+                                            unsigned (&place)[2][2]) {
+    unsigned kept[2][2], base = 0;
+#pragma unroll
+    for (int l = 0; l < 2; ++l) {
+        kept[l][0] = __ballot_sync(FULL, keep[l][0]), kept[l][1] = __ballot_sync(FULL, keep[l][1]);
+        if (lane == l && (kept[l][0] | kept[l][1])) base = atomicAdd(count[l], __popc(kept[l][0]) + __popc(kept[l][1]));
+    }
     const unsigned below = (1u << lane) - 1;
-    place0 = base + __popc(kept0 & below);
-    place1 = base + __popc(kept0) + __popc(kept1 & below);
+#pragma unroll
+    for (int l = 0; l < 2; ++l) {
+        const unsigned start = __shfl_sync(FULL, base, l);
+        place[l][0] = start + __popc(kept[l][0] & below);
+        place[l][1] = start + __popc(kept[l][0]) + __popc(kept[l][1] & below);
+    }
 }
 
 __device__ __forceinline__ float min4(float v) {  // over the four threads of a row
@@ -181,24 +198,35 @@ __device__ __forceinline__ unsigned or4(unsigned v) {
 
 __device__ __forceinline__ int slot_of(int q, int t) { return 8 * (q >> 1) + 2 * t + (q & 1); }
 
+// (score & ~mask) | bits in one instruction: the compiler splits it in two otherwise, and the
+// epilogue is bound by the ALU pipe, which runs these and the min / max at half rate.
+__device__ __forceinline__ float pack(float score, unsigned keep, unsigned bits) {
+    unsigned packed;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(packed) : "r"(__float_as_uint(score)), "r"(keep), "r"(bits));
+    return __uint_as_float(packed);
+}
+
 #ifdef TAKE_TURNS
-// The two consumer warpgroups take turns at the tensor cores (named barriers 1 and 2, 256 threads:
-// one group waits, the other arrives), as CUTLASS's ping-pong kernels order theirs; left to
-// themselves they may issue together and then both run their epilogues while the tensor cores
-// idle. hopper_pass.py sets it (NOTES.md has the measurement).
+// The consumer warpgroups take turns at the tensor cores in a ring (named barrier 1 + g is group
+// g's turn, 256 threads: g waits, the group before it arrives), as CUTLASS's ping-pong kernels
+// order theirs; left to themselves they may issue together and then all run their epilogues while
+// the tensor cores idle. hopper_pass.py sets it (NOTES.md has the measurement).
 __device__ __forceinline__ void wait_turn(int group) { asm volatile("bar.sync %0, 256;" ::"r"(1 + group) : "memory"); }
-__device__ __forceinline__ void pass_turn(int group) { asm volatile("bar.arrive %0, 256;" ::"r"(2 - group) : "memory"); }
+__device__ __forceinline__ void pass_turn(int group) {
+    asm volatile("bar.arrive %0, 256;" ::"r"(1 + (group + 1) % GROUPS) : "memory");
+}
 #endif
 
 // A row's coordinates that thread t holds (zeros past n): DIM / 4 contiguous floats.
-__device__ __forceinline__ void load_rows(float (&held)[2][HELD], const long long (&rows)[2], const float* x,
-                                          long long n, int t) {
+// A thread's two rows are `first` and first + 8 (wgmma's accumulator rows g and g + 8).
+__device__ __forceinline__ void load_rows(float (&held)[2][HELD], int first, const float* x, long long n, int t) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const float4* source = reinterpret_cast<const float4*>(x + rows[r] * DIM + HELD * t);
+        const int row = first + 8 * r;
+        const float4* source = reinterpret_cast<const float4*>(x + (long long)row * DIM + HELD * t);
 #pragma unroll
         for (int v = 0; v < HELD / 4; ++v) {
-            const float4 four = rows[r] < n ? source[v] : make_float4(0.f, 0.f, 0.f, 0.f);
+            const float4 four = row < n ? source[v] : make_float4(0.f, 0.f, 0.f, 0.f);
             held[r][4 * v] = four.x, held[r][4 * v + 1] = four.y, held[r][4 * v + 2] = four.z, held[r][4 * v + 3] = four.w;
         }
     }
@@ -266,8 +294,10 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
     float* stages = reinterpret_cast<float*>(shared + 128);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const long long row_tiles = (n + ROWS - 1) / ROWS;
-    // The ring's positions: every tile once per row tile of this block.
-    const long long positions = (row_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x * tile_count;
+    // Block b takes row tiles b, b + grid, ...: `rounds` of them. The ring's positions: every tile
+    // once per row tile.
+    const int rounds = int((row_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x);
+    const long long positions = (long long)rounds * tile_count;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             barrier_init(&full[s], 1);
@@ -278,7 +308,7 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
     __syncthreads();
 
     if (warp >= CONSUMER_WARPS) {  // the producer
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGISTERS));
         if (warp == CONSUMER_WARPS && lane == 0)
             for (long long p = 0; p < positions; ++p) {
                 const int s = int(p % STAGES);
@@ -288,37 +318,33 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGISTERS));
     const int g = lane / 4, t = lane % 4, group = warp / 4;
     const unsigned mask = (1u << pack_bits) - 1;
-    const float c_max = bound_max[0], h_max = bound_max[1];
-    auto rows_of = [&](long long row_tile, long long (&rows)[2]) {
-        rows[0] = row_tile * ROWS + group * 64 + (warp % 4) * 16 + g;
-        rows[1] = rows[0] + 8;
-    };
-    long long rows[2], next[2];
-    float held[2][HELD], norms[2], next_norms[2];
-    rows_of(blockIdx.x, rows);
-    load_rows(held, rows, x, n, t);
+    // This thread's first row (its second is 8 on) in the block's row tile, and from one row tile to
+    // the next. Rows fit an int: n rows of d >= 16 floats fill the GPU's memory well below 2^31.
+    int first = blockIdx.x * ROWS + group * 64 + (warp % 4) * 16 + g;
+    const int stride = gridDim.x * ROWS;
+    float held[2][HELD], norms[2];
+    load_rows(held, first, x, n, t);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) norms[r] = rows[r] < n ? x_norm[rows[r]] : 0.0f;
+    for (int r = 0; r < 2; ++r) norms[r] = first + 8 * r < n ? x_norm[first + 8 * r] : 0.0f;
 #ifdef TAKE_TURNS
-    if (group == 1) pass_turn(group);  // the first turn is group 0's
+    if (group == GROUPS - 1) pass_turn(group);  // the first turn is group 0's
 #endif
-    long long sequence = 0;
-    for (long long row_tile = blockIdx.x; row_tile < row_tiles; row_tile += gridDim.x) {
-        const bool last_rows = row_tile + gridDim.x >= row_tiles;
-        rows_of(row_tile + gridDim.x, next);
+    int s = 0;              // the ring's stage of the next tile
+    unsigned phase = 0;     // and the parity of its fill
+    for (int round = 0; round < rounds; ++round) {
+        const bool last_rows = round + 1 == rounds;
         float best[2][8], second[2][8];
 #pragma unroll
         for (int r = 0; r < 2; ++r)
 #pragma unroll
             for (int q = 0; q < 8; ++q) best[r][q] = second[r][q] = PACKED_ABSENT;
 
-        for (int step = 0; step < tile_count; ++step, ++sequence) {
-            const int s = int(sequence % STAGES), tile = int(sequence % tile_count);
+        for (int tile = 0; tile < tile_count; ++tile) {
             const float* stage = stages + s * TILE_FLOATS;
-            barrier_wait(&full[s], unsigned((sequence / STAGES) & 1));
+            barrier_wait(&full[s], phase);
 #ifdef TAKE_TURNS
             wait_turn(group);
 #endif
@@ -332,16 +358,13 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
                              tile_descriptor(base + 2 * kk * K_CORE_STRIDE), kk > 0);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #ifdef TAKE_TURNS
-            if (group == 0 || sequence + 1 < positions) pass_turn(group);  // every wait has its arrive
+            // Every wait has its arrive: the last group's last would give group 0 a turn it never takes.
+            if (group != GROUPS - 1 || !(last_rows && tile == tile_count - 1)) pass_turn(group);
 #endif
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
             pin(acc);
             // The next rows load while this tile's epilogue and the rows' outcomes run.
-            if (step == tile_count - 1 && !last_rows) {
-                load_rows(held, next, x, n, t);
-#pragma unroll
-                for (int r = 0; r < 2; ++r) next_norms[r] = next[r] < n ? x_norm[next[r]] : 0.0f;
-            }
+            if (tile == tile_count - 1 && !last_rows) load_rows(held, first + stride, x, n, t);
             const float2* half = reinterpret_cast<const float2*>(stage + TILE_N * DIM);
 #pragma unroll
             for (int j = 0; j < TILE_N / 8; ++j) {
@@ -352,7 +375,7 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         const float score = (e ? h.y : h.x) - acc[4 * j + 2 * r + e];
-                        const float packed = __uint_as_float((__float_as_uint(score) & ~mask) | bits);
+                        const float packed = pack(score, ~mask, bits);
                         const int q = 2 * (j % 4) + e;
                         second[r][q] = fminf(second[r][q], fmaxf(best[r][q], packed));
                         best[r][q] = fminf(best[r][q], packed);
@@ -360,26 +383,30 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
             }
             __syncwarp();
             if (lane == 0) barrier_arrive(&empty[s]);
+            if (++s == STAGES) s = 0, phase ^= 1;
         }
 
         // Each row's best two over its 32 slots, its certificate, and the lists it goes on.
         Outcome o[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const bool row_ok = rows[r] < n;
-            o[r] = settle(best[r], second[r], norms[r], row_ok, t, mask, c_max, h_max, eps, eta,
+            const bool row_ok = first + 8 * r < n;
+            // The bound's maxima are read here, from L1, not held through the tiles: with three
+            // consumer warpgroups at d = 64 every register counts.
+            o[r] = settle(best[r], second[r], norms[r], row_ok, t, mask, bound_max[0], bound_max[1], eps, eta,
                           margin, pack_unit, pack_floor, candidates, columns);
         }
-        unsigned listed_at[2], short_at[2] = {0, 0};
-        warp_append(o[0].listed && t == 0, o[1].listed && t == 0, flagged_count, lane, listed_at[0], listed_at[1]);
-        if (candidates > 0) {
-            warp_append(o[0].short_list && t == 0, o[1].short_list && t == 0, cand_count, lane, short_at[0], short_at[1]);
-            short_at[0] = __shfl_sync(FULL, short_at[0], lane & ~3);
-            short_at[1] = __shfl_sync(FULL, short_at[1], lane & ~3);
-        }
+        // The lists' places (short_list is false everywhere without candidates, so no atomic then).
+        const bool keep[2][2] = {{o[0].listed && t == 0, o[1].listed && t == 0},
+                                 {o[0].short_list && t == 0, o[1].short_list && t == 0}};
+        unsigned* const counts[2] = {flagged_count, cand_count};
+        unsigned place[2][2];
+        warp_append(keep, counts, lane, place);
+        const unsigned* listed_at = place[0];
+        unsigned short_at[2] = {__shfl_sync(FULL, place[1][0], lane & ~3), __shfl_sync(FULL, place[1][1], lane & ~3)};
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const long long row = rows[r];
+            const int row = first + 8 * r;
             if (o[r].short_list) {
                 const unsigned place = short_at[r];
                 if (t == 0) cand_rows[place] = int(row), cand_sizes[place] = o[r].size;
@@ -397,6 +424,10 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
                 if (o[r].listed) flagged[listed_at[r]] = int(row), limits[listed_at[r]] = o[r].limit;
             }
         }
-        rows[0] = next[0], rows[1] = next[1], norms[0] = next_norms[0], norms[1] = next_norms[1];
+        // The next rows' norms load only now, into the same registers: they are needed at those
+        // rows' outcomes, a row tile away.
+        first += stride;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) norms[r] = first + 8 * r < n ? x_norm[first + 8 * r] : 0.0f;
     }
 }

@@ -19,8 +19,11 @@ from kmbench.errors import ImplementationError
 HERE = Path(__file__).resolve().parent
 TILE_N = 128  # as in hopper_pass.cu
 SLOTS = 32
-ROWS = 128
-THREADS = 384  # two consumer warpgroups and a producer warpgroup
+# Consumer warpgroups of 64 rows each, beside a producer warpgroup: three where a row's coordinates
+# leave registers for them (d <= THREE_GROUPS_UP_TO), so that two others' products hide each one's
+# epilogue; two above (hopper_pass.cu's GROUPS). A module setting, so that bench/tensor_experiments.py
+# hopper measures one against the other.
+THREE_GROUPS_UP_TO = 64
 # The two consumer warpgroups take turns at the tensor cores (hopper_pass.cu's TAKE_TURNS): 4% faster
 # at 1e6 x 128 and 1e7 x 128, even at 1e6 x 64, in one process (NOTES.md). A module setting, so that
 # bench/tensor_experiments.py hopper measures one against the other.
@@ -51,7 +54,11 @@ def stages(d: int) -> int:
     return int(min(MAX_STAGES, (SHARED_MAX - 128) // ((TILE_N * d + TILE_N) * 4)))
 
 
-def compile_module(d: int, stage_count: int):
+def groups(d: int) -> int:
+    return 3 if d <= THREE_GROUPS_UP_TO else 2
+
+
+def compile_module(d: int, stage_count: int, group_count: int):
     """hopper_pass.cu for this d, through NVRTC, as a loaded CuPy module."""
     import cupy
     from cupy_backends.cuda.libs import nvrtc
@@ -59,7 +66,8 @@ def compile_module(d: int, stage_count: int):
     program = nvrtc.createProgram((HERE / "hopper_pass.cu").read_text(), "hopper_pass.cu", [], [])
     try:
         try:
-            nvrtc.compileProgram(program, ["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stage_count}"]
+            nvrtc.compileProgram(program, ["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stage_count}",
+                                           f"-DGROUPS={group_count}"]
                                  + (["-DTAKE_TURNS"] if TAKE_TURNS else []))
         except nvrtc.NVRTCError as error:
             raise ImplementationError(f"hopper_pass.cu did not compile: {nvrtc.getProgramLog(program)}") from error
@@ -81,7 +89,9 @@ class HopperPass:
         self.d, self.k = d, k
         self.tile_count = -(-k // TILE_N)
         self.stage_count = stages(d)
-        module = compile_module(d, self.stage_count)
+        self.groups = groups(d)
+        self.rows, self.threads = 64 * self.groups, 32 * (4 * self.groups + 4)
+        module = compile_module(d, self.stage_count, self.groups)
         self._tiles_kernel = module.get_function("centroid_tiles")
         self._assign = module.get_function("hopper_assign")
         self.shared_bytes = 128 + self.stage_count * (TILE_N * d + TILE_N) * 4
@@ -91,16 +101,17 @@ class HopperPass:
         self.sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
 
     def describe(self) -> str:
-        return f"hopper_pass.cu (wgmma, rows in registers, {self.stage_count} stages of {TILE_N} centroids)"
+        return (f"hopper_pass.cu (wgmma, rows in registers, {self.groups} consumer warpgroups, "
+                f"{self.stage_count} stages of {TILE_N} centroids)")
 
     def certify(self, path) -> None:
         """certified_assign's work for `path` (a TensorPath), on the current CuPy stream."""
         self._tiles_kernel((min(4 * self.sms, -(-self.tiles.size // 256)),), (256,),
                            (path.centroids_tf32, path.half_norms, np.int32(self.k), np.int32(self.tile_count),
                             self.tiles))
-        row_tiles = -(-path.n // ROWS)
+        row_tiles = -(-path.n // self.rows)
         self._assign(
-            (max(1, min(self.sms, row_tiles)),), (THREADS,),
+            (max(1, min(self.sms, row_tiles)),), (self.threads,),
             (path.x_tf32, path.x_norm, self.tiles, path.bound_max, path.labels, path.flagged, path.limits,
              path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes, path.candidate_index,
              path.candidate_count, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
