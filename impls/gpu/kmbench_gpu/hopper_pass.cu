@@ -8,11 +8,12 @@
 //   - each consumer thread holds its rows' TF32 coordinates in registers (wgmma's A operand from
 //     registers), so a product reads only its centroids from shared memory: an m64n128k8 reads
 //     4 KB for 64k multiply-adds, 0.06 bytes each;
-//   - two consumer warpgroups of 64 rows each take the same centroid tiles: while one runs its
-//     epilogue, the other's products keep the tensor cores busy;
-//   - one producer warp brings each tile of 128 centroids with one bulk copy (the copy engine)
+//   - GROUPS consumer warpgroups of 64 rows each (two; three at d <= 64, where the rows leave
+//     registers for them) take the same centroid tiles: while one runs its epilogue, the others'
+//     products keep the tensor cores busy;
+//   - one producer thread brings each tile of 128 centroids with one bulk copy (the copy engine)
 //     into a ring of STAGES buffers, signalled by mbarriers: full (bytes arrived) and empty
-//     (the eight consumer warps are done with it);
+//     (every consumer warp is done with it);
 //   - the grid is persistent: one block per SM walks the row tiles.
 //
 // The tile comes from global memory already in wgmma's canonical layout (no swizzle, K-major:

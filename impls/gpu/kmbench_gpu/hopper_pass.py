@@ -24,7 +24,7 @@ SLOTS = 32
 # epilogue; two above (hopper_pass.cu's GROUPS). A module setting, so that bench/tensor_experiments.py
 # hopper measures one against the other.
 THREE_GROUPS_UP_TO = 64
-# The two consumer warpgroups take turns at the tensor cores (hopper_pass.cu's TAKE_TURNS): 4% faster
+# The consumer warpgroups take turns at the tensor cores (hopper_pass.cu's TAKE_TURNS): with two, 4% faster
 # at 1e6 x 128 and 1e7 x 128, even at 1e6 x 64, in one process (NOTES.md). A module setting, so that
 # bench/tensor_experiments.py hopper measures one against the other.
 TAKE_TURNS = True
