@@ -331,7 +331,7 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
 #pragma unroll
     for (int r = 0; r < 2; ++r) norms[r] = first + 8 * r < n ? x_norm[first + 8 * r] : 0.0f;
 #ifdef TAKE_TURNS
-    if (group == GROUPS - 1) pass_turn(group);  // the first turn is group 0's
+    if (group == GROUPS - 1 && rounds > 0) pass_turn(group);  // the first turn is group 0's (if any)
 #endif
     int s = 0;              // the ring's stage of the next tile
     unsigned phase = 0;     // and the parity of its fill

@@ -110,8 +110,11 @@ class HopperPass:
                            (path.centroids_tf32, path.half_norms, np.int32(self.k), np.int32(self.tile_count),
                             self.tiles))
         row_tiles = -(-path.n // self.rows)
+        blocks = max(1, min(self.sms, row_tiles))
+        if path.n + blocks * self.rows >= 2**31:  # the kernel's row indices are ints, one row tile past n included
+            raise ImplementationError(f"hopper_pass.cu indexes rows by int: n = {path.n:,} is too large")
         self._assign(
-            (max(1, min(self.sms, row_tiles)),), (self.threads,),
+            (blocks,), (self.threads,),
             (path.x_tf32, path.x_norm, self.tiles, path.bound_max, path.labels, path.flagged, path.limits,
              path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes, path.candidate_index,
              path.candidate_count, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
