@@ -27,13 +27,13 @@ def test_update_and_recheck_kernels_compile(arch, source, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("turns", [[], ["-DTAKE_TURNS"]])
+@pytest.mark.parametrize("turns", [False, True])
 @pytest.mark.parametrize("d", [16, 48, 64, 128])
 def test_the_hopper_pass_compiles_for_sm_90a(d, turns, tmp_path):
-    from impls.gpu.kmbench_gpu.hopper_pass import groups, stages
+    from impls.gpu.kmbench_gpu.hopper_pass import build_options
 
-    done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}",
-                           f"-DGROUPS={groups(d)}", *turns, "-Xptxas", "-v", "-o", str(tmp_path / "h.cubin"), str(HERE / "hopper_pass.cu")],
+    done = subprocess.run(["nvcc", "-cubin", *build_options(d, turns), "-Xptxas", "-v", "-o", str(tmp_path / "h.cubin"),
+                           str(HERE / "hopper_pass.cu")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     # ptxas -v prints each function's properties on the line after its name (centroid_tiles's follow).

@@ -49,16 +49,28 @@ def applies(d: int, pack_bits: int, slots: int, kept_tiles: int, capability: int
             and d % 16 == 0 and d <= 128)
 
 
+def tile_floats(d: int) -> int:
+    """One centroid tile: TILE_N centroids, then their half norms."""
+    return TILE_N * d + TILE_N
+
+
 def stages(d: int) -> int:
     """Centroid tiles in flight: as many as the shared memory holds, up to MAX_STAGES."""
-    return int(min(MAX_STAGES, (SHARED_MAX - 128) // ((TILE_N * d + TILE_N) * 4)))
+    return int(min(MAX_STAGES, (SHARED_MAX - 128) // (tile_floats(d) * 4)))
 
 
 def groups(d: int) -> int:
     return 3 if d <= THREE_GROUPS_UP_TO else 2
 
 
-def compile_module(d: int, stage_count: int, group_count: int):
+def build_options(d: int, turns: bool | None = None) -> list[str]:
+    """hopper_pass.cu's compiler options for this d, NVRTC's and nvcc's alike (turns: TAKE_TURNS unless given)."""
+    turns = TAKE_TURNS if turns is None else turns
+    return (["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}", f"-DGROUPS={groups(d)}"]
+            + (["-DTAKE_TURNS"] if turns else []))
+
+
+def compile_module(d: int):
     """hopper_pass.cu for this d, through NVRTC, as a loaded CuPy module."""
     import cupy
     from cupy_backends.cuda.libs import nvrtc
@@ -66,9 +78,7 @@ def compile_module(d: int, stage_count: int, group_count: int):
     program = nvrtc.createProgram((HERE / "hopper_pass.cu").read_text(), "hopper_pass.cu", [], [])
     try:
         try:
-            nvrtc.compileProgram(program, ["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stage_count}",
-                                           f"-DGROUPS={group_count}"]
-                                 + (["-DTAKE_TURNS"] if TAKE_TURNS else []))
+            nvrtc.compileProgram(program, build_options(d))
         except nvrtc.NVRTCError as error:
             raise ImplementationError(f"hopper_pass.cu did not compile: {nvrtc.getProgramLog(program)}") from error
         cubin = nvrtc.getCUBIN(program)
@@ -91,13 +101,13 @@ class HopperPass:
         self.stage_count = stages(d)
         self.groups = groups(d)
         self.rows, self.threads = 64 * self.groups, 32 * (4 * self.groups + 4)
-        module = compile_module(d, self.stage_count, self.groups)
+        module = compile_module(d)
         self._tiles_kernel = module.get_function("centroid_tiles")
         self._assign = module.get_function("hopper_assign")
-        self.shared_bytes = 128 + self.stage_count * (TILE_N * d + TILE_N) * 4
+        self.shared_bytes = 128 + self.stage_count * tile_floats(d) * 4
         driver.funcSetAttribute(self._assign.ptr, getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
                                 self.shared_bytes)
-        self.tiles = cupy.empty(self.tile_count * (TILE_N * d + TILE_N), dtype=cupy.float32)
+        self.tiles = cupy.empty(self.tile_count * tile_floats(d), dtype=cupy.float32)
         self.sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
 
     def describe(self) -> str:
