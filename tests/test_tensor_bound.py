@@ -447,3 +447,50 @@ def test_a_slot_that_may_hide_a_third_candidate_is_scored_whole():
     row[0, [5, 37]] = 1.0  # without columns (many tiles), a crowded slot leaves its row to the scan
     slot_best, slot_second, tiles = bound.packed_slots(row, 32)
     assert bound.listed_candidates(slot_best, slot_second, tiles, np.array([1.5]), 8, 96, columns=False) == [None]
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e-3, 1.0, 1e6, 1e15])
+def test_offset_scores_pack_in_order_with_their_tile_and_move_less_than_their_bound(rng, scale):
+    """hopper_pass.cu's packing, emulated: y = (h + M) - D^ stays in M's binade, the packed ints
+    order as the rounded scores (ties by tile number), give the tile back, and their value moves
+    from h - D^ by at most OFFSET_UNIT M; absent centroids (the binade's largest float) are above
+    every real score. Points of norms spread over three decades, so most are far below |x|max."""
+    x, c = _scene(rng, 300, 8, 40, scale=scale)
+    x *= (10.0 ** rng.uniform(-3, 0, (300, 1))).astype(np.float32)
+    norm, c_max, h_max = _bound_inputs(x, c)
+    offset = bound.score_offset(float(norm.max()), c_max, h_max)
+    half = (0.5 * (c.astype(np.float64) ** 2).sum(axis=1)).astype(np.float32)
+    dots = (x.astype(np.float64) @ c.T.astype(np.float64)).astype(np.float32)
+    scores = (half[None, :] - dots).astype(np.float32)
+    bits = 7
+    tile = rng.integers(0, 1 << bits, size=dots.shape).astype(np.uint32)
+    packed = bound.offset_pack((half + offset).astype(np.float32)[None, :], dots, 0, bits) | tile
+    y = (packed >> np.uint32(bits)) | (offset.view(np.uint32) & bound.EXPONENT)
+    assert (y == y[0, 0] & bound.EXPONENT | y & bound.MANTISSA).all()  # one binade
+    assert np.array_equal(packed & np.uint32((1 << bits) - 1), tile)
+    value = bound.offset_value(packed, bits, offset)
+    assert (np.abs(value.astype(np.float64) - scores) <= bound.OFFSET_UNIT * float(offset)).all()
+    order = np.argsort(packed, axis=1, kind="stable")
+    assert (np.diff(np.take_along_axis(value, order, axis=1), axis=1) >= 0).all()
+    absent = bound.offset_pack(np.full(1, (offset.view(np.uint32) | bound.MANTISSA).view(np.float32)), 0.0, 0, bits)
+    assert (packed < absent).all()
+    # ... and by less than the Triton pass's packing moves the largest point's scores.
+    assert bound.OFFSET_UNIT * float(offset) < bound.packing_error(1 << bits, norm.max(), c_max, h_max)
+
+
+def test_an_offset_score_is_within_a_limit_exactly_where_its_packed_int_is_within_the_limits_int(rng):
+    x, c = _scene(rng, 200, 16, 64, offset=3.0)
+    norm, c_max, h_max = _bound_inputs(x, c)
+    offset = bound.score_offset(float(norm.max()), c_max, h_max)
+    half = (0.5 * (c.astype(np.float64) ** 2).sum(axis=1)).astype(np.float32)
+    dots = (x.astype(np.float64) @ c.T.astype(np.float64)).astype(np.float32)
+    bits = 5
+    packed = bound.offset_pack((half + offset).astype(np.float32)[None, :], dots, 0, bits)
+    packed |= rng.integers(0, 1 << bits, size=packed.shape).astype(np.uint32)
+    value = bound.offset_value(packed, bits, offset)
+    # Limits on the scores themselves and between them, where rounding limit + M decides.
+    limits = np.concatenate([value[:, :8], value[:, 8:16] + np.float32(1e-3) * rng.standard_normal((200, 8)),
+                             np.nextafter(value[:, 16:24], np.float32(-np.inf))], axis=1).astype(np.float32)
+    for column in range(limits.shape[1]):
+        within = bound.offset_within(limits[:, column], bits, offset)
+        assert np.array_equal(packed <= within[:, None], value <= limits[:, column:column + 1])

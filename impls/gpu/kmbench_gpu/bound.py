@@ -123,6 +123,51 @@ PACK_MAX_BITS = 8  # up to 256 tiles: 2^-15 relative, well under eps(d) (about 2
 PACKING_FLOOR = 1e-35  # covers scores at or near zero, where the low bits are a subnormal's
 
 
+# hopper_pass.cu packs otherwise, into unsigned ints, so that the packing is an IMAD on the FMA
+# pipe (NOTES.md, "Scores packed as integers"). Every score is offset by M = 1.5 x 2^E, where
+# 2^(E-2) is above reach = |x|max C + H (with REACH_SPARE for the float evaluation and the TF32
+# operands' norms): y = fl(fl(h + M) - D^) lies in [1.25, 1.75] 2^E, one binade, where a float's 23
+# mantissa bits order it, and they sit above the tile number. Two roundings of at most half an
+# ulp of M (2^(E-24)) move y - M from h - D^, so OFFSET_UNIT M (3 ulp) bounds the move; the pass
+# adds it to each row's E in place of packing_error.
+REACH_SPARE = 1.0625
+OFFSET_UNIT = 2.0 ** -22
+MANTISSA = np.uint32(0x007FFFFF)
+EXPONENT = np.uint32(0xFF800000)
+
+
+def score_offset(norm_max: float, c_max: float, h_max: float) -> np.float32:
+    """M for points of largest norm norm_max and centroids with bound maxima C and H."""
+    reach = (np.float32(norm_max) * np.float32(c_max) + np.float32(h_max)) * np.float32(REACH_SPARE)
+    exponent = int(np.float32(reach).view(np.uint32)) >> 23  # reach < 2^(exponent - 126)
+    return np.uint32((exponent + 3) << 23 | 1 << 22).view(np.float32)
+
+
+def offset_pack(offset_half, dots, tile: int, bits: int) -> np.ndarray:
+    """The packed scores of dots (FP32 D^) against centroids whose h + M is offset_half."""
+    y = (np.asarray(offset_half, np.float32) - np.asarray(dots, np.float32)).astype(np.float32)
+    return (y.view(np.uint32) & MANTISSA) << np.uint32(bits) | np.uint32(tile)
+
+
+def offset_value(packed, bits: int, offset: np.float32) -> np.ndarray:
+    """y - M of packed scores (exact: y and M are floats of one binade)."""
+    y = (np.float32(offset).view(np.uint32) & EXPONENT) | (np.asarray(packed, np.uint32) >> np.uint32(bits))
+    return (y.view(np.float32) - np.float32(offset)).astype(np.float32)
+
+
+def offset_within(limit, bits: int, offset: np.float32) -> np.ndarray:
+    """The largest packed score whose value is at most limit: limit + M rounded down (a float
+    y is at most the real limit + M where it is at most that), every tile number of its mantissa;
+    below the binade's largest float, which absent centroids take."""
+    limit = np.asarray(limit, np.float32)
+    reach = (limit.astype(np.float64) + np.float64(offset)).astype(np.float32)
+    reach = np.where(reach.astype(np.float64) > limit.astype(np.float64) + np.float64(offset),
+                     np.nextafter(reach, np.float32(-np.inf)), reach)
+    top = (np.float32(offset).view(np.uint32) | (MANTISSA - np.uint32(1))).view(np.float32)
+    reach = np.minimum(reach, top).astype(np.float32)
+    return (reach.view(np.uint32) & MANTISSA) << np.uint32(bits) | np.uint32((1 << bits) - 1)
+
+
 # Packed scores start from, and absent centroids score, a finite 3e38 (tensor_kernels'
 # PACKED_ABSENT: inf with a tile number in its low bits would be a NaN). Real scores must stay
 # well below it: data whose scores could reach PACKABLE_LIMIT are not packed (packable).

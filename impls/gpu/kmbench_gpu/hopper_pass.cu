@@ -26,9 +26,18 @@
 // The epilogue is certified_assign's packed one with tiles of 128 folded into 32 slots: the
 // accumulator gives thread t the columns 8 j + 2 t + e (j < 16, e < 2) of rows g and g + 8
 // (g = lane / 4), so column c is slot c % 32 of tile c / 32, and each thread keeps 8 slots per
-// row. Scores, packing, certificate, limit, floor and candidate lists are the Triton kernel's,
-// value for value (the products' summation order aside, which bound.py's E covers); the lists'
+// row. Certificate, limit, floor and candidate lists follow the Triton kernel's rules; the lists'
 // order differs, which no reader depends on.
+//
+// The scores are packed differently, so that the packing runs on the FMA pipe and only the min /
+// max run on the ALU pipe, which bounds the epilogue (NOTES.md, "Scores packed as integers"):
+// every score is offset by M = 1.5 x 2^E, where 2^(E-2) exceeds every |score| (|x| C + H, from the
+// largest point norm and the bound's maxima), so y = (h + M) - x.c lies in [1.25, 1.75] 2^E: one
+// binade, where a float's bits order as its value and its 23 mantissa bits are all that vary.
+// One IMAD, y's bits x 2^bits + (tile number - the binade's bits x 2^bits), leaves the mantissa
+// above the tile number in an unsigned int, compared with unsigned min / max. y carries two
+// roundings of at most half an ulp of M (h + M in the tile, and the subtraction): the pass adds
+// 2^-22 M (3 ulp) to each row's E in place of the Triton pass's packing error.
 
 #ifndef DIM
 #error "compile with -DDIM=<d>, a multiple of 16 up to 128"
@@ -63,8 +72,10 @@ static_assert(GROUPS == 2 || GROUPS == 3, "two or three consumer warpgroups");
 static_assert(128 * (PRODUCER_REGISTERS + GROUPS * CONSUMER_REGISTERS) <= 65536, "the register file");
 constexpr unsigned CORE_BYTES = 128;           // one core matrix: 8 centroids x 16 bytes
 constexpr unsigned K_CORE_STRIDE = (TILE_N / 8) * CORE_BYTES;  // next 4 coordinates
-constexpr float PACKED_ABSENT = 3.0e38f;       // as tensor_kernels.PACKED_ABSENT
 constexpr unsigned FULL = 0xffffffffu;
+constexpr unsigned NONE = 0xffffffffu;         // a packed score above every real one: no score yet
+constexpr unsigned EXPONENT = 0xff800000u;     // sign and exponent: the same for every offset score
+constexpr unsigned MANTISSA = 0x007fffffu;
 
 static_assert(DIM % 16 == 0 && DIM <= 128,
               "rows are held in registers, DIM / 4 floats a thread by 16-byte loads: DIM a multiple of 16, at most 128");
@@ -78,17 +89,30 @@ __device__ __forceinline__ int physical_coordinate(int kl) {
     return (DIM / 4) * t + 2 * kk + h;
 }
 
-// Tiles of TILE_N centroids in the canonical layout, each followed by its half norms; columns past
-// k are zero centroids with half norm PACKED_ABSENT (as the Triton pass's masked loads).
+// The bits of M = 1.5 x 2^E, the offset of every score (above): E - 2 is past the exponent of
+// reach = |x|max C + H, with 1/16 to spare for the float evaluation and for the TF32 operands'
+// norms (2^-10 above the float32 ones). bound_max = {C, H} from the update, norm_max = |x|max.
+__device__ __forceinline__ unsigned score_offset(const float* bound_max, const float* norm_max) {
+    const float reach = (norm_max[0] * bound_max[0] + bound_max[1]) * 1.0625f;
+    const unsigned exponent = __float_as_uint(reach) >> 23;  // reach < 2^(exponent - 126); packable data: < 252
+    return (exponent + 3) << 23 | 1u << 22;
+}
+
+// Tiles of TILE_N centroids in the canonical layout, each followed by its half norms plus M;
+// columns past k are zero centroids whose h + M is the binade's largest float, above every real
+// score (the Triton pass's PACKED_ABSENT).
 extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, const float* __restrict__ half_norms,
+                                          const float* __restrict__ bound_max, const float* __restrict__ norm_max,
                                           int k, int tiles, float* __restrict__ out) {
+    const unsigned offset = score_offset(bound_max, norm_max);
     const long long total = (long long)tiles * TILE_FLOATS;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const int tile = int(i / TILE_FLOATS), at = int(i % TILE_FLOATS);
         if (at >= TILE_N * DIM) {
             const int column = tile * TILE_N + at - TILE_N * DIM;
-            out[i] = column < k ? half_norms[column] : PACKED_ABSENT;
+            out[i] = column < k ? __fadd_rn(half_norms[column], __uint_as_float(offset))
+                                : __uint_as_float(offset | MANTISSA);
             continue;
         }
         // at = ((j (TILE_N / 8) + i8) 8 + r) 4 + q: core matrix (i8 along centroids, j along K).
@@ -130,11 +154,14 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
 }
 
 // Shared-memory matrix descriptor: no swizzle; leading byte offset = the next 4 coordinates'
-// core matrix, stride byte offset = the next 8 centroids'.
-__device__ __forceinline__ unsigned long long tile_descriptor(unsigned address) {
-    return (unsigned long long)((address & 0x3FFFF) >> 4) |
-           ((unsigned long long)((K_CORE_STRIDE & 0x3FFFF) >> 4) << 16) |
-           ((unsigned long long)((CORE_BYTES & 0x3FFFF) >> 4) << 32);
+// core matrix, stride byte offset = the next 8 centroids'. Its low word holds the address (a
+// 14-bit field, as shared memory is under 256 KB) and the leading offset, its high word the
+// stride: k-step kk's descriptor is the first one's low word + DESCRIPTOR_STEP kk, one uniform
+// add; rebuilt for each k-step, the descriptors took 50 more of a tile's 623 instructions at d = 128.
+constexpr unsigned DESCRIPTOR_STEP = (2 * K_CORE_STRIDE) >> 4;
+constexpr unsigned DESCRIPTOR_HIGH = (CORE_BYTES & 0x3FFFF) >> 4;
+__device__ __forceinline__ unsigned descriptor_low(unsigned address) {
+    return ((address & 0x3FFFF) >> 4) | ((K_CORE_STRIDE & 0x3FFFF) >> 4) << 16;
 }
 
 // Keeps the compiler from moving reads or writes of the accumulators across wgmma's fence/wait.
@@ -143,16 +170,17 @@ __device__ __forceinline__ void pin(float (&acc)[64]) {
     for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(acc[i])::"memory");
 }
 
-// acc (+)= A (rows, from registers) x B (the tile's k-step, shared memory), 64 x 128 x 8 in TF32.
+// acc (+)= A (rows, from registers) x B (the tile's k-step, shared memory, its descriptor's two
+// words), 64 x 128 x 8 in TF32.
 __device__ __forceinline__ void mma_64x128x8(float (&acc)[64], float a0, float a1, float a2, float a3,
-                                             unsigned long long b, int accumulate) {
+                                             unsigned b_low, int accumulate) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 b;\nsetp.ne.b32 p, %69, 0;\nmov.b64 b, {%68, %70};\n"
         "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
         "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
         "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        "{%64, %65, %66, %67}, b, p, 1, 1;\n}\n"
         : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
           "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
           "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]), "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
@@ -162,7 +190,7 @@ __device__ __forceinline__ void mma_64x128x8(float (&acc)[64], float a0, float a
           "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]), "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
           "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
         : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)), "r"(__float_as_uint(a3)),
-          "l"(b), "r"(accumulate));
+          "r"(b_low), "r"(accumulate), "n"(DESCRIPTOR_HIGH));
 }
 
 // ------------------------------------------------------------------ the epilogue's pieces
@@ -187,9 +215,9 @@ __device__ __forceinline__ void warp_append(const bool (&keep)[2][2], unsigned* 
     }
 }
 
-__device__ __forceinline__ float min4(float v) {  // over the four threads of a row
-    v = fminf(v, __shfl_xor_sync(FULL, v, 1));
-    return fminf(v, __shfl_xor_sync(FULL, v, 2));
+__device__ __forceinline__ unsigned min4(unsigned v) {  // over the four threads of a row
+    v = min(v, __shfl_xor_sync(FULL, v, 1));
+    return min(v, __shfl_xor_sync(FULL, v, 2));
 }
 
 __device__ __forceinline__ unsigned or4(unsigned v) {
@@ -199,12 +227,19 @@ __device__ __forceinline__ unsigned or4(unsigned v) {
 
 __device__ __forceinline__ int slot_of(int q, int t) { return 8 * (q >> 1) + 2 * t + (q & 1); }
 
-// (score & ~mask) | bits in one instruction: the compiler splits it in two otherwise, and the
-// epilogue is bound by the ALU pipe, which runs these and the min / max at half rate.
-__device__ __forceinline__ float pack(float score, unsigned keep, unsigned bits) {
+// An offset score y packed with its tile number: y's bits x scale (2^bits) + lift (the tile number
+// less the binade's bits x scale), one IMAD, which runs on the FMA pipe: the epilogue is bound by
+// the ALU pipe, which runs the min / max at half rate. scale is a parameter, not a shift the
+// compiler could see, so that it stays a multiply.
+__device__ __forceinline__ unsigned pack(float y, unsigned scale, unsigned lift) {
     unsigned packed;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(packed) : "r"(__float_as_uint(score)), "r"(keep), "r"(bits));
-    return __uint_as_float(packed);
+    asm("mad.lo.u32 %0, %1, %2, %3;" : "=r"(packed) : "r"(__float_as_uint(y)), "r"(scale), "r"(lift));
+    return packed;
+}
+
+// A packed score's value, y - M: exact, as y and M are floats of one binade.
+__device__ __forceinline__ float unpack(unsigned packed, int bits, unsigned offset) {
+    return __uint_as_float((offset & EXPONENT) | packed >> bits) - __uint_as_float(offset);
 }
 
 #ifdef TAKE_TURNS
@@ -241,38 +276,45 @@ struct Outcome {
     bool flag, short_list, listed;
 };
 
-__device__ __forceinline__ Outcome settle(const float (&best)[8], const float (&second)[8], float norm, bool row_ok,
-                                          int t, unsigned mask, float c_max, float h_max, float eps, float eta,
-                                          float margin, float pack_unit, float pack_floor, int candidates, int columns) {
+__device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsigned (&second)[8], float norm,
+                                          bool row_ok, int t, int bits, unsigned offset, float c_max, float h_max,
+                                          float eps, float eta, float margin, int candidates, int columns) {
     Outcome o;
-    float top = best[0];
+    const unsigned mask = (1u << bits) - 1;
+    unsigned top = best[0];
 #pragma unroll
-    for (int q = 1; q < 8; ++q) top = fminf(top, best[q]);
-    o.top = top = min4(top);
+    for (int q = 1; q < 8; ++q) top = min(top, best[q]);
+    top = min4(top);
+    o.top = unpack(top, bits, offset);
     int winning = SLOTS;
 #pragma unroll
     for (int q = 0; q < 8; ++q)
         if (best[q] == top) winning = min(winning, slot_of(q, t));
     winning = min(winning, __shfl_xor_sync(FULL, winning, 1));
     winning = min(winning, __shfl_xor_sync(FULL, winning, 2));
-    float runner_up = PACKED_ABSENT;
+    unsigned runner_up = NONE;
 #pragma unroll
-    for (int q = 0; q < 8; ++q) runner_up = fminf(runner_up, slot_of(q, t) == winning ? second[q] : best[q]);
-    o.runner_up = runner_up = min4(runner_up);
-    o.label = int(__float_as_uint(top) & mask) * SLOTS + winning;
-    // As certified_assign: E(x) = eps |x| C + eta H, plus the packing's error.
+    for (int q = 0; q < 8; ++q) runner_up = min(runner_up, slot_of(q, t) == winning ? second[q] : best[q]);
+    o.runner_up = unpack(min4(runner_up), bits, offset);
+    o.label = int(top & mask) * SLOTS + winning;
+    // As certified_assign: E(x) = eps |x| C + eta H, plus the offset scores' two roundings.
     float error = eps * norm * c_max + eta * h_max;
-    o.error = error += pack_unit * (norm * c_max + h_max) + pack_floor;
-    o.flag = row_ok && !((runner_up - top) > margin * error);
-    o.limit = top + margin * error;
+    o.error = error += __uint_as_float(offset) * 0x1p-22f;
+    o.flag = row_ok && !((o.runner_up - o.top) > margin * error);
+    o.limit = o.top + margin * error;
     o.near = o.crowded = 0;
     o.size = 0;
     o.short_list = false;
     if (candidates > 0) {
+        // unpack(v) <= limit where the float (binade | v >> bits) <= limit + M, a float, so
+        // rounded down; that is v <= within, every tile number of its mantissa. The binade's
+        // largest float is the absent columns', which are never within.
+        const float reach = fminf(__fadd_rd(o.limit, __uint_as_float(offset)), __uint_as_float(offset | (MANTISSA - 1)));
+        const unsigned within = (__float_as_uint(reach) & MANTISSA) << bits | mask;
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
-            o.near |= unsigned(best[q] <= o.limit) << slot_of(q, t);
-            o.crowded |= unsigned(second[q] <= o.limit) << slot_of(q, t);
+            o.near |= unsigned(best[q] <= within) << slot_of(q, t);
+            o.crowded |= unsigned(second[q] <= within) << slot_of(q, t);
         }
         o.near = or4(o.near), o.crowded = or4(o.crowded);
         o.size = __popc(o.near);
@@ -287,8 +329,9 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
               const float* __restrict__ bound_max, int* __restrict__ labels, int* __restrict__ flagged,
               float* __restrict__ limits, unsigned* __restrict__ flagged_count, float* __restrict__ floor_out,
               int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,
-              unsigned* __restrict__ cand_count, long long n, int tile_count, float eps, float eta, float margin,
-              float pack_unit, float pack_floor, int pack_bits, int candidates, int columns, int keep_floor) {
+              unsigned* __restrict__ cand_count, const float* __restrict__ norm_max, long long n, int tile_count,
+              float eps, float eta, float margin, int pack_bits, unsigned pack_scale, int candidates, int columns,
+              int keep_floor) {
     extern __shared__ __align__(128) unsigned char shared[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(shared);
     unsigned long long* empty = full + STAGES;
@@ -321,7 +364,8 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGISTERS));
     const int g = lane / 4, t = lane % 4, group = warp / 4;
-    const unsigned mask = (1u << pack_bits) - 1;
+    // pack()'s lift for tile number 0: less the binade's bits x 2^bits (wrapping).
+    const unsigned lift = 0u - (score_offset(bound_max, norm_max) & EXPONENT) * pack_scale;
     // This thread's first row (its second is 8 on) in the block's row tile, and from one row tile to
     // the next. Rows fit an int: n rows of d >= 16 floats fill the GPU's memory well below 2^31.
     int first = blockIdx.x * ROWS + group * 64 + (warp % 4) * 16 + g;
@@ -337,11 +381,11 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
     unsigned phase = 0;     // and the parity of its fill
     for (int round = 0; round < rounds; ++round) {
         const bool last_rows = round + 1 == rounds;
-        float best[2][8], second[2][8];
+        unsigned best[2][8], second[2][8];
 #pragma unroll
         for (int r = 0; r < 2; ++r)
 #pragma unroll
-            for (int q = 0; q < 8; ++q) best[r][q] = second[r][q] = PACKED_ABSENT;
+            for (int q = 0; q < 8; ++q) best[r][q] = second[r][q] = NONE;
 
         for (int tile = 0; tile < tile_count; ++tile) {
             const float* stage = stages + s * TILE_FLOATS;
@@ -352,11 +396,11 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
             float acc[64];
             pin(acc);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            const unsigned base = shared_address(stage);
+            const unsigned low = descriptor_low(shared_address(stage));
 #pragma unroll
             for (int kk = 0; kk < KSTEPS; ++kk)
                 mma_64x128x8(acc, held[0][2 * kk], held[1][2 * kk], held[0][2 * kk + 1], held[1][2 * kk + 1],
-                             tile_descriptor(base + 2 * kk * K_CORE_STRIDE), kk > 0);
+                             low + DESCRIPTOR_STEP * kk, kk > 0);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #ifdef TAKE_TURNS
             // Every wait has its arrive: the last group's last would give group 0 a turn it never takes.
@@ -366,20 +410,19 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
             pin(acc);
             // The next rows load while this tile's epilogue and the rows' outcomes run.
             if (tile == tile_count - 1 && !last_rows) load_rows(held, first + stride, x, n, t);
-            const float2* half = reinterpret_cast<const float2*>(stage + TILE_N * DIM);
+            const float2* half = reinterpret_cast<const float2*>(stage + TILE_N * DIM);  // h + M
 #pragma unroll
             for (int j = 0; j < TILE_N / 8; ++j) {
                 const float2 h = half[4 * j + t];  // columns 8 j + 2 t and + 1
-                const unsigned bits = unsigned(tile * FOLDS + j / 4) & mask;
+                const unsigned tile_lift = lift + unsigned(tile * FOLDS + j / 4);
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const float score = (e ? h.y : h.x) - acc[4 * j + 2 * r + e];
-                        const float packed = pack(score, ~mask, bits);
+                        const unsigned packed = pack((e ? h.y : h.x) - acc[4 * j + 2 * r + e], pack_scale, tile_lift);
                         const int q = 2 * (j % 4) + e;
-                        second[r][q] = fminf(second[r][q], fmaxf(best[r][q], packed));
-                        best[r][q] = fminf(best[r][q], packed);
+                        second[r][q] = min(second[r][q], max(best[r][q], packed));
+                        best[r][q] = min(best[r][q], packed);
                     }
             }
             __syncwarp();
@@ -394,8 +437,8 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
             const bool row_ok = first + 8 * r < n;
             // The bound's maxima are read here, from L1, not held through the tiles: with three
             // consumer warpgroups at d = 64 every register counts.
-            o[r] = settle(best[r], second[r], norms[r], row_ok, t, mask, bound_max[0], bound_max[1], eps, eta,
-                          margin, pack_unit, pack_floor, candidates, columns);
+            o[r] = settle(best[r], second[r], norms[r], row_ok, t, pack_bits, score_offset(bound_max, norm_max),
+                          bound_max[0], bound_max[1], eps, eta, margin, candidates, columns);
         }
         // The lists' places (short_list is false everywhere without candidates, so no atomic then).
         const bool keep[2][2] = {{o[0].listed && t == 0, o[1].listed && t == 0},
@@ -416,7 +459,7 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
                     const int slot = slot_of(q, t);
                     if (o[r].near >> slot & 1)
                         cand_index[(long long)place * candidates + __popc(o[r].near & ((1u << slot) - 1))] =
-                            o[r].crowded >> slot & 1 ? -1 - slot : int(__float_as_uint(best[r][q]) & mask) * SLOTS + slot;
+                            o[r].crowded >> slot & 1 ? -1 - slot : int(best[r][q] & ((1u << pack_bits) - 1)) * SLOTS + slot;
                 }
             }
             if (t == 0 && row < n) {

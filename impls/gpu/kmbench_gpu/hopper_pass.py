@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from impls.gpu.kmbench_gpu import bound
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +27,9 @@ THREE_GROUPS_UP_TO = 64
 # at 1e6 x 128 and 1e7 x 128, even at 1e6 x 64, in one process (NOTES.md). A module setting, so that
 # bench/tensor_experiments.py hopper measures one against the other.
 TAKE_TURNS = True
+# Packed scores are unsigned ints, a 23-bit mantissa above the tile number (hopper_pass.cu's pack):
+# tile numbers of up to 9 bits fit.
+TILE_BITS_MAX = 9
 SHARED_MAX = 227 * 1024  # dynamic shared memory one Hopper block may ask for
 MAX_STAGES = 6
 PASSES = ("hopper", "triton")
@@ -45,8 +47,8 @@ def applies(d: int, pack_bits: int, slots: int, kept_tiles: int, capability: int
     """Where the hand-written pass can stand in for certified_assign: the packed epilogue with
     rows on chip and 32 slots, d a multiple of 16 up to 128 (rows in registers, a thread's d / 4
     coordinates of a row by 16-byte loads), on compute capability 9.0 exactly (sm_90a code runs nowhere else)."""
-    return (chosen_pass() == "hopper" and capability == 90 and pack_bits > 0 and slots == SLOTS and not kept_tiles
-            and d % 16 == 0 and d <= 128)
+    return (chosen_pass() == "hopper" and capability == 90 and 0 < pack_bits <= TILE_BITS_MAX and slots == SLOTS
+            and not kept_tiles and d % 16 == 0 and d <= 128)
 
 
 def tile_floats(d: int) -> int:
@@ -117,8 +119,8 @@ class HopperPass:
     def certify(self, path) -> None:
         """certified_assign's work for `path` (a TensorPath), on the current CuPy stream."""
         self._tiles_kernel((min(4 * self.sms, -(-self.tiles.size // 256)),), (256,),
-                           (path.centroids_tf32, path.half_norms, np.int32(self.k), np.int32(self.tile_count),
-                            self.tiles))
+                           (path.centroids_tf32, path.half_norms, path.bound_max, path.norm_max, np.int32(self.k),
+                            np.int32(self.tile_count), self.tiles))
         row_tiles = -(-path.n // self.rows)
         blocks = max(1, min(self.sms, row_tiles))
         if path.n + blocks * self.rows >= 2**31:  # the kernel's row indices are ints, one row tile past n included
@@ -127,8 +129,7 @@ class HopperPass:
             (blocks,), (self.threads,),
             (path.x_tf32, path.x_norm, self.tiles, path.bound_max, path.labels, path.flagged, path.limits,
              path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes, path.candidate_index,
-             path.candidate_count, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
-             np.float32(path.eta), np.float32(path.margin), np.float32(bound.packing_unit(-(-self.k // SLOTS))),
-             np.float32(bound.PACKING_FLOOR), np.int32(path.pack_bits), np.int32(path.candidates),
-             np.int32(bool(path.columns)), np.int32(bool(path.keep_floor))),
+             path.candidate_count, path.norm_max, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
+             np.float32(path.eta), np.float32(path.margin), np.int32(path.pack_bits), np.uint32(1 << path.pack_bits),
+             np.int32(path.candidates), np.int32(bool(path.columns)), np.int32(bool(path.keep_floor))),
             shared_mem=self.shared_bytes)

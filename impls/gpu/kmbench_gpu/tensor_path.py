@@ -76,6 +76,9 @@ class TensorPath:
         self.x_tf32 = _chunked_rows(x, lambda rows: bound.to_tf32(rows, cupy), cupy.float32)
         self.x_norm = bound.round_up(_chunked_rows(x, _norms, cupy.float64), cupy)
         self.packable = n == 0 or bound.packable(float(self.x_norm.max()))  # scores far below 3e38
+        self.norm_max = cupy.zeros(1, dtype=cupy.float32)  # the largest point norm, for hopper_pass.cu's offset
+        if n:
+            self.norm_max[...] = self.x_norm.max()
         self.labels = cupy.zeros(n, dtype=cupy.int32)
         self.previous = cupy.full(n, -1, dtype=cupy.int32)
         self.order = cupy.empty(n, dtype=cupy.int32)
@@ -353,6 +356,8 @@ class TensorPath:
         cupy.subtract(raw, shift, out=x)
         self.x_tf32[:m] = bound.to_tf32(x, cupy)
         self.x_norm[:m] = bound.round_up(_norms(x), cupy)
+        if m:
+            self.norm_max[...] = self.x_norm[:m].max()
 
     def accumulate(self, track: bool, previous) -> None:
         """The loaded chunk's share of the update: its points summed by cluster into sums, its
