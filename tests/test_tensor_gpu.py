@@ -431,6 +431,40 @@ def test_the_hopper_pass_certifies_and_lists_as_soundly_as_triton(n, d, k, monke
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("scale", [1e-22, 3e-21, 1e-19, 1.0])
+def test_the_hopper_pass_certifies_only_exact_winners_on_data_of_tiny_scale(scale):
+    """Data so small that every product is subnormal, where no relative bound covers what the tensor
+    cores compute: bound.underflow_floor must leave those rows to the re-check. Every row the pass
+    certifies has the float64 winner as its label (exact ties aside); at scale 1 most are certified."""
+    import cupy
+
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip("hopper_pass.cu is sm_90a code")
+
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
+
+    n, d, k = 8192, 128, 256
+    data = (np.random.default_rng(12).standard_normal((n, d)) * scale).astype(np.float32)
+    x = cupy.asarray(data - data.mean(axis=0))
+    start = cupy.asnumpy(x[:k]).astype(np.float64)
+    path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
+    assert "hopper_pass.cu" in path.tf32_pass
+    path.start(start)
+    path.certify()
+    labels, scanned, short = _pass_lists(path)
+    points = cupy.asnumpy(x).astype(np.float64)
+    scores = 0.5 * (start * start).sum(axis=1)[None, :] - points @ start.T
+    two = np.sort(scores, axis=1)[:, :2]
+    certified = np.ones(n, bool)
+    certified[list(scanned)] = certified[list(short)] = False
+    judged = certified & (two[:, 0] < two[:, 1])
+    wrong = np.flatnonzero(labels[judged] != scores[judged].argmin(axis=1))
+    assert wrong.size == 0, (wrong.size, int(judged.sum()))
+    if scale == 1.0:
+        assert judged.mean() > 0.5
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("scatter", ["block", "warp"])
 @pytest.mark.parametrize("n, k", [(100_003, 1000), (37, 300), (50_000, 7)])
 def test_the_update_orders_every_point_by_cluster_and_sums_each(n, k, scatter, monkeypatch):

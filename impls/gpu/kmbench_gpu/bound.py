@@ -129,9 +129,18 @@ PACKING_FLOOR = 1e-35  # covers scores at or near zero, where the low bits are a
 # operands' norms): y = fl(fl(h + M) - D^) lies in [1.25, 1.75] 2^E, one binade, where a float's 23
 # mantissa bits order it, and they sit above the tile number. Two roundings of at most half an
 # ulp of M (2^(E-24)) move y - M from h - D^, so OFFSET_UNIT M (3 ulp) bounds the move; the pass
-# adds it to each row's E in place of packing_error.
+# adds it, and underflow_floor(d), to each row's E in place of packing_error.
 REACH_SPARE = 1.0625
 OFFSET_UNIT = 2.0 ** -22
+
+
+def underflow_floor(d: int) -> float:
+    """What no relative bound covers: products and partial sums below the smallest normal float,
+    which the tensor cores may flush or mishandle. Each of the d products and d additions then moves
+    the dot product by less than that float. On the H100, data of scale 3e-21 (every product
+    subnormal) had rows certified with wrong labels without this floor (a review of the offset
+    packing); packing_error's PACKING_FLOOR had covered them by accident."""
+    return 2.0 * (d + 1) * float(np.finfo(np.float32).tiny)
 MANTISSA = np.uint32(0x007FFFFF)
 EXPONENT = np.uint32(0xFF800000)
 

@@ -278,7 +278,8 @@ struct Outcome {
 
 __device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsigned (&second)[8], float norm,
                                           bool row_ok, int t, int bits, unsigned offset, float c_max, float h_max,
-                                          float eps, float eta, float margin, int candidates, int columns) {
+                                          float eps, float eta, float underflow, float margin, int candidates,
+                                          int columns) {
     Outcome o;
     const unsigned mask = (1u << bits) - 1;
     unsigned top = best[0];
@@ -297,9 +298,10 @@ __device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsig
     for (int q = 0; q < 8; ++q) runner_up = min(runner_up, slot_of(q, t) == winning ? second[q] : best[q]);
     o.runner_up = unpack(min4(runner_up), bits, offset);
     o.label = int(top & mask) * SLOTS + winning;
-    // As certified_assign: E(x) = eps |x| C + eta H, plus the offset scores' two roundings.
+    // As certified_assign: E(x) = eps |x| C + eta H, plus the offset scores' two roundings and
+    // bound.underflow_floor (subnormal products, which no relative bound covers).
     float error = eps * norm * c_max + eta * h_max;
-    o.error = error += __uint_as_float(offset) * 0x1p-22f;
+    o.error = error += __uint_as_float(offset) * 0x1p-22f + underflow;
     o.flag = row_ok && !((o.runner_up - o.top) > margin * error);
     o.limit = o.top + margin * error;
     o.near = o.crowded = 0;
@@ -330,7 +332,8 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
               float* __restrict__ limits, unsigned* __restrict__ flagged_count, float* __restrict__ floor_out,
               int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,
               unsigned* __restrict__ cand_count, const float* __restrict__ norm_max, long long n, int tile_count,
-              float eps, float eta, float margin, int pack_bits, unsigned pack_scale, int candidates, int columns,
+              float eps, float eta, float underflow, float margin, int pack_bits, unsigned pack_scale, int candidates,
+              int columns,
               int keep_floor) {
     extern __shared__ __align__(128) unsigned char shared[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(shared);
@@ -438,7 +441,7 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
             // The bound's maxima are read here, from L1, not held through the tiles: with three
             // consumer warpgroups at d = 64 every register counts.
             o[r] = settle(best[r], second[r], norms[r], row_ok, t, pack_bits, score_offset(bound_max, norm_max),
-                          bound_max[0], bound_max[1], eps, eta, margin, candidates, columns);
+                          bound_max[0], bound_max[1], eps, eta, underflow, margin, candidates, columns);
         }
         // The lists' places (short_list is false everywhere without candidates, so no atomic then).
         const bool keep[2][2] = {{o[0].listed && t == 0, o[1].listed && t == 0},

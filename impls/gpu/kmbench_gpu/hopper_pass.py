@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from impls.gpu.kmbench_gpu import bound
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -130,6 +131,7 @@ class HopperPass:
             (path.x_tf32, path.x_norm, self.tiles, path.bound_max, path.labels, path.flagged, path.limits,
              path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes, path.candidate_index,
              path.candidate_count, path.norm_max, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
-             np.float32(path.eta), np.float32(path.margin), np.int32(path.pack_bits), np.uint32(1 << path.pack_bits),
+             np.float32(path.eta), np.float32(bound.underflow_floor(self.d)), np.float32(path.margin),
+             np.int32(path.pack_bits), np.uint32(1 << path.pack_bits),
              np.int32(path.candidates), np.int32(bool(path.columns)), np.int32(bool(path.keep_floor))),
             shared_mem=self.shared_bytes)
