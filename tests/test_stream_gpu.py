@@ -105,3 +105,16 @@ def test_host_memory_is_pinned_for_the_run_and_given_back():
     impl.run(problem)
     impl.release()
     assert not is_pinned(problem.data)
+
+
+@pytest.mark.gpu
+def test_streamed_tensor_path_on_norms_past_the_offset_packings_reach(monkeypatch):
+    """The streamed path builds its tensor path on a chunk of zeros, so no chunk is checked for
+    packing. Points of norm 8e18 put |x| C + H past 2^125, where hopper_pass.cu's offset M would pass
+    the largest float: the pass must then leave every row to the re-check, and the run stays `ok`."""
+    _small_chunks(monkeypatch, 3_001, 64)
+    data = blob_data(np.random.default_rng(18), n=9_001, d=64, k=40)
+    centred = data - data.mean(axis=0)
+    data = (centred * (8e18 / np.linalg.norm(centred, axis=1).max())).astype(np.float32)
+    _, record = gpu_cell(KmbenchGpuStream(), data, 40, iterations=4)
+    assert record["status"] == validate.OK, record.get("detail")

@@ -131,6 +131,7 @@ PACKING_FLOOR = 1e-35  # covers scores at or near zero, where the low bits are a
 # ulp of M (2^(E-24)) move y - M from h - D^, so OFFSET_UNIT M (3 ulp) bounds the move; the pass
 # adds it, and underflow_floor(d), to each row's E in place of packing_error.
 REACH_SPARE = 1.0625
+OFFSET_EXPONENT_MAX = 251  # hopper_pass.cu's UNBOUNDED_OFFSET - 3
 OFFSET_UNIT = 2.0 ** -22
 
 
@@ -148,7 +149,9 @@ EXPONENT = np.uint32(0xFF800000)
 def score_offset(norm_max: float, c_max: float, h_max: float) -> np.float32:
     """M for points of largest norm norm_max and centroids with bound maxima C and H."""
     reach = (np.float32(norm_max) * np.float32(c_max) + np.float32(h_max)) * np.float32(REACH_SPARE)
-    exponent = int(np.float32(reach).view(np.uint32)) >> 23  # reach < 2^(exponent - 126)
+    # reach < 2^(exponent - 126); capped where M would pass the largest float (unpackable data,
+    # whose rows the pass then leaves uncertain with an unbounded error)
+    exponent = min(int(np.float32(reach).view(np.uint32)) >> 23 & 0xFF, OFFSET_EXPONENT_MAX)
     return np.uint32((exponent + 3) << 23 | 1 << 22).view(np.float32)
 
 

@@ -92,9 +92,13 @@ __device__ __forceinline__ int physical_coordinate(int kl) {
 // The bits of M = 1.5 x 2^E, the offset of every score (above): E - 2 is past the exponent of
 // reach = |x|max C + H, with 1/16 to spare for the float evaluation and for the TF32 operands'
 // norms (2^-10 above the float32 ones). bound_max = {C, H} from the update, norm_max = |x|max.
+// Packable data (bound.packable) have exponent <= 250. Larger (streamed chunks are not checked for
+// packing) would take M past the largest float: the exponent is capped at 251, and settle counts
+// such rows as uncertain with an unbounded error (every row then goes to the full re-check).
+constexpr unsigned UNBOUNDED_OFFSET = 254;  // M's exponent field at the cap
 __device__ __forceinline__ unsigned score_offset(const float* bound_max, const float* norm_max) {
     const float reach = (norm_max[0] * bound_max[0] + bound_max[1]) * 1.0625f;
-    const unsigned exponent = __float_as_uint(reach) >> 23;  // reach < 2^(exponent - 126); packable data: < 252
+    const unsigned exponent = min(__float_as_uint(reach) >> 23, UNBOUNDED_OFFSET - 3);  // reach < 2^(exponent - 126)
     return (exponent + 3) << 23 | 1u << 22;
 }
 
@@ -302,6 +306,7 @@ __device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsig
     // bound.underflow_floor (subnormal products, which no relative bound covers).
     float error = eps * norm * c_max + eta * h_max;
     o.error = error += __uint_as_float(offset) * 0x1p-22f + underflow;
+    if (offset >> 23 == UNBOUNDED_OFFSET) o.error = error = __int_as_float(0x7f800000);  // scores past the offset's reach
     o.flag = row_ok && !((o.runner_up - o.top) > margin * error);
     o.limit = o.top + margin * error;
     o.near = o.crowded = 0;
