@@ -123,7 +123,7 @@ PACK_MAX_BITS = 8  # up to 256 tiles: 2^-15 relative, well under eps(d) (about 2
 PACKING_FLOOR = 1e-35  # covers scores at or near zero, where the low bits are a subnormal's
 
 
-# hopper_pass.cu packs otherwise, into unsigned ints, so that the packing is an IMAD on the FMA
+# hopper_pass.cu packs otherwise, into unsigned ints, so that the packing is an IMAD, off the ALU
 # pipe (NOTES.md, "Scores packed as integers"). Every score is offset by M = 1.5 x 2^E, where
 # 2^(E-2) is above reach = |x|max C + H (with REACH_SPARE for the float evaluation and the TF32
 # operands' norms): y = fl(fl(h + M) - D^) lies in [1.25, 1.75] 2^E, one binade, where a float's 23
@@ -133,6 +133,8 @@ PACKING_FLOOR = 1e-35  # covers scores at or near zero, where the low bits are a
 REACH_SPARE = 1.0625
 OFFSET_EXPONENT_MAX = 251  # hopper_pass.cu's UNBOUNDED_OFFSET - 3
 OFFSET_UNIT = 2.0 ** -22
+MANTISSA = np.uint32(0x007FFFFF)
+EXPONENT = np.uint32(0xFF800000)
 
 
 def underflow_floor(d: int) -> float:
@@ -142,8 +144,6 @@ def underflow_floor(d: int) -> float:
     subnormal) had rows certified with wrong labels without this floor (a review of the offset
     packing); packing_error's PACKING_FLOOR had covered them by accident."""
     return 2.0 * (d + 1) * float(np.finfo(np.float32).tiny)
-MANTISSA = np.uint32(0x007FFFFF)
-EXPONENT = np.uint32(0xFF800000)
 
 
 def score_offset(norm_max: float, c_max: float, h_max: float) -> np.float32:

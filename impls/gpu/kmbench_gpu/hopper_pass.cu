@@ -29,9 +29,9 @@
 // row. Certificate, limit, floor and candidate lists follow the Triton kernel's rules; the lists'
 // order differs, which no reader depends on.
 //
-// The scores are packed differently, so that the packing runs on the FMA pipe and only the min /
-// max run on the ALU pipe, which bounds the epilogue (NOTES.md, "Scores packed as integers"):
-// every score is offset by M = 1.5 x 2^E, where 2^(E-2) exceeds every |score| (|x| C + H, from the
+// The scores are packed differently, the packing an IMAD beside the ALU pipe's min / max (4-8%
+// faster at d <= 64; NOTES.md, "Scores packed as integers", measured every instruction a score to
+// cost about the same whatever its pipe): every score is offset by M = 1.5 x 2^E, where 2^(E-2) exceeds every |score| (|x| C + H, from the
 // largest point norm and the bound's maxima), so y = (h + M) - x.c lies in [1.25, 1.75] 2^E: one
 // binade, where a float's bits order as its value and its 23 mantissa bits are all that vary.
 // One IMAD, y's bits x 2^bits + (tile number - the binade's bits x 2^bits), leaves the mantissa
@@ -232,9 +232,8 @@ __device__ __forceinline__ unsigned or4(unsigned v) {
 __device__ __forceinline__ int slot_of(int q, int t) { return 8 * (q >> 1) + 2 * t + (q & 1); }
 
 // An offset score y packed with its tile number: y's bits x scale (2^bits) + lift (the tile number
-// less the binade's bits x scale), one IMAD, which runs on the FMA pipe: the epilogue is bound by
-// the ALU pipe, which runs the min / max at half rate. scale is a parameter, not a shift the
-// compiler could see, so that it stays a multiply.
+// less the binade's bits x scale), one IMAD, on the FMA pipe rather than the ALU pipe that runs the
+// min / max. scale is a parameter, not a shift the compiler could see, so that it stays a multiply.
 __device__ __forceinline__ unsigned pack(float y, unsigned scale, unsigned lift) {
     unsigned packed;
     asm("mad.lo.u32 %0, %1, %2, %3;" : "=r"(packed) : "r"(__float_as_uint(y)), "r"(scale), "r"(lift));
@@ -304,9 +303,10 @@ __device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsig
     o.label = int(top & mask) * SLOTS + winning;
     // As certified_assign: E(x) = eps |x| C + eta H, plus the offset scores' two roundings and
     // bound.underflow_floor (subnormal products, which no relative bound covers).
-    float error = eps * norm * c_max + eta * h_max;
-    o.error = error += __uint_as_float(offset) * 0x1p-22f + underflow;
-    if (offset >> 23 == UNBOUNDED_OFFSET) o.error = error = __int_as_float(0x7f800000);  // scores past the offset's reach
+    const float error = offset >> 23 == UNBOUNDED_OFFSET
+                            ? __int_as_float(0x7f800000)  // scores past the offset's reach: nothing is certain
+                            : eps * norm * c_max + eta * h_max + __uint_as_float(offset) * 0x1p-22f + underflow;
+    o.error = error;
     o.flag = row_ok && !((o.runner_up - o.top) > margin * error);
     o.limit = o.top + margin * error;
     o.near = o.crowded = 0;
@@ -338,8 +338,7 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
               int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,
               unsigned* __restrict__ cand_count, const float* __restrict__ norm_max, long long n, int tile_count,
               float eps, float eta, float underflow, float margin, int pack_bits, unsigned pack_scale, int candidates,
-              int columns,
-              int keep_floor) {
+              int columns, int keep_floor) {
     extern __shared__ __align__(128) unsigned char shared[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(shared);
     unsigned long long* empty = full + STAGES;

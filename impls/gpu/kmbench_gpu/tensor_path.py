@@ -75,10 +75,10 @@ class TensorPath:
         self.x = x
         self.x_tf32 = _chunked_rows(x, lambda rows: bound.to_tf32(rows, cupy), cupy.float32)
         self.x_norm = bound.round_up(_chunked_rows(x, _norms, cupy.float64), cupy)
-        self.packable = n == 0 or bound.packable(float(self.x_norm.max()))  # scores far below 3e38
         self.norm_max = cupy.zeros(1, dtype=cupy.float32)  # the largest point norm, for hopper_pass.cu's offset
         if n:
             self.norm_max[...] = self.x_norm.max()
+        self.packable = bound.packable(float(self.norm_max[0]))  # scores far below 3e38
         self.labels = cupy.zeros(n, dtype=cupy.int32)
         self.previous = cupy.full(n, -1, dtype=cupy.int32)
         self.order = cupy.empty(n, dtype=cupy.int32)
