@@ -20,6 +20,9 @@ run from the repository root with it on the path:
                                                   # packed against slot epilogues, d <= 128
                                                   # (FORMS: slots,packed; TILINGS: M,N,D,warps,
                                                   # stages;... with D for d)
+    python3 bench/tensor_experiments.py passes [SHAPES]
+                                                  # Triton's pass against the Hopper pass with
+                                                  # the re-checks they lead to, per kernel
 
 Tilings are set through KMBENCH_TENSOR_TILING in this process only; the benchmark itself is
 `kmbench reproduce embeddings`."""
@@ -270,27 +273,41 @@ def candidates() -> None:
     (one FP32 dot product each, recheck.cu), against the scan of every tile that holds one (KEPT
     0), by default at the three shapes where rows stay on chip: per kernel, CUDA events, and how
     many points each list took, the first iteration and the mean of the later ones."""
-    kept_values = sys.argv[2].split(",") if len(sys.argv) > 2 else ["1", "0"]
-    shapes = ([tuple(int(v) for v in shape.split(",")) for shape in sys.argv[3].split(";")] if len(sys.argv) > 3
-              else [(1_000_000, 128, 1024), (1_000_000, 64, 1000), (10_000_000, 128, 4096)])
-    for n, d, k in shapes:
+    _per_kernel("KMBENCH_TENSOR_CANDIDATES", sys.argv[2].split(",") if len(sys.argv) > 2 else ["1", "0"],
+                sys.argv[3] if len(sys.argv) > 3 else "1000000,128,1024;1000000,64,1000;10000000,128,4096")
+
+
+def passes() -> None:
+    """Triton's TF32 pass against the hand-written Hopper pass (KMBENCH_TENSOR_PASS), each with
+    the re-check its lists lead to, per kernel as `candidates`; by default at the two shapes above
+    d = 128, where hopper_wide.cu runs."""
+    _per_kernel("KMBENCH_TENSOR_PASS", ["triton", "hopper"],
+                sys.argv[2] if len(sys.argv) > 2 else "300000,408,5000;1000000,768,4096")
+
+
+def _per_kernel(variable: str, values: list[str], shapes: str) -> None:
+    """Per kernel (TF32 pass, re-check, update), CUDA events, for each value of one variable set
+    while the path is built, at shapes "n,d,k;...": the first iteration and the mean of the later
+    ones, and how many points each list took."""
+    for n, d, k in (tuple(int(v) for v in shape.split(",")) for shape in shapes.split(";")):
         problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
-        for kept in kept_values:
-            os.environ["KMBENCH_TENSOR_CANDIDATES"] = kept
+        for value in values:
+            os.environ[variable] = value
             try:
                 impl = KmbenchGpu(force_strategy="tensor")
                 impl.use_graph = False
                 impl.prepare(problem)
             finally:
-                os.environ.pop("KMBENCH_TENSOR_CANDIDATES")
+                os.environ.pop(variable)
             path = impl._chosen.path  # the tensor strategy's TensorPath
             path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
             rows = [_timed_iteration(path) for _ in range(7)]
+            print(f"{n}x{d} k={k} {variable}={value}: {path.tf32_pass}", flush=True)
             impl.release()
-            for label, values in (("first", rows[0]), ("later", np.mean(rows[3:], axis=0))):
-                print(f"{n}x{d} k={k} candidates {kept}: {label} pass {values[0]:8.1f} us, re-check {values[1]:8.1f} us, "
-                      f"update {values[2]:8.1f} us; scanned {values[3]:9.0f}, by candidates {values[4]:9.0f}",
-                      flush=True)
+            for label, times in (("first", rows[0]), ("later", np.mean(rows[3:], axis=0))):
+                print(f"{n}x{d} k={k} {variable}={value}: {label} pass {times[0]:8.1f} us, re-check "
+                      f"{times[1]:8.1f} us, update {times[2]:8.1f} us; scanned {times[3]:9.0f}, "
+                      f"by candidates {times[4]:9.0f}", flush=True)
 
 
 def update() -> None:
@@ -375,7 +392,7 @@ def hopper() -> None:
         impl.prepare(problem)
         path = impl._chosen.path  # the tensor strategy's TensorPath
         print(f"{n}x{d} k={k}: {path.tf32_pass}", flush=True)
-        if path._hopper is None:
+        if path._hopper is None or path._hopper.wide:  # hopper_wide.cu's tiling is not Triton's: see `passes`
             impl.release()
             continue
         path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
@@ -425,4 +442,4 @@ def hopper() -> None:
 if __name__ == "__main__":
     {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown,
      "rechecks": rechecks, "wide": wide, "epilogue": epilogue, "candidates": candidates, "update": update,
-     "hopper": hopper}[sys.argv[1]]()
+     "hopper": hopper, "passes": passes}[sys.argv[1]]()

@@ -37,7 +37,8 @@ def _small_chunks(monkeypatch, rows: int, d: int):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n, d, k, rows", [(20_011, 2, 5, 3_001), (30_007, 3, 100, 4_999), (24_001, 64, 300, 3_500)])
+@pytest.mark.parametrize("n, d, k, rows", [(20_011, 2, 5, 3_001), (30_007, 3, 100, 4_999), (24_001, 64, 300, 3_500),
+                                           (12_007, 256, 60, 2_500)])
 def test_streamed_agrees_with_oracle_and_resident(monkeypatch, n, d, k, rows):
     _small_chunks(monkeypatch, rows, d)
     assert len(chunks(n, rows)) % 2 == 1

@@ -27,35 +27,61 @@ def test_update_and_recheck_kernels_compile(arch, source, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("turns", [False, True])
-@pytest.mark.parametrize("d", [16, 48, 64, 128])
+@pytest.mark.parametrize("d, turns", [(16, False), (16, True), (48, False), (48, True), (64, False), (64, True),
+                                      (128, False), (128, True), (136, None), (408, None), (768, None), (1000, None)])
 def test_the_hopper_pass_compiles_for_sm_90a(d, turns, tmp_path):
-    from impls.gpu.kmbench_gpu.hopper_pass import build_options
+    """hopper_pass.cu up to d = 128, hopper_wide.cu above (which takes no turns)."""
+    from impls.gpu.kmbench_gpu.hopper_pass import build_options, source
 
     done = subprocess.run(["nvcc", "-cubin", *build_options(d, turns), "-Xptxas", "-v", "-o", str(tmp_path / "h.cubin"),
-                           str(HERE / "hopper_pass.cu")],
+                           str(source(d))],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    assert source(d).name == ("hopper_wide.cu" if d > 128 else "hopper_pass.cu")
     # ptxas -v prints each function's properties on the line after its name (centroid_tiles's follow).
     properties = done.stderr.split("Function properties for hopper_assign")[1].splitlines()[1]
     assert ", 0 bytes spill stores" in properties, done.stderr
+    assert "serialized" not in done.stderr, done.stderr  # ptxas's warning where wgmma cannot overlap
 
 
-@pytest.mark.parametrize("d", [129, 144, 100, 40, 33])
-def test_the_hopper_pass_takes_rows_that_fit_registers_and_16_byte_loads(d):
+@pytest.mark.parametrize("d", [129, 100, 40, 33, 204, 412])
+def test_the_hopper_pass_takes_rows_of_whole_k_steps_and_16_byte_loads(d):
+    """Up to d = 128 a multiple of 16 (a thread's d / 4 coordinates by 16-byte loads), above a
+    multiple of 8 (a k-step)."""
     from impls.gpu.kmbench_gpu.hopper_pass import applies
 
     assert not applies(d, 4, 32, 0, 90)
+    assert applies(d + (-d) % 16 if d <= 128 else d + (-d) % 8, 4, 32, 0, 90)
+
+
+def test_above_128_dimensions_the_wide_pass_packs_scores_and_lists_candidates(monkeypatch):
+    """hopper_wide.cu's tiling makes tensor_settings pack the scores into 32 slots and list
+    candidates (no tile records), where its tile numbers fit; elsewhere Triton's tiling stays."""
+    from impls.gpu.kmbench_gpu import tensor_settings
+    from impls.gpu.kmbench_gpu.hopper_pass import wide_tiling
+
+    monkeypatch.delenv("KMBENCH_TENSOR_PASS", raising=False)
+    monkeypatch.delenv("KMBENCH_TENSOR_CANDIDATES", raising=False)
+    for d, k in ((408, 5000), (768, 4096), (136, 37), (1000, 8192)):
+        tiling = wide_tiling(d, k, 90)
+        bits = tensor_settings.pack_bits(d, k, tiling)
+        assert tiling[1] == 256 and tensor_settings.slots(tiling) == 32 and bits == max(1, (-(-k // 32) - 1).bit_length())
+        assert tensor_settings.kept_tiles(d, k, tiling) == 0 and tensor_settings.candidates_kept(bits) > 0
+    assert wide_tiling(408, 8193, 90) is None  # 257 tiles of 32: past bound.PACK_MAX_BITS
+    assert wide_tiling(128, 1000, 90) is None and wide_tiling(412, 1000, 90) is None
+    assert wide_tiling(408, 5000, 80) is None
+    monkeypatch.setenv("KMBENCH_TENSOR_PASS", "triton")
+    assert wide_tiling(408, 5000, 90) is None
 
 
 def test_the_hopper_pass_needs_hopper_packed_scores_32_slots_and_can_be_turned_off(monkeypatch):
     from impls.gpu.kmbench_gpu.hopper_pass import applies
 
     monkeypatch.delenv("KMBENCH_TENSOR_PASS", raising=False)
-    assert applies(128, 4, 32, 0, 90) and applies(48, 1, 32, 0, 90)
+    assert applies(128, 4, 32, 0, 90) and applies(48, 1, 32, 0, 90) and applies(408, 8, 32, 0, 90)
     assert not applies(128, 4, 32, 0, 80) and not applies(128, 4, 32, 0, 100)  # sm_90a code runs on 9.0 only
-    assert not applies(128, 0, 32, 0, 90)  # the slot epilogue (unpacked)
-    assert not applies(128, 4, 64, 0, 90) and not applies(128, 4, 32, 8, 90)
+    assert not applies(128, 0, 32, 0, 90) and not applies(408, 0, 32, 0, 90)  # the slot epilogue (unpacked)
+    assert not applies(128, 4, 64, 0, 90) and not applies(128, 4, 32, 8, 90) and not applies(408, 4, 32, 8, 90)
     monkeypatch.setenv("KMBENCH_TENSOR_PASS", "triton")
     assert not applies(128, 4, 32, 0, 90)
     monkeypatch.setenv("KMBENCH_TENSOR_PASS", "wgmma")
@@ -431,8 +457,54 @@ def test_the_hopper_pass_certifies_and_lists_as_soundly_as_triton(n, d, k, monke
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n, d, k", [(20_003, 408, 600), (9_001, 136, 300), (5_000, 200, 37), (3_000, 768, 257),
+                                     (4_000, 1000, 1100)])
+def test_the_wide_hopper_pass_certifies_and_lists_soundly(n, d, k, monkeypatch):
+    """hopper_wide.cu (d > 128; chunks of 32 coordinates, the last 8 to 32 wide; one to five tiles of
+    256, part tiles; more row tiles than SMs at 20,003) on dense data far from the origin: every row it
+    certifies has the float64 winner, every short-listed row has that winner among its candidates,
+    and where Triton's pass (tile records) certifies a row too, the two give it the same label."""
+    import cupy
+
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip("hopper_wide.cu is sm_90a code")
+
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
+
+    data = (np.random.default_rng(d).standard_normal((n, d)) + 100.0).astype(np.float32)
+    x = cupy.asarray(data - data.mean(axis=0))
+    start = cupy.asnumpy(x[:k]).astype(np.float64)
+    seen = {}
+    for chosen in ("triton", "hopper"):
+        monkeypatch.setenv("KMBENCH_TENSOR_PASS", chosen)
+        path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
+        assert ("hopper_wide.cu" in path.tf32_pass) == (chosen == "hopper")
+        assert bool(path.candidates) == (chosen == "hopper") and bool(path.kept_tiles) == (chosen == "triton")
+        path.start(start)
+        path.certify()
+        seen[chosen] = _pass_lists(path)
+    labels, scanned, short = seen["hopper"]
+    assert len(short) > 10, len(short)
+    points = cupy.asnumpy(x).astype(np.float64)
+    exact = (0.5 * (start * start).sum(axis=1)[None, :] - points @ start.T).argmin(axis=1)
+    certified = np.ones(n, bool)
+    certified[list(scanned)] = certified[list(short)] = False
+    print(f"certified {certified.mean():.1%}, short-listed {len(short) / n:.1%}, scanned {len(scanned) / n:.1%}")
+    assert certified.mean() > 0.1, certified.mean()
+    assert np.array_equal(labels[certified], exact[certified])
+    for row, candidates in short.items():
+        winner = int(exact[row])
+        assert winner in candidates or -1 - winner % 32 in candidates, (row, winner, candidates)
+    triton_labels, triton_scanned, _ = seen["triton"]
+    both = certified.copy()
+    both[list(triton_scanned)] = False
+    assert np.array_equal(labels[both], triton_labels[both])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [128, 256])
 @pytest.mark.parametrize("scale", [1e-22, 3e-21, 1e-19, 1.0])
-def test_the_hopper_pass_certifies_only_exact_winners_on_data_of_tiny_scale(scale):
+def test_the_hopper_pass_certifies_only_exact_winners_on_data_of_tiny_scale(scale, d):
     """Data so small that every product is subnormal, where no relative bound covers what the tensor
     cores compute: bound.underflow_floor must leave those rows to the re-check. Every row the pass
     certifies has the float64 winner as its label (exact ties aside); at scale 1 most are certified."""
@@ -443,12 +515,12 @@ def test_the_hopper_pass_certifies_only_exact_winners_on_data_of_tiny_scale(scal
 
     from impls.gpu.kmbench_gpu.tensor_path import TensorPath
 
-    n, d, k = 8192, 128, 256
+    n, k = 8192, 256
     data = (np.random.default_rng(12).standard_normal((n, d)) * scale).astype(np.float32)
     x = cupy.asarray(data - data.mean(axis=0))
     start = cupy.asnumpy(x[:k]).astype(np.float64)
     path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
-    assert "hopper_pass.cu" in path.tf32_pass
+    assert ("hopper_wide.cu" if d > 128 else "hopper_pass.cu") in path.tf32_pass
     path.start(start)
     path.certify()
     labels, scanned, short = _pass_lists(path)

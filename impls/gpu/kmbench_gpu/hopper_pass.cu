@@ -39,6 +39,8 @@
 // roundings of at most half an ulp of M (h + M in the tile, and the subtraction): the pass adds
 // 2^-22 M (3 ulp) to each row's E in place of the Triton pass's packing error.
 
+#include "hopper_common.cuh"
+
 #ifndef DIM
 #error "compile with -DDIM=<d>, a multiple of 16 up to 128"
 #endif
@@ -50,7 +52,6 @@
 #endif
 
 constexpr int TILE_N = 128;                    // centroids per tile: one m64n128k8 per k-step
-constexpr int SLOTS = 32;                      // the packed epilogue's column slots
 constexpr int FOLDS = TILE_N / SLOTS;          // tiles of SLOTS in one tile
 constexpr int ROWS = 64 * GROUPS;              // rows per row tile: GROUPS warpgroups of 64
 constexpr int KSTEPS = DIM / 8;
@@ -70,12 +71,8 @@ constexpr int PRODUCER_REGISTERS = GROUPS == 2 ? 40 : 24;
 constexpr int CONSUMER_REGISTERS = GROUPS == 2 ? 232 : 160;
 static_assert(GROUPS == 2 || GROUPS == 3, "two or three consumer warpgroups");
 static_assert(128 * (PRODUCER_REGISTERS + GROUPS * CONSUMER_REGISTERS) <= 65536, "the register file");
-constexpr unsigned CORE_BYTES = 128;           // one core matrix: 8 centroids x 16 bytes
 constexpr unsigned K_CORE_STRIDE = (TILE_N / 8) * CORE_BYTES;  // next 4 coordinates
-constexpr unsigned FULL = 0xffffffffu;
-constexpr unsigned NONE = 0xffffffffu;         // a packed score above every real one: no score yet
-constexpr unsigned EXPONENT = 0xff800000u;     // sign and exponent: the same for every offset score
-constexpr unsigned MANTISSA = 0x007fffffu;
+constexpr unsigned DESCRIPTOR_STEP = (2 * K_CORE_STRIDE) >> 4;  // next k-step
 
 static_assert(DIM % 16 == 0 && DIM <= 128,
               "rows are held in registers, DIM / 4 floats a thread by 16-byte loads: DIM a multiple of 16, at most 128");
@@ -87,19 +84,6 @@ static_assert(TILE_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
 __device__ __forceinline__ int physical_coordinate(int kl) {
     const int kk = kl / 8, t = kl % 4, h = (kl % 8) / 4;
     return (DIM / 4) * t + 2 * kk + h;
-}
-
-// The bits of M = 1.5 x 2^E, the offset of every score (above): E - 2 is past the exponent of
-// reach = |x|max C + H, with 1/16 to spare for the float evaluation and for the TF32 operands'
-// norms (2^-10 above the float32 ones). bound_max = {C, H} from the update, norm_max = |x|max.
-// Packable data (bound.packable) have exponent <= 250. Larger (streamed chunks are not checked for
-// packing) would take M past the largest float: the exponent is capped at 251, and settle counts
-// such rows as uncertain with an unbounded error (every row then goes to the full re-check).
-constexpr unsigned UNBOUNDED_OFFSET = 254;  // M's exponent field at the cap
-__device__ __forceinline__ unsigned score_offset(const float* bound_max, const float* norm_max) {
-    const float reach = (norm_max[0] * bound_max[0] + bound_max[1]) * 1.0625f;
-    const unsigned exponent = min(__float_as_uint(reach) >> 23, UNBOUNDED_OFFSET - 3);  // reach < 2^(exponent - 126)
-    return (exponent + 3) << 23 | 1u << 22;
 }
 
 // Tiles of TILE_N centroids in the canonical layout, each followed by its half norms plus M;
@@ -115,8 +99,7 @@ extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, cons
         const int tile = int(i / TILE_FLOATS), at = int(i % TILE_FLOATS);
         if (at >= TILE_N * DIM) {
             const int column = tile * TILE_N + at - TILE_N * DIM;
-            out[i] = column < k ? __fadd_rn(half_norms[column], __uint_as_float(offset))
-                                : __uint_as_float(offset | MANTISSA);
+            out[i] = offset_half_norm(half_norms, column, k, offset);
             continue;
         }
         // at = ((j (TILE_N / 8) + i8) 8 + r) 4 + q: core matrix (i8 along centroids, j along K).
@@ -125,53 +108,6 @@ extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, cons
         const int column = tile * TILE_N + i8 * 8 + r;
         out[i] = column < k ? c_tf32[(long long)column * DIM + physical_coordinate(4 * j + q)] : 0.0f;
     }
-}
-
-// ------------------------------------------------------------------ PTX wrappers
-
-__device__ __forceinline__ unsigned shared_address(const void* p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ void barrier_init(unsigned long long* bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void barrier_wait(unsigned long long* bar, unsigned parity) {
-    asm volatile(
-        "{\n.reg .pred done;\n"
-        "wait_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra wait_%=;\n}" ::"r"(shared_address(bar)), "r"(parity) : "memory");
-}
-
-__device__ __forceinline__ void barrier_arrive(unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
-}
-
-// The producer: the tile's bytes are expected, then brought by the copy engine.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)) : "memory");
-}
-
-// Shared-memory matrix descriptor: no swizzle; leading byte offset = the next 4 coordinates'
-// core matrix, stride byte offset = the next 8 centroids'. Its low word holds the address (a
-// 14-bit field, as shared memory is under 256 KB) and the leading offset, its high word the
-// stride: k-step kk's descriptor is the first one's low word + DESCRIPTOR_STEP kk, one uniform
-// add; rebuilt for each k-step, the descriptors took 50 more of a tile's 623 instructions at d = 128.
-constexpr unsigned DESCRIPTOR_STEP = (2 * K_CORE_STRIDE) >> 4;
-constexpr unsigned DESCRIPTOR_HIGH = (CORE_BYTES & 0x3FFFF) >> 4;
-__device__ __forceinline__ unsigned descriptor_low(unsigned address) {
-    return ((address & 0x3FFFF) >> 4) | ((K_CORE_STRIDE & 0x3FFFF) >> 4) << 16;
-}
-
-// Keeps the compiler from moving reads or writes of the accumulators across wgmma's fence/wait.
-__device__ __forceinline__ void pin(float (&acc)[64]) {
-#pragma unroll
-    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(acc[i])::"memory");
 }
 
 // acc (+)= A (rows, from registers) x B (the tile's k-step, shared memory, its descriptor's two
@@ -195,54 +131,6 @@ __device__ __forceinline__ void mma_64x128x8(float (&acc)[64], float a0, float a
           "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
         : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)), "r"(__float_as_uint(a3)),
           "r"(b_low), "r"(accumulate), "n"(DESCRIPTOR_HIGH));
-}
-
-// ------------------------------------------------------------------ the epilogue's pieces
-
-// The places of this lane's two rows in two lists (list l's rows where keep[l][0] / keep[l][1], its
-// length at count[l]): one atomic per warp and list, lane l's, both in flight at once, since the
-// round trip to L2 sits on the way from one row tile to the next.
-__device__ __forceinline__ void warp_append(const bool (&keep)[2][2], unsigned* const (&count)[2], int lane,
-                                            unsigned (&place)[2][2]) {
-    unsigned kept[2][2], base = 0;
-#pragma unroll
-    for (int l = 0; l < 2; ++l) {
-        kept[l][0] = __ballot_sync(FULL, keep[l][0]), kept[l][1] = __ballot_sync(FULL, keep[l][1]);
-        if (lane == l && (kept[l][0] | kept[l][1])) base = atomicAdd(count[l], __popc(kept[l][0]) + __popc(kept[l][1]));
-    }
-    const unsigned below = (1u << lane) - 1;
-#pragma unroll
-    for (int l = 0; l < 2; ++l) {
-        const unsigned start = __shfl_sync(FULL, base, l);
-        place[l][0] = start + __popc(kept[l][0] & below);
-        place[l][1] = start + __popc(kept[l][0]) + __popc(kept[l][1] & below);
-    }
-}
-
-__device__ __forceinline__ unsigned min4(unsigned v) {  // over the four threads of a row
-    v = min(v, __shfl_xor_sync(FULL, v, 1));
-    return min(v, __shfl_xor_sync(FULL, v, 2));
-}
-
-__device__ __forceinline__ unsigned or4(unsigned v) {
-    v |= __shfl_xor_sync(FULL, v, 1);
-    return v | __shfl_xor_sync(FULL, v, 2);
-}
-
-__device__ __forceinline__ int slot_of(int q, int t) { return 8 * (q >> 1) + 2 * t + (q & 1); }
-
-// An offset score y packed with its tile number: y's bits x scale (2^bits) + lift (the tile number
-// less the binade's bits x scale), one IMAD, on the FMA pipe rather than the ALU pipe that runs the
-// min / max. scale is a parameter, not a shift the compiler could see, so that it stays a multiply.
-__device__ __forceinline__ unsigned pack(float y, unsigned scale, unsigned lift) {
-    unsigned packed;
-    asm("mad.lo.u32 %0, %1, %2, %3;" : "=r"(packed) : "r"(__float_as_uint(y)), "r"(scale), "r"(lift));
-    return packed;
-}
-
-// A packed score's value, y - M: exact, as y and M are floats of one binade.
-__device__ __forceinline__ float unpack(unsigned packed, int bits, unsigned offset) {
-    return __uint_as_float((offset & EXPONENT) | packed >> bits) - __uint_as_float(offset);
 }
 
 #ifdef TAKE_TURNS
@@ -269,66 +157,6 @@ __device__ __forceinline__ void load_rows(float (&held)[2][HELD], int first, con
             held[r][4 * v] = four.x, held[r][4 * v + 1] = four.y, held[r][4 * v + 2] = four.z, held[r][4 * v + 3] = four.w;
         }
     }
-}
-
-// What the pass decides for one row from its 32 slots (the four threads of the row agree on it).
-struct Outcome {
-    float top, runner_up, error, limit;
-    int label, size;
-    unsigned near, crowded;
-    bool flag, short_list, listed;
-};
-
-__device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsigned (&second)[8], float norm,
-                                          bool row_ok, int t, int bits, unsigned offset, float c_max, float h_max,
-                                          float eps, float eta, float underflow, float margin, int candidates,
-                                          int columns) {
-    Outcome o;
-    const unsigned mask = (1u << bits) - 1;
-    unsigned top = best[0];
-#pragma unroll
-    for (int q = 1; q < 8; ++q) top = min(top, best[q]);
-    top = min4(top);
-    o.top = unpack(top, bits, offset);
-    int winning = SLOTS;
-#pragma unroll
-    for (int q = 0; q < 8; ++q)
-        if (best[q] == top) winning = min(winning, slot_of(q, t));
-    winning = min(winning, __shfl_xor_sync(FULL, winning, 1));
-    winning = min(winning, __shfl_xor_sync(FULL, winning, 2));
-    unsigned runner_up = NONE;
-#pragma unroll
-    for (int q = 0; q < 8; ++q) runner_up = min(runner_up, slot_of(q, t) == winning ? second[q] : best[q]);
-    o.runner_up = unpack(min4(runner_up), bits, offset);
-    o.label = int(top & mask) * SLOTS + winning;
-    // As certified_assign: E(x) = eps |x| C + eta H, plus the offset scores' two roundings and
-    // bound.underflow_floor (subnormal products, which no relative bound covers).
-    const float error = offset >> 23 == UNBOUNDED_OFFSET
-                            ? __int_as_float(0x7f800000)  // scores past the offset's reach: nothing is certain
-                            : eps * norm * c_max + eta * h_max + __uint_as_float(offset) * 0x1p-22f + underflow;
-    o.error = error;
-    o.flag = row_ok && !((o.runner_up - o.top) > margin * error);
-    o.limit = o.top + margin * error;
-    o.near = o.crowded = 0;
-    o.size = 0;
-    o.short_list = false;
-    if (candidates > 0) {
-        // unpack(v) <= limit where the float (binade | v >> bits) <= limit + M, a float, so
-        // rounded down; that is v <= within, every tile number of its mantissa. The binade's
-        // largest float is the absent columns', which are never within.
-        const float reach = fminf(__fadd_rd(o.limit, __uint_as_float(offset)), __uint_as_float(offset | (MANTISSA - 1)));
-        const unsigned within = (__float_as_uint(reach) & MANTISSA) << bits | mask;
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            o.near |= unsigned(best[q] <= within) << slot_of(q, t);
-            o.crowded |= unsigned(second[q] <= within) << slot_of(q, t);
-        }
-        o.near = or4(o.near), o.crowded = or4(o.crowded);
-        o.size = __popc(o.near);
-        o.short_list = o.flag && o.size <= candidates && (columns || o.crowded == 0);
-    }
-    o.listed = o.flag && !o.short_list;
-    return o;
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -364,7 +192,8 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
             for (long long p = 0; p < positions; ++p) {
                 const int s = int(p % STAGES);
                 if (p >= STAGES) barrier_wait(&empty[s], unsigned((p / STAGES - 1) & 1));
-                bulk_load(stages + s * TILE_FLOATS, tiles + (p % tile_count) * TILE_FLOATS, TILE_BYTES, &full[s]);
+                expect_bytes(&full[s], TILE_BYTES);
+                bulk_copy(stages + s * TILE_FLOATS, tiles + (p % tile_count) * TILE_FLOATS, TILE_BYTES, &full[s]);
             }
         return;
     }
@@ -403,7 +232,7 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
             float acc[64];
             pin(acc);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-            const unsigned low = descriptor_low(shared_address(stage));
+            const unsigned low = descriptor_low(shared_address(stage), K_CORE_STRIDE);
 #pragma unroll
             for (int kk = 0; kk < KSTEPS; ++kk)
                 mma_64x128x8(acc, held[0][2 * kk], held[1][2 * kk], held[0][2 * kk + 1], held[1][2 * kk + 1],
@@ -417,21 +246,7 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
             pin(acc);
             // The next rows load while this tile's epilogue and the rows' outcomes run.
             if (tile == tile_count - 1 && !last_rows) load_rows(held, first + stride, x, n, t);
-            const float2* half = reinterpret_cast<const float2*>(stage + TILE_N * DIM);  // h + M
-#pragma unroll
-            for (int j = 0; j < TILE_N / 8; ++j) {
-                const float2 h = half[4 * j + t];  // columns 8 j + 2 t and + 1
-                const unsigned tile_lift = lift + unsigned(tile * FOLDS + j / 4);
-#pragma unroll
-                for (int r = 0; r < 2; ++r)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const unsigned packed = pack((e ? h.y : h.x) - acc[4 * j + 2 * r + e], pack_scale, tile_lift);
-                        const int q = 2 * (j % 4) + e;
-                        second[r][q] = min(second[r][q], max(best[r][q], packed));
-                        best[r][q] = min(best[r][q], packed);
-                    }
-            }
+            fold_tile<TILE_N>(acc, stage + TILE_N * DIM, t, lift, unsigned(tile * FOLDS), pack_scale, best, second);
             __syncwarp();
             if (lane == 0) barrier_arrive(&empty[s]);
             if (++s == STAGES) s = 0, phase ^= 1;
@@ -447,34 +262,8 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
             o[r] = settle(best[r], second[r], norms[r], row_ok, t, pack_bits, score_offset(bound_max, norm_max),
                           bound_max[0], bound_max[1], eps, eta, underflow, margin, candidates, columns);
         }
-        // The lists' places (short_list is false everywhere without candidates, so no atomic then).
-        const bool keep[2][2] = {{o[0].listed && t == 0, o[1].listed && t == 0},
-                                 {o[0].short_list && t == 0, o[1].short_list && t == 0}};
-        unsigned* const counts[2] = {flagged_count, cand_count};
-        unsigned place[2][2];
-        warp_append(keep, counts, lane, place);
-        const unsigned* listed_at = place[0];
-        unsigned short_at[2] = {__shfl_sync(FULL, place[1][0], lane & ~3), __shfl_sync(FULL, place[1][1], lane & ~3)};
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int row = first + 8 * r;
-            if (o[r].short_list) {
-                const unsigned place = short_at[r];
-                if (t == 0) cand_rows[place] = int(row), cand_sizes[place] = o[r].size;
-#pragma unroll
-                for (int q = 0; q < 8; ++q) {
-                    const int slot = slot_of(q, t);
-                    if (o[r].near >> slot & 1)
-                        cand_index[(long long)place * candidates + __popc(o[r].near & ((1u << slot) - 1))] =
-                            o[r].crowded >> slot & 1 ? -1 - slot : int(best[r][q] & ((1u << pack_bits) - 1)) * SLOTS + slot;
-                }
-            }
-            if (t == 0 && row < n) {
-                labels[row] = o[r].label;
-                if (keep_floor) floor_out[row] = (o[r].flag ? o[r].top : o[r].runner_up) - o[r].error;
-                if (o[r].listed) flagged[listed_at[r]] = int(row), limits[listed_at[r]] = o[r].limit;
-            }
-        }
+        record_rows(o, best, first, n, t, lane, pack_bits, candidates, keep_floor, labels, flagged, limits,
+                    flagged_count, floor_out, cand_rows, cand_sizes, cand_index, cand_count);
         // The next rows' norms load only now, into the same registers: they are needed at those
         // rows' outcomes, a row tile away.
         first += stride;

@@ -7,7 +7,9 @@ uncertain point), so the whole run captures into a CUDA graph:
                              uncertain points listed with their candidates (rows on chip), or
                              listed while every tile's best two are kept (rows streamed);
                              on Hopper, d a multiple of 16 up to 128: hopper_pass.cu instead
-                             (wgmma, rows in registers), with the same results;
+                             (wgmma, rows in registers), with the same results; d a multiple
+                             of 8 above: hopper_wide.cu (rows from shared memory), which lists
+                             candidates where Triton keeps every tile's best two;
   candidate_recheck or       those points in FP32 against their candidates only: the centroids
   tile_recheck (recheck.cu)  whose TF32 score is within the point's limit;
   flagged_histogram, _scan,  what has no candidate list (too many), or a whole tile to score,
@@ -112,6 +114,11 @@ class TensorPath:
         self.eps, self.eta, self.margin = bound_arguments(d)
         tiling, exact_tiling = default_tilings(d, k, self.packable)
         self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling, folds=True)
+        capability = int(cupy.cuda.Device().compute_capability)
+        # Above d = 128 on Hopper, hopper_wide.cu's tiling: scores packed into 32 slots and
+        # candidates listed, as where rows stay on chip, instead of Triton's tile records.
+        wide_tiling = hopper_pass.wide_tiling(d, k, capability) if self.packable else None
+        self.tiling = wide_tiling or self.tiling
         self.slots = slots(self.tiling)  # the packed epilogue's slots: candidates are numbered in tiles of them
         self.pack_bits = pack_bits(d, k, self.tiling) if self.packable else 0
         self.candidates = candidates_kept(self.pack_bits)
@@ -143,12 +150,13 @@ class TensorPath:
                         "left_count", "candidate_rows", "candidate_sizes", "candidate_index", "candidate_count",
                         "tile_best", "tile_second", "tile_labels", "passed_count")}
         self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
-        capability = int(cupy.cuda.Device().compute_capability)
         # The hand-written Hopper pass stands in for certified_assign where it applies (hopper_pass.py).
         # Its bulk copies go through the same copy engine (TMA), but it lays out its own tiles, so
         # Triton's descriptor is built only for Triton's pass.
         self._hopper = (hopper_pass.HopperPass(d, k)
                         if hopper_pass.applies(d, self.pack_bits, self.slots, self.kept_tiles, capability) else None)
+        if self._hopper is not None:
+            self._hopper.load_rows(self.x_tf32, n)
         self.tf32_pass = self._hopper.describe() if self._hopper is not None else "certified_assign (Triton)"
         by_copy_engine = copy_engine(d, self.pack_bits, capability)
         self._centroid_tiles = (_centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
@@ -356,6 +364,8 @@ class TensorPath:
         cupy.subtract(raw, shift, out=x)
         self.x_tf32[:m] = bound.to_tf32(x, cupy)
         self.x_norm[:m] = bound.round_up(_norms(x), cupy)
+        if self._hopper is not None:
+            self._hopper.load_rows(self.x_tf32, m)
         if m:
             self.norm_max[...] = self.x_norm[:m].max()
 

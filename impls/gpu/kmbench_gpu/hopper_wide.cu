@@ -1,0 +1,257 @@
+// kmbench-gpu's TF32 pass for Hopper (sm_90a) where rows no longer fit registers (d > 128):
+// hopper_pass.cu's epilogue and certificate, with both operands of wgmma from shared memory.
+//
+// Why (NOTES.md, "Rows from shared memory"): above d = 128 Triton's pass streams the rows in
+// chunks of 32 coordinates and ran at 47% of the TF32 peak at 1e6 x 768 (27 ms of a 33 ms
+// iteration); it keeps every tile's best two for the re-check rather than a short list of
+// candidates, and its re-check took 4.4 ms there. Here
+//   - a block's 128 rows (two consumer warpgroups of 64) meet 256 centroids a tile: one
+//     m64n256k8 per k-step and warpgroup, its accumulator 128 floats a thread. A k-step reads
+//     2 + 8 KB of shared memory for 128k multiply-adds, 0.08 bytes each where the SM feeds 0.125;
+//   - one producer thread brings each chunk of 32 coordinates of the rows and of the tile (16 +
+//     32 KB, and the tile's half norms with its last chunk) by bulk copies into a ring of STAGES
+//     buffers, signalled by mbarriers as in hopper_pass.cu. The consumers release a chunk as soon
+//     as the products that read it are done (wgmma.wait_group 1), so the copies run one chunk
+//     behind the tensor cores;
+//   - the rows come from a copy laid out once per run (row_tiles) in the operand's canonical layout,
+//     as the centroids come from centroid_tiles once per iteration: a bulk copy moves contiguous
+//     bytes only;
+//   - after a tile's last chunk both warpgroups run the packed epilogue (fold_tile) on the same
+//     columns as hopper_pass.cu: at d = 768 it is a few percent of the tile's products, so the
+//     warpgroups share every chunk instead of taking turns.
+// Each row is settled from its 32 slots as in hopper_pass.cu, so candidates are listed for the
+// re-check (recheck.cu's candidate_recheck) where the Triton pass kept tile records.
+
+#include "hopper_common.cuh"
+
+#ifndef DIM
+#error "compile with -DDIM=<d>, a multiple of 8"
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+
+constexpr int TILE_N = 256;                    // centroids per tile: one m64n256k8 per k-step
+constexpr int FOLDS = TILE_N / SLOTS;          // tiles of SLOTS in one tile
+constexpr int GROUPS = 2;                      // consumer warpgroups of 64 rows
+constexpr int ROWS = 64 * GROUPS;              // rows per row tile
+constexpr int CHUNK = 32;                      // coordinates per stage: 128 bytes of a row
+constexpr int CHUNKS = (DIM + CHUNK - 1) / CHUNK;
+constexpr int LAST_STEPS = (DIM - CHUNK * (CHUNKS - 1)) / 8;  // k-steps of the last chunk
+constexpr int TILE_FLOATS = TILE_N * DIM + TILE_N;  // the centroids chunk after chunk, then their h + M
+constexpr int STAGE_FLOATS = ROWS * CHUNK + TILE_N * CHUNK + TILE_N;  // rows, centroids, h + M
+constexpr int CONSUMER_WARPS = 4 * GROUPS;
+constexpr int THREADS = (CONSUMER_WARPS + 4) * 32;  // and a producer warpgroup (hopper_pass.cu says why)
+constexpr int PRODUCER_REGISTERS = 40;
+constexpr int CONSUMER_REGISTERS = 232;
+static_assert(128 * (PRODUCER_REGISTERS + GROUPS * CONSUMER_REGISTERS) <= 65536, "the register file");
+// Both operands K-major without swizzle: the next 4 coordinates' core matrices sit a column of
+// core matrices on, the next 8 rows' (or centroids') 128 bytes on.
+constexpr unsigned A_LEADING = (ROWS / 8) * CORE_BYTES;
+constexpr unsigned B_LEADING = (TILE_N / 8) * CORE_BYTES;
+constexpr unsigned A_STEP = (2 * A_LEADING) >> 4;  // the next k-step's descriptor, low word
+constexpr unsigned B_STEP = (2 * B_LEADING) >> 4;
+constexpr unsigned GROUP_ROWS_BYTES = (64 / 8) * CORE_BYTES;  // a warpgroup's 64 rows within a chunk
+
+static_assert(DIM % 8 == 0, "a k-step takes 8 coordinates");
+static_assert((ROWS * 8 * 4) % 16 == 0 && (TILE_N * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
+
+// ------------------------------------------------------------------ layouts
+
+// Where element `at` of a tile of `height` rows (or centroids) comes from: chunk after chunk of
+// CHUNK coordinates, each in the canonical layout, at = chunk (height CHUNK) + ((j (height / 8) +
+// i8) 8 + r) 4 + q: core matrix i8 along the rows, j along K.
+__device__ __forceinline__ void chunked_place(int at, int height, int& row, int& coordinate) {
+    const int chunk = at / (height * CHUNK), rest = at % (height * CHUNK);
+    const int q = rest % 4, r = (rest / 4) % 8, core = rest / 32;
+    row = (core % (height / 8)) * 8 + r;
+    coordinate = chunk * CHUNK + 4 * (core / (height / 8)) + q;
+}
+
+// The rows (TF32, n x DIM) as row tiles of ROWS, zeros past n: what the producer copies.
+extern "C" __global__ void row_tiles(const float* __restrict__ x_tf32, long long n, long long tiles,
+                                     float* __restrict__ out) {
+    const long long total = tiles * ROWS * DIM;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        int row, coordinate;
+        chunked_place(int(i % (ROWS * DIM)), ROWS, row, coordinate);
+        const long long global_row = i / (ROWS * DIM) * ROWS + row;
+        out[i] = global_row < n ? x_tf32[global_row * DIM + coordinate] : 0.0f;
+    }
+}
+
+// Tiles of TILE_N centroids the same way, each followed by its h + M (offset_half_norm).
+extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, const float* __restrict__ half_norms,
+                                          const float* __restrict__ bound_max, const float* __restrict__ norm_max,
+                                          int k, int tiles, float* __restrict__ out) {
+    const unsigned offset = score_offset(bound_max, norm_max);
+    const long long total = (long long)tiles * TILE_FLOATS;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int tile = int(i / TILE_FLOATS), at = int(i % TILE_FLOATS);
+        if (at >= TILE_N * DIM) {
+            out[i] = offset_half_norm(half_norms, tile * TILE_N + at - TILE_N * DIM, k, offset);
+            continue;
+        }
+        int row, coordinate;
+        chunked_place(at, TILE_N, row, coordinate);
+        const int column = tile * TILE_N + row;
+        out[i] = column < k ? c_tf32[(long long)column * DIM + coordinate] : 0.0f;
+    }
+}
+
+// ------------------------------------------------------------------ products
+
+// acc (+)= A (64 rows, shared memory) x B (256 centroids, shared memory), one k-step of 8 in
+// TF32; each operand by its descriptor's low word (the high word, the stride, is DESCRIPTOR_HIGH).
+__device__ __forceinline__ void mma_64x256x8(float (&acc)[128], unsigned a_low, unsigned b_low, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 a, b;\nsetp.ne.b32 p, %130, 0;\n"
+        "mov.b64 a, {%128, %131};\nmov.b64 b, {%129, %131};\n"
+        "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "a, b, p, 1, 1;\n}\n"
+        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
+          "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
+          "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]), "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
+          "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]), "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
+          "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]), "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
+          "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]), "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
+          "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]), "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
+          "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63]),
+          "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]), "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]),
+          "+f"(acc[72]), "+f"(acc[73]), "+f"(acc[74]), "+f"(acc[75]), "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]),
+          "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]), "+f"(acc[84]), "+f"(acc[85]), "+f"(acc[86]), "+f"(acc[87]),
+          "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]), "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]),
+          "+f"(acc[96]), "+f"(acc[97]), "+f"(acc[98]), "+f"(acc[99]), "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]),
+          "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]), "+f"(acc[108]), "+f"(acc[109]), "+f"(acc[110]), "+f"(acc[111]),
+          "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]), "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]),
+          "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]), "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+        : "r"(a_low), "r"(b_low), "r"(accumulate), "n"(DESCRIPTOR_HIGH));
+}
+
+// One chunk's k-steps for this warpgroup's 64 rows; the first k-step of a tile starts the sums.
+template <int STEPS>
+__device__ __forceinline__ void chunk_products(float (&acc)[128], const float* stage, int group, bool first) {
+    const unsigned a_low = descriptor_low(shared_address(stage) + group * GROUP_ROWS_BYTES, A_LEADING);
+    const unsigned b_low = descriptor_low(shared_address(stage + ROWS * CHUNK), B_LEADING);
+#pragma unroll
+    for (int kk = 0; kk < STEPS; ++kk) mma_64x256x8(acc, a_low + A_STEP * kk, b_low + B_STEP * kk, !(first && kk == 0));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+// After a chunk's products are issued: the chunk before it is released once its products are done.
+__device__ __forceinline__ void release_before(unsigned long long* empty, int lane) {
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    __syncwarp();
+    if (lane == 0) barrier_arrive(empty);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+hopper_assign(const float* __restrict__ rows_tiled, const float* __restrict__ x_norm, const float* __restrict__ tiles,
+              const float* __restrict__ bound_max, int* __restrict__ labels, int* __restrict__ flagged,
+              float* __restrict__ limits, unsigned* __restrict__ flagged_count, float* __restrict__ floor_out,
+              int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,
+              unsigned* __restrict__ cand_count, const float* __restrict__ norm_max, long long n, int tile_count,
+              float eps, float eta, float underflow, float margin, int pack_bits, unsigned pack_scale, int candidates,
+              int columns, int keep_floor) {
+    extern __shared__ __align__(128) unsigned char shared[];
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(shared);
+    unsigned long long* empty = full + STAGES;
+    float* stages = reinterpret_cast<float*>(shared + 128);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long long row_tiles = (n + ROWS - 1) / ROWS;
+    const int rounds = int((row_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x);  // row tiles b, b + grid, ...
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            barrier_init(&full[s], 1);
+            barrier_init(&empty[s], CONSUMER_WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp >= CONSUMER_WARPS) {  // the producer: every chunk of every tile, once per row tile
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGISTERS));
+        if (warp == CONSUMER_WARPS && lane == 0) {
+            long long p = 0;  // the ring's position
+            for (int round = 0; round < rounds; ++round) {
+                const float* rows = rows_tiled + (blockIdx.x + (long long)round * gridDim.x) * ROWS * DIM;
+                for (int tile = 0; tile < tile_count; ++tile) {
+                    const float* centroids = tiles + (long long)tile * TILE_FLOATS;
+                    for (int c = 0; c < CHUNKS; ++c, ++p) {
+                        const int s = int(p % STAGES);
+                        if (p >= STAGES) barrier_wait(&empty[s], unsigned((p / STAGES - 1) & 1));
+                        const bool last = c == CHUNKS - 1;
+                        const unsigned width = last ? 8 * LAST_STEPS : CHUNK;
+                        float* stage = stages + s * STAGE_FLOATS;
+                        expect_bytes(&full[s], (ROWS + TILE_N) * width * 4 + (last ? TILE_N * 4 : 0));
+                        bulk_copy(stage, rows + ROWS * CHUNK * c, ROWS * width * 4, &full[s]);
+                        bulk_copy(stage + ROWS * CHUNK, centroids + TILE_N * CHUNK * c, TILE_N * width * 4, &full[s]);
+                        if (last)
+                            bulk_copy(stage + (ROWS + TILE_N) * CHUNK, centroids + TILE_N * DIM, TILE_N * 4, &full[s]);
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGISTERS));
+    const int g = lane / 4, t = lane % 4, group = warp / 4;
+    const unsigned lift = 0u - (score_offset(bound_max, norm_max) & EXPONENT) * pack_scale;  // pack()'s, tile 0
+    int first = blockIdx.x * ROWS + group * 64 + (warp % 4) * 16 + g;  // this thread's rows: first and first + 8
+    const int stride = gridDim.x * ROWS;
+    int s = 0;              // the ring's stage of the next chunk
+    unsigned phase = 0;     // and the parity of its fill
+    for (int round = 0; round < rounds; ++round, first += stride) {
+        unsigned best[2][8], second[2][8];
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int q = 0; q < 8; ++q) best[r][q] = second[r][q] = NONE;
+
+        for (int tile = 0; tile < tile_count; ++tile) {
+            float acc[128];
+            pin(acc);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            int previous = s;
+            for (int c = 0; c < CHUNKS - 1; ++c) {
+                barrier_wait(&full[s], phase);
+                chunk_products<CHUNK / 8>(acc, stages + s * STAGE_FLOATS, group, c == 0);
+                if (c > 0) release_before(&empty[previous], lane);
+                previous = s;
+                if (++s == STAGES) s = 0, phase ^= 1;
+            }
+            barrier_wait(&full[s], phase);
+            chunk_products<LAST_STEPS>(acc, stages + s * STAGE_FLOATS, group, CHUNKS == 1);
+            if (CHUNKS > 1) release_before(&empty[previous], lane);
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            pin(acc);
+            fold_tile<TILE_N>(acc, stages + s * STAGE_FLOATS + (ROWS + TILE_N) * CHUNK, t, lift,
+                              unsigned(tile * FOLDS), pack_scale, best, second);
+            __syncwarp();
+            if (lane == 0) barrier_arrive(&empty[s]);
+            if (++s == STAGES) s = 0, phase ^= 1;
+        }
+
+        Outcome o[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = first + 8 * r;
+            const float norm = row < n ? x_norm[row] : 0.0f;
+            o[r] = settle(best[r], second[r], norm, row < n, t, pack_bits, score_offset(bound_max, norm_max),
+                          bound_max[0], bound_max[1], eps, eta, underflow, margin, candidates, columns);
+        }
+        record_rows(o, best, first, n, t, lane, pack_bits, candidates, keep_floor, labels, flagged, limits,
+                    flagged_count, floor_out, cand_rows, cand_sizes, cand_index, cand_count);
+    }
+}
