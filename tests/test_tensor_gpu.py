@@ -67,6 +67,7 @@ def test_above_128_dimensions_the_wide_pass_packs_scores_and_lists_candidates(mo
         bits = tensor_settings.pack_bits(d, k, tiling)
         assert tiling[1] == 256 and tensor_settings.slots(tiling) == 32 and bits == max(1, (-(-k // 32) - 1).bit_length())
         assert tensor_settings.kept_tiles(d, k, tiling) == 0 and tensor_settings.candidates_kept(bits) > 0
+        assert tensor_settings.crowded_columns(k, tiling)  # at any k: NOTES.md, "Rows from shared memory"
     assert wide_tiling(408, 8193, 90) is None  # 257 tiles of 32: past bound.PACK_MAX_BITS
     assert wide_tiling(128, 1000, 90) is None and wide_tiling(412, 1000, 90) is None
     assert wide_tiling(408, 5000, 80) is None
@@ -581,15 +582,16 @@ def _exact_where_clear(x: np.ndarray, start: np.ndarray, labels: np.ndarray) -> 
 @pytest.mark.gpu
 @pytest.mark.parametrize("whole_most", [0, 2])
 def test_points_with_many_whole_tiles_are_passed_on_to_the_scan(whole_most, monkeypatch):
-    """Where every tile's best two are kept (d = 200), a point with more than WHOLE_MOST tiles to
-    score whole goes to exact_assign instead. Crowded centroids (2,000 starts on 10 blobs, each
-    point's candidates in many tiles): points are passed on, every one of them once, and the
-    labels are still the float64 winners wherever the margin is past rounding."""
+    """Where every tile's best two are kept (Triton's pass at d = 200), a point with more than
+    WHOLE_MOST tiles to score whole goes to exact_assign instead. Crowded centroids (2,000 starts on
+    10 blobs, each point's candidates in many tiles): points are passed on, every one of them once,
+    and the labels are still the float64 winners wherever the margin is past rounding."""
     import cupy
 
     from impls.gpu.kmbench_gpu import tensor_path
 
     monkeypatch.setattr(tensor_path, "WHOLE_MOST", whole_most)
+    monkeypatch.setenv("KMBENCH_TENSOR_PASS", "triton")  # hopper_wide.cu lists candidates instead
     rng = np.random.default_rng(8)
     centres = 20.0 * rng.standard_normal((10, 200))
     data = (centres[rng.integers(0, 10, 20_000)] + rng.standard_normal((20_000, 200))).astype(np.float32)

@@ -3,11 +3,11 @@
 // limit (bound.py shows the exact winner is one). The TF32 pass leaves what says which they are,
 // so the re-check is a handful of FP32 dot products per point, not a scan of every centroid
 // tile: one warp per point.
-//   candidate_recheck  where rows stay on chip (d <= 128): certified_assign listed each point's
-//                      candidates from its (row, column slot) best two (tensor_kernels.py): a
-//                      centroid, or (-1 - slot) a whole column of the tiles where the slot's
-//                      runner-up was within the limit too;
-//   tile_recheck       where rows stream (d > 128): certified_assign kept every point's best,
+//   candidate_recheck  where the pass packs its scores (rows on chip, d <= 128, or a Hopper
+//                      pass): it listed each point's candidates from its (row, column slot) best
+//                      two (tensor_kernels.py, hopper_common.cuh): a centroid, or (-1 - slot) a
+//                      whole column of the tiles where the slot's runner-up was within the limit too;
+//   tile_recheck       where Triton's pass streams rows (d > 128): it kept every point's best,
 //                      runner-up and winner of every tile; a listed point's candidates are the
 //                      tiles' winners within its limit, or the whole tile where its runner-up is.
 //                      A point with more than whole_most whole tiles (the path passes 0) is

@@ -123,8 +123,11 @@ def candidates_kept(bits: int) -> int:
 
 def crowded_columns(k: int, tiling: tuple) -> bool:
     """Whether a slot in play with its runner-up is listed as its whole column (else its row is
-    scanned): where the tiles are few."""
-    return -(-k // slots(tiling)) <= COLUMN_TILES_MAX
+    scanned): where the tiles are few, and above WHOLE_MAX_DIM (hopper_wide.cu's tiling, the one
+    that packs there). There the scan took few rows (196 at 300k x 408, k = 5,000; 976 at 1e6 x
+    768, k = 4,096) in 0.79 and 0.73 ms: a scan's block walks every centroid tile over d
+    coordinates, whatever the rows' count (NOTES.md, "Rows from shared memory")."""
+    return -(-k // slots(tiling)) <= COLUMN_TILES_MAX or tiling[2] > WHOLE_MAX_DIM
 
 
 def kept_tiles(d: int, k: int, tiling: tuple) -> int:
