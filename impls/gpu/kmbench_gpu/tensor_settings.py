@@ -174,6 +174,8 @@ def tiling_from_env(name: str, default: tuple, folds: bool = False) -> tuple:
 def device_bytes(n: int, d: int, k: int) -> int:
     """GPU memory the path holds: the points, their norms, labels, previous labels, order, the
     flag list and its limits (twice: as listed and sorted), the candidate list (rows, sizes and
-    CANDIDATES per point), the tiles' records where rows stream, and the k-sized buffers."""
+    CANDIDATES per point), the tiles' records where rows stream, the k-sized buffers, and above
+    WHOLE_MAX_DIM the rows' tiled copy that hopper_wide.cu reads (counted on any GPU: at most too much)."""
     records = 12 * kept_tiles(d, k, default_tilings(d, k)[0])
-    return n * d * 4 * 2 + n * (4 * (8 + 2 + CANDIDATES) + records) + k * d * (8 + 8 + 4 + 4) + k * 16
+    tiled = n * d * 4 if d > WHOLE_MAX_DIM else 0
+    return n * d * 4 * 2 + tiled + n * (4 * (8 + 2 + CANDIDATES) + records) + k * d * (8 + 8 + 4 + 4) + k * 16
