@@ -71,6 +71,9 @@ def test_above_128_dimensions_the_wide_pass_packs_scores_and_lists_candidates(mo
     assert wide_tiling(408, 8193, 90) is None  # 257 tiles of 32: past bound.PACK_MAX_BITS
     assert wide_tiling(128, 1000, 90) is None and wide_tiling(412, 1000, 90) is None
     assert wide_tiling(408, 5000, 80) is None
+    monkeypatch.setattr(tensor_settings, "EPILOGUE", "slots")  # unpacked: Triton's tiling must stay
+    assert wide_tiling(408, 5000, 90) is None
+    monkeypatch.setattr(tensor_settings, "EPILOGUE", "packed")
     monkeypatch.setenv("KMBENCH_TENSOR_PASS", "triton")
     assert wide_tiling(408, 5000, 90) is None
 
@@ -413,6 +416,44 @@ def _pass_lists(path) -> tuple[np.ndarray, dict, dict]:
             {int(row): tuple(index[place, :size]) for place, (row, size) in enumerate(zip(rows, sizes))})
 
 
+def _both_passes_on_dense_data(n: int, d: int, k: int, seed: int, monkeypatch, source: str):
+    """Triton's pass and the Hopper pass (source: its .cu) on the same centroids over dense data far
+    from the origin, before the mean is taken off (thousands of near-ties): each one's _pass_lists,
+    the float64 winners, and what each lists for the re-check (candidates or tile records)."""
+    import cupy
+
+    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
+
+    data = (np.random.default_rng(seed).standard_normal((n, d)) + 100.0).astype(np.float32)
+    x = cupy.asarray(data - data.mean(axis=0))
+    start = cupy.asnumpy(x[:k]).astype(np.float64)
+    seen, lists = {}, {}
+    for chosen in ("triton", "hopper"):
+        monkeypatch.setenv("KMBENCH_TENSOR_PASS", chosen)
+        path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
+        assert (source in path.tf32_pass) == (chosen == "hopper")
+        lists[chosen] = "candidates" if path.candidates else "tiles" if path.kept_tiles else "none"
+        path.start(start)
+        path.certify()
+        seen[chosen] = _pass_lists(path)
+    points = cupy.asnumpy(x).astype(np.float64)
+    exact = (0.5 * (start * start).sum(axis=1)[None, :] - points @ start.T).argmin(axis=1)
+    return seen, exact, lists
+
+
+def _certified_rows_are_exact(labels, scanned, short, exact) -> np.ndarray:
+    """Every row a pass certified (on neither list) has the float64 winner as its label, and every
+    short-listed row has it among its candidates (a column, -1 - slot, holds every centroid of its
+    slot). The certified rows, as a mask."""
+    certified = np.ones(labels.size, bool)
+    certified[list(scanned)] = certified[list(short)] = False
+    assert np.array_equal(labels[certified], exact[certified])
+    for row, candidates in short.items():
+        winner = int(exact[row])
+        assert winner in candidates or -1 - winner % 32 in candidates, (row, winner, candidates)
+    return certified
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n, d, k", [(30_001, 128, 1024), (30_000, 64, 1000), (20_000, 128, 300), (5_003, 48, 37)])
 def test_the_hopper_pass_certifies_and_lists_as_soundly_as_triton(n, d, k, monkeypatch):
@@ -426,29 +467,10 @@ def test_the_hopper_pass_certifies_and_lists_as_soundly_as_triton(n, d, k, monke
     if int(cupy.cuda.Device().compute_capability) != 90:
         pytest.skip("hopper_pass.cu is sm_90a code")
 
-    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
-
-    data = (np.random.default_rng(9).standard_normal((n, d)) + 100.0).astype(np.float32)
-    x = cupy.asarray(data - data.mean(axis=0))
-    start = cupy.asnumpy(x[:k]).astype(np.float64)
-    seen = {}
-    for chosen in ("triton", "hopper"):
-        monkeypatch.setenv("KMBENCH_TENSOR_PASS", chosen)
-        path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
-        assert ("hopper_pass.cu" in path.tf32_pass) == (chosen == "hopper")
-        path.start(start)
-        path.certify()
-        seen[chosen] = _pass_lists(path)
+    seen, exact, _ = _both_passes_on_dense_data(n, d, k, 9, monkeypatch, "hopper_pass.cu")
     labels, scanned, short = seen["hopper"]
     assert len(short) > 100, len(short)
-    points = cupy.asnumpy(x).astype(np.float64)
-    exact = (0.5 * (start * start).sum(axis=1)[None, :] - points @ start.T).argmin(axis=1)
-    certified = np.ones(n, bool)
-    certified[list(scanned)] = certified[list(short)] = False
-    assert np.array_equal(labels[certified], exact[certified])
-    for row, candidates in short.items():
-        winner = int(exact[row])
-        assert winner in candidates or -1 - winner % 32 in candidates, (row, winner, candidates)
+    certified = _certified_rows_are_exact(labels, scanned, short, exact)
     triton_labels, triton_scanned, triton_short = seen["triton"]
     both = certified.copy()
     both[list(triton_scanned)] = both[list(triton_short)] = False
@@ -470,32 +492,13 @@ def test_the_wide_hopper_pass_certifies_and_lists_soundly(n, d, k, monkeypatch):
     if int(cupy.cuda.Device().compute_capability) != 90:
         pytest.skip("hopper_wide.cu is sm_90a code")
 
-    from impls.gpu.kmbench_gpu.tensor_path import TensorPath
-
-    data = (np.random.default_rng(d).standard_normal((n, d)) + 100.0).astype(np.float32)
-    x = cupy.asarray(data - data.mean(axis=0))
-    start = cupy.asnumpy(x[:k]).astype(np.float64)
-    seen = {}
-    for chosen in ("triton", "hopper"):
-        monkeypatch.setenv("KMBENCH_TENSOR_PASS", chosen)
-        path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
-        assert ("hopper_wide.cu" in path.tf32_pass) == (chosen == "hopper")
-        assert bool(path.candidates) == (chosen == "hopper") and bool(path.kept_tiles) == (chosen == "triton")
-        path.start(start)
-        path.certify()
-        seen[chosen] = _pass_lists(path)
+    seen, exact, lists = _both_passes_on_dense_data(n, d, k, d, monkeypatch, "hopper_wide.cu")
+    assert lists == {"triton": "tiles", "hopper": "candidates"}
     labels, scanned, short = seen["hopper"]
     assert len(short) > 10, len(short)
-    points = cupy.asnumpy(x).astype(np.float64)
-    exact = (0.5 * (start * start).sum(axis=1)[None, :] - points @ start.T).argmin(axis=1)
-    certified = np.ones(n, bool)
-    certified[list(scanned)] = certified[list(short)] = False
+    certified = _certified_rows_are_exact(labels, scanned, short, exact)
     print(f"certified {certified.mean():.1%}, short-listed {len(short) / n:.1%}, scanned {len(scanned) / n:.1%}")
     assert certified.mean() > 0.1, certified.mean()
-    assert np.array_equal(labels[certified], exact[certified])
-    for row, candidates in short.items():
-        winner = int(exact[row])
-        assert winner in candidates or -1 - winner % 32 in candidates, (row, winner, candidates)
     triton_labels, triton_scanned, _ = seen["triton"]
     both = certified.copy()
     both[list(triton_scanned)] = False

@@ -83,6 +83,38 @@ __device__ __forceinline__ void pin(float (&acc)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(acc[i])::"memory");
 }
 
+// The ring of stages: full[s] (one arrival, the producer's, plus the bytes its copies bring) and
+// empty[s] (every consumer warp's arrival), set up by thread 0 before any thread uses them.
+__device__ __forceinline__ void ring_start(unsigned long long* full, unsigned long long* empty, int stages,
+                                           unsigned consumer_warps) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; ++s) {
+            barrier_init(&full[s], 1);
+            barrier_init(&empty[s], consumer_warps);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+}
+
+// The producer's stage for ring position p, once the consumers have released what it held.
+__device__ __forceinline__ int ring_claim(unsigned long long* empty, long long p, int stages) {
+    const int s = int(p % stages);
+    if (p >= stages) barrier_wait(&empty[s], unsigned((p / stages - 1) & 1));
+    return s;
+}
+
+// Both passes' hopper_assign take one argument list (hopper_pass.py launches either with the same
+// tuple): the rows as the pass reads them (x_tf32, or hopper_wide.cu's tiled copy), then the rest.
+#define HOPPER_ASSIGN_PARAMETERS(rows)                                                                              \
+    const float* __restrict__ rows, const float* __restrict__ x_norm, const float* __restrict__ tiles,             \
+        const float* __restrict__ bound_max, int* __restrict__ labels, int* __restrict__ flagged,                  \
+        float* __restrict__ limits, unsigned* __restrict__ flagged_count, float* __restrict__ floor_out,           \
+        int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,                   \
+        unsigned* __restrict__ cand_count, const float* __restrict__ norm_max, long long n, int tile_count,        \
+        float eps, float eta, float underflow, float margin, int pack_bits, unsigned pack_scale, int candidates,   \
+        int columns, int keep_floor
+
 // ------------------------------------------------------------------ the epilogue's pieces
 
 // The places of this lane's two rows in two lists (list l's rows where keep[l][0] / keep[l][1], its

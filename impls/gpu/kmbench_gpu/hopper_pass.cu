@@ -159,14 +159,7 @@ __device__ __forceinline__ void load_rows(float (&held)[2][HELD], int first, con
     }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, const float* __restrict__ tiles,
-              const float* __restrict__ bound_max, int* __restrict__ labels, int* __restrict__ flagged,
-              float* __restrict__ limits, unsigned* __restrict__ flagged_count, float* __restrict__ floor_out,
-              int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,
-              unsigned* __restrict__ cand_count, const float* __restrict__ norm_max, long long n, int tile_count,
-              float eps, float eta, float underflow, float margin, int pack_bits, unsigned pack_scale, int candidates,
-              int columns, int keep_floor) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_ASSIGN_PARAMETERS(x)) {
     extern __shared__ __align__(128) unsigned char shared[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(shared);
     unsigned long long* empty = full + STAGES;
@@ -177,21 +170,13 @@ hopper_assign(const float* __restrict__ x, const float* __restrict__ x_norm, con
     // once per row tile.
     const int rounds = int((row_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x);
     const long long positions = (long long)rounds * tile_count;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            barrier_init(&full[s], 1);
-            barrier_init(&empty[s], CONSUMER_WARPS);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
+    ring_start(full, empty, STAGES, CONSUMER_WARPS);
 
     if (warp >= CONSUMER_WARPS) {  // the producer
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGISTERS));
         if (warp == CONSUMER_WARPS && lane == 0)
             for (long long p = 0; p < positions; ++p) {
-                const int s = int(p % STAGES);
-                if (p >= STAGES) barrier_wait(&empty[s], unsigned((p / STAGES - 1) & 1));
+                const int s = ring_claim(empty, p, STAGES);
                 expect_bytes(&full[s], TILE_BYTES);
                 bulk_copy(stages + s * TILE_FLOATS, tiles + (p % tile_count) * TILE_FLOATS, TILE_BYTES, &full[s]);
             }

@@ -71,9 +71,13 @@ def wide_tiling(d: int, k: int, capability: int) -> tuple | None:
     of WIDE_ROWS against WIDE_TILE_N centroids folded into 32 slots, whole rows scored before the
     epilogue (BLOCK_D = d), so that tensor_settings packs the scores and lists candidates as it
     does for rows on chip instead of keeping tile records."""
+    from impls.gpu.kmbench_gpu import tensor_settings
+
     tiling = (WIDE_ROWS, WIDE_TILE_N, d, 8, stages(d), SLOTS)
     bits = bound.tile_bits(-(-k // SLOTS))
-    return tiling if wide(d) and bits <= min(TILE_BITS_MAX, bound.PACK_MAX_BITS) and applies(d, bits, SLOTS, 0, capability) else None
+    # The packed epilogue, or the tiling would reach Triton's pass, whose rows would not fit on chip.
+    packed = tensor_settings.EPILOGUE == "packed" and bits <= min(TILE_BITS_MAX, bound.PACK_MAX_BITS)
+    return tiling if wide(d) and packed and applies(d, bits, SLOTS, 0, capability) else None
 
 
 def tile_n(d: int) -> int:

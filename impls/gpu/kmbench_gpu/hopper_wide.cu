@@ -155,14 +155,7 @@ __device__ __forceinline__ void release_before(unsigned long long* empty, int la
     if (lane == 0) barrier_arrive(empty);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-hopper_assign(const float* __restrict__ rows_tiled, const float* __restrict__ x_norm, const float* __restrict__ tiles,
-              const float* __restrict__ bound_max, int* __restrict__ labels, int* __restrict__ flagged,
-              float* __restrict__ limits, unsigned* __restrict__ flagged_count, float* __restrict__ floor_out,
-              int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,
-              unsigned* __restrict__ cand_count, const float* __restrict__ norm_max, long long n, int tile_count,
-              float eps, float eta, float underflow, float margin, int pack_bits, unsigned pack_scale, int candidates,
-              int columns, int keep_floor) {
+extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_ASSIGN_PARAMETERS(rows_tiled)) {
     extern __shared__ __align__(128) unsigned char shared[];
     unsigned long long* full = reinterpret_cast<unsigned long long*>(shared);
     unsigned long long* empty = full + STAGES;
@@ -170,14 +163,7 @@ hopper_assign(const float* __restrict__ rows_tiled, const float* __restrict__ x_
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const long long row_tiles = (n + ROWS - 1) / ROWS;
     const int rounds = int((row_tiles - blockIdx.x + gridDim.x - 1) / gridDim.x);  // row tiles b, b + grid, ...
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            barrier_init(&full[s], 1);
-            barrier_init(&empty[s], CONSUMER_WARPS);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
+    ring_start(full, empty, STAGES, CONSUMER_WARPS);
 
     if (warp >= CONSUMER_WARPS) {  // the producer: every chunk of every tile, once per row tile
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGISTERS));
@@ -188,8 +174,7 @@ hopper_assign(const float* __restrict__ rows_tiled, const float* __restrict__ x_
                 for (int tile = 0; tile < tile_count; ++tile) {
                     const float* centroids = tiles + (long long)tile * TILE_FLOATS;
                     for (int c = 0; c < CHUNKS; ++c, ++p) {
-                        const int s = int(p % STAGES);
-                        if (p >= STAGES) barrier_wait(&empty[s], unsigned((p / STAGES - 1) & 1));
+                        const int s = ring_claim(empty, p, STAGES);
                         const bool last = c == CHUNKS - 1;
                         const unsigned width = last ? 8 * LAST_STEPS : CHUNK;
                         float* stage = stages + s * STAGE_FLOATS;

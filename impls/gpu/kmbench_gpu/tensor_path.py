@@ -115,8 +115,9 @@ class TensorPath:
         tiling, exact_tiling = default_tilings(d, k, self.packable)
         self.tiling = tiling_from_env("KMBENCH_TENSOR_TILING", tiling, folds=True)
         capability = int(cupy.cuda.Device().compute_capability)
-        # Above d = 128 on Hopper, hopper_wide.cu's tiling: scores packed into 32 slots and
-        # candidates listed, as where rows stay on chip, instead of Triton's tile records.
+        # Above d = 128 on Hopper, hopper_wide.cu's tiling (KMBENCH_TENSOR_TILING is Triton's: it
+        # takes KMBENCH_TENSOR_PASS=triton there): scores packed into 32 slots and candidates
+        # listed, as where rows stay on chip, instead of Triton's tile records.
         wide_tiling = hopper_pass.wide_tiling(d, k, capability) if self.packable else None
         self.tiling = wide_tiling or self.tiling
         self.slots = slots(self.tiling)  # the packed epilogue's slots: candidates are numbered in tiles of them
