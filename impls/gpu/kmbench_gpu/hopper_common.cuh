@@ -31,6 +31,32 @@ __device__ __forceinline__ float offset_half_norm(const float* half_norms, int c
     return column < k ? __fadd_rn(half_norms[column], __uint_as_float(offset)) : __uint_as_float(offset | MANTISSA);
 }
 
+// Centroid tiles of TILE_N_ in a pass's layout, once per iteration, each followed by its h + M
+// (offset_half_norm): where(at, centroid, coordinate) says which centroid of the tile and which of
+// its coordinates element `at` holds. Centroids past k are zeros.
+template <int TILE_N_, int DIM_, typename Where>
+__device__ __forceinline__ void lay_out_centroid_tiles(const float* __restrict__ c_tf32,
+                                                       const float* __restrict__ half_norms,
+                                                       const float* __restrict__ bound_max,
+                                                       const float* __restrict__ norm_max, int k, int tiles,
+                                                       float* __restrict__ out, Where where) {
+    constexpr int TILE_FLOATS_ = TILE_N_ * DIM_ + TILE_N_;
+    const unsigned offset = score_offset(bound_max, norm_max);
+    const long long total = (long long)tiles * TILE_FLOATS_;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int tile = int(i / TILE_FLOATS_), at = int(i % TILE_FLOATS_);
+        if (at >= TILE_N_ * DIM_) {
+            out[i] = offset_half_norm(half_norms, tile * TILE_N_ + at - TILE_N_ * DIM_, k, offset);
+            continue;
+        }
+        int centroid, coordinate;
+        where(at, centroid, coordinate);
+        const int column = tile * TILE_N_ + centroid;
+        out[i] = column < k ? c_tf32[(long long)column * DIM_ + coordinate] : 0.0f;
+    }
+}
+
 // ------------------------------------------------------------------ PTX wrappers
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {
@@ -75,6 +101,13 @@ constexpr unsigned DESCRIPTOR_HIGH = (CORE_BYTES & 0x3FFFF) >> 4;
 __device__ __forceinline__ unsigned descriptor_low(unsigned address, unsigned leading) {
     return ((address & 0x3FFFF) >> 4) | ((leading & 0x3FFFF) >> 4) << 16;
 }
+
+// wgmma's accumulator operands, read and written: acc[i] to acc[i + 31], in order (the products'
+// asm statements list 64 or 128 of them).
+#define ACCUMULATORS_8(i)                                                                                     \
+    "+f"(acc[i]), "+f"(acc[i + 1]), "+f"(acc[i + 2]), "+f"(acc[i + 3]), "+f"(acc[i + 4]), "+f"(acc[i + 5]),  \
+        "+f"(acc[i + 6]), "+f"(acc[i + 7])
+#define ACCUMULATORS_32(i) ACCUMULATORS_8(i), ACCUMULATORS_8(i + 8), ACCUMULATORS_8(i + 16), ACCUMULATORS_8(i + 24)
 
 // Keeps the compiler from moving reads or writes of the accumulators across wgmma's fence/wait.
 template <int N>

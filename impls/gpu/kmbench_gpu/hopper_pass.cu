@@ -92,22 +92,13 @@ __device__ __forceinline__ int physical_coordinate(int kl) {
 extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, const float* __restrict__ half_norms,
                                           const float* __restrict__ bound_max, const float* __restrict__ norm_max,
                                           int k, int tiles, float* __restrict__ out) {
-    const unsigned offset = score_offset(bound_max, norm_max);
-    const long long total = (long long)tiles * TILE_FLOATS;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const int tile = int(i / TILE_FLOATS), at = int(i % TILE_FLOATS);
-        if (at >= TILE_N * DIM) {
-            const int column = tile * TILE_N + at - TILE_N * DIM;
-            out[i] = offset_half_norm(half_norms, column, k, offset);
-            continue;
-        }
-        // at = ((j (TILE_N / 8) + i8) 8 + r) 4 + q: core matrix (i8 along centroids, j along K).
-        const int q = at % 4, r = (at / 4) % 8, core = at / 32;
-        const int i8 = core % (TILE_N / 8), j = core / (TILE_N / 8);
-        const int column = tile * TILE_N + i8 * 8 + r;
-        out[i] = column < k ? c_tf32[(long long)column * DIM + physical_coordinate(4 * j + q)] : 0.0f;
-    }
+    // at = ((j (TILE_N / 8) + i8) 8 + r) 4 + q: core matrix (i8 along centroids, j along K).
+    lay_out_centroid_tiles<TILE_N, DIM>(c_tf32, half_norms, bound_max, norm_max, k, tiles, out,
+                                        [](int at, int& centroid, int& coordinate) {
+                                            const int q = at % 4, r = (at / 4) % 8, core = at / 32;
+                                            centroid = (core % (TILE_N / 8)) * 8 + r;
+                                            coordinate = physical_coordinate(4 * (core / (TILE_N / 8)) + q);
+                                        });
 }
 
 // acc (+)= A (rows, from registers) x B (the tile's k-step, shared memory, its descriptor's two
@@ -121,14 +112,7 @@ __device__ __forceinline__ void mma_64x128x8(float (&acc)[64], float a0, float a
         "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
         "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
         "{%64, %65, %66, %67}, b, p, 1, 1;\n}\n"
-        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-          "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-          "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]), "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-          "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]), "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
-          "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]), "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
-          "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]), "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
-          "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]), "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
-          "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63])
+        : ACCUMULATORS_32(0), ACCUMULATORS_32(32)
         : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)), "r"(__float_as_uint(a3)),
           "r"(b_low), "r"(accumulate), "n"(DESCRIPTOR_HIGH));
 }

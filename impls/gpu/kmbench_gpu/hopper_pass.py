@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from impls.gpu.cuda.sources import with_local_includes
-from impls.gpu.kmbench_gpu import bound
+from impls.gpu.kmbench_gpu import bound, tensor_settings
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -71,12 +71,11 @@ def wide_tiling(d: int, k: int, capability: int) -> tuple | None:
     of WIDE_ROWS against WIDE_TILE_N centroids folded into 32 slots, whole rows scored before the
     epilogue (BLOCK_D = d), so that tensor_settings packs the scores and lists candidates as it
     does for rows on chip instead of keeping tile records."""
-    from impls.gpu.kmbench_gpu import tensor_settings
-
     tiling = (WIDE_ROWS, WIDE_TILE_N, d, 8, stages(d), SLOTS)
     bits = bound.tile_bits(-(-k // SLOTS))
-    # The packed epilogue, or the tiling would reach Triton's pass, whose rows would not fit on chip.
-    packed = tensor_settings.EPILOGUE == "packed" and bits <= min(TILE_BITS_MAX, bound.PACK_MAX_BITS)
+    # The packed epilogue (applies() checks the bits against TILE_BITS_MAX), or the tiling would
+    # reach Triton's pass, whose rows would not fit on chip.
+    packed = tensor_settings.EPILOGUE == "packed" and bits <= bound.PACK_MAX_BITS
     return tiling if wide(d) and packed and applies(d, bits, SLOTS, 0, capability) else None
 
 
@@ -101,7 +100,8 @@ def stages(d: int) -> int:
 
 
 def groups(d: int) -> int:
-    return 3 if d <= THREE_GROUPS_UP_TO else 2
+    """Consumer warpgroups: hopper_wide.cu always runs two."""
+    return 3 if d <= THREE_GROUPS_UP_TO and not wide(d) else 2
 
 
 def source(d: int) -> Path:
@@ -148,7 +148,7 @@ class HopperPass:
         self.d, self.k, self.wide = d, k, wide(d)
         self.tile_count = -(-k // tile_n(d))
         self.stage_count = stages(d)
-        self.groups = 2 if self.wide else groups(d)
+        self.groups = groups(d)
         self.rows, self.threads = 64 * self.groups, 32 * (4 * self.groups + 4)
         module = compile_module(d)
         self._tiles_kernel = module.get_function("centroid_tiles")
@@ -194,9 +194,9 @@ class HopperPass:
             raise ImplementationError(f"hopper_pass.cu indexes rows by int: n = {path.n:,} is too large")
         self._assign(
             (blocks,), (self.threads,),
-            (self.rows_tiled if self.wide else path.x_tf32, path.x_norm, self.tiles, path.bound_max, path.labels, path.flagged, path.limits,
-             path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes, path.candidate_index,
-             path.candidate_count, path.norm_max, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
+            (self.rows_tiled if self.wide else path.x_tf32, path.x_norm, self.tiles, path.bound_max, path.labels,
+             path.flagged, path.limits, path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes,
+             path.candidate_index, path.candidate_count, path.norm_max, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
              np.float32(path.eta), np.float32(bound.underflow_floor(self.d)), np.float32(path.margin),
              np.int32(path.pack_bits), np.uint32(1 << path.pack_bits),
              np.int32(path.candidates), np.int32(bool(path.columns)), np.int32(bool(path.keep_floor))),

@@ -85,20 +85,10 @@ extern "C" __global__ void row_tiles(const float* __restrict__ x_tf32, long long
 extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, const float* __restrict__ half_norms,
                                           const float* __restrict__ bound_max, const float* __restrict__ norm_max,
                                           int k, int tiles, float* __restrict__ out) {
-    const unsigned offset = score_offset(bound_max, norm_max);
-    const long long total = (long long)tiles * TILE_FLOATS;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const int tile = int(i / TILE_FLOATS), at = int(i % TILE_FLOATS);
-        if (at >= TILE_N * DIM) {
-            out[i] = offset_half_norm(half_norms, tile * TILE_N + at - TILE_N * DIM, k, offset);
-            continue;
-        }
-        int row, coordinate;
-        chunked_place(at, TILE_N, row, coordinate);
-        const int column = tile * TILE_N + row;
-        out[i] = column < k ? c_tf32[(long long)column * DIM + coordinate] : 0.0f;
-    }
+    lay_out_centroid_tiles<TILE_N, DIM>(c_tf32, half_norms, bound_max, norm_max, k, tiles, out,
+                                        [](int at, int& centroid, int& coordinate) {
+                                            chunked_place(at, TILE_N, centroid, coordinate);
+                                        });
 }
 
 // ------------------------------------------------------------------ products
@@ -119,22 +109,7 @@ __device__ __forceinline__ void mma_64x256x8(float (&acc)[128], unsigned a_low, 
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
         "a, b, p, 1, 1;\n}\n"
-        : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3]), "+f"(acc[4]), "+f"(acc[5]), "+f"(acc[6]), "+f"(acc[7]),
-          "+f"(acc[8]), "+f"(acc[9]), "+f"(acc[10]), "+f"(acc[11]), "+f"(acc[12]), "+f"(acc[13]), "+f"(acc[14]), "+f"(acc[15]),
-          "+f"(acc[16]), "+f"(acc[17]), "+f"(acc[18]), "+f"(acc[19]), "+f"(acc[20]), "+f"(acc[21]), "+f"(acc[22]), "+f"(acc[23]),
-          "+f"(acc[24]), "+f"(acc[25]), "+f"(acc[26]), "+f"(acc[27]), "+f"(acc[28]), "+f"(acc[29]), "+f"(acc[30]), "+f"(acc[31]),
-          "+f"(acc[32]), "+f"(acc[33]), "+f"(acc[34]), "+f"(acc[35]), "+f"(acc[36]), "+f"(acc[37]), "+f"(acc[38]), "+f"(acc[39]),
-          "+f"(acc[40]), "+f"(acc[41]), "+f"(acc[42]), "+f"(acc[43]), "+f"(acc[44]), "+f"(acc[45]), "+f"(acc[46]), "+f"(acc[47]),
-          "+f"(acc[48]), "+f"(acc[49]), "+f"(acc[50]), "+f"(acc[51]), "+f"(acc[52]), "+f"(acc[53]), "+f"(acc[54]), "+f"(acc[55]),
-          "+f"(acc[56]), "+f"(acc[57]), "+f"(acc[58]), "+f"(acc[59]), "+f"(acc[60]), "+f"(acc[61]), "+f"(acc[62]), "+f"(acc[63]),
-          "+f"(acc[64]), "+f"(acc[65]), "+f"(acc[66]), "+f"(acc[67]), "+f"(acc[68]), "+f"(acc[69]), "+f"(acc[70]), "+f"(acc[71]),
-          "+f"(acc[72]), "+f"(acc[73]), "+f"(acc[74]), "+f"(acc[75]), "+f"(acc[76]), "+f"(acc[77]), "+f"(acc[78]), "+f"(acc[79]),
-          "+f"(acc[80]), "+f"(acc[81]), "+f"(acc[82]), "+f"(acc[83]), "+f"(acc[84]), "+f"(acc[85]), "+f"(acc[86]), "+f"(acc[87]),
-          "+f"(acc[88]), "+f"(acc[89]), "+f"(acc[90]), "+f"(acc[91]), "+f"(acc[92]), "+f"(acc[93]), "+f"(acc[94]), "+f"(acc[95]),
-          "+f"(acc[96]), "+f"(acc[97]), "+f"(acc[98]), "+f"(acc[99]), "+f"(acc[100]), "+f"(acc[101]), "+f"(acc[102]), "+f"(acc[103]),
-          "+f"(acc[104]), "+f"(acc[105]), "+f"(acc[106]), "+f"(acc[107]), "+f"(acc[108]), "+f"(acc[109]), "+f"(acc[110]), "+f"(acc[111]),
-          "+f"(acc[112]), "+f"(acc[113]), "+f"(acc[114]), "+f"(acc[115]), "+f"(acc[116]), "+f"(acc[117]), "+f"(acc[118]), "+f"(acc[119]),
-          "+f"(acc[120]), "+f"(acc[121]), "+f"(acc[122]), "+f"(acc[123]), "+f"(acc[124]), "+f"(acc[125]), "+f"(acc[126]), "+f"(acc[127])
+        : ACCUMULATORS_32(0), ACCUMULATORS_32(32), ACCUMULATORS_32(64), ACCUMULATORS_32(96)
         : "r"(a_low), "r"(b_low), "r"(accumulate), "n"(DESCRIPTOR_HIGH));
 }
 
