@@ -19,8 +19,8 @@ from tests.test_fast import _blobs as fast_blobs
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
-@pytest.mark.parametrize("source", ["update.cu", "recheck.cu"])
-def test_update_and_recheck_kernels_compile(arch, source, tmp_path):
+@pytest.mark.parametrize("source", ["update.cu", "recheck.cu", "renumber.cu"])
+def test_update_recheck_and_renumber_kernels_compile(arch, source, tmp_path):
     done = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-std=c++17", "-o", str(tmp_path / "u.cubin"),
                            str(HERE / source)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -175,6 +175,20 @@ def test_candidate_lists_are_on_for_ieee_and_off_when_asked_or_for_the_scans_oth
     monkeypatch.setenv("KMBENCH_TENSOR_CANDIDATES", "8")
     with pytest.raises(ImplementationError, match="0 \\(off\\) or 1 \\(on\\)"):
         candidates_kept(5)
+
+
+@pytest.mark.parametrize("vec", [1, 4])
+def test_the_recheck_splits_a_warp_into_groups_of_about_four_loads_a_lane(vec):
+    """candidate_recheck's groups (recheck.cu): a power of two from 8 to 32 lanes dividing the
+    warp, the fewest that leave each lane at most four loads, 32 where even that is more."""
+    from impls.gpu.kmbench_gpu.tensor_settings import recheck_lanes
+
+    for d in range(1, 1200):
+        lanes = recheck_lanes(d, vec)
+        assert lanes in (8, 16, 32), (d, lanes)
+        assert lanes == 32 or lanes * vec * 4 >= d, (d, lanes)
+        assert lanes == 8 or (lanes // 2) * vec * 4 < d, (d, lanes)
+    assert [recheck_lanes(d, 4) for d in (64, 128, 256, 408, 768)] == [8, 8, 16, 32, 32]
 
 
 def test_memory_count_covers_the_data_twice():

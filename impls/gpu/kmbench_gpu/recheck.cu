@@ -6,7 +6,9 @@
 //   candidate_recheck  where the pass packs its scores (rows on chip, d <= 128, or a Hopper
 //                      pass): it listed each point's candidates from its (row, column slot) best
 //                      two (tensor_kernels.py, hopper_common.cuh): a centroid, or (-1 - slot) a
-//                      whole column of the tiles where the slot's runner-up was within the limit too;
+//                      whole column of the tiles where the slot's runner-up was within the limit too.
+//                      A warp's lanes split into groups, each scoring a different candidate
+//                      (NOTES.md, "The candidate re-check in groups of lanes");
 //   tile_recheck       where Triton's pass streams rows (d > 128): it kept every point's best,
 //                      runner-up and winner of every tile; a listed point's candidates are the
 //                      tiles' winners within its limit, or the whole tile where its runner-up is.
@@ -52,28 +54,106 @@ __device__ __forceinline__ void consider_all(Winner& winner, const float* __rest
   for (int j = first; j < last; j += step) consider(winner, fp32_score(point, centroids, half_norms, d, j), j, order_of);
 }
 
-extern "C" __global__ void candidate_recheck(const float* __restrict__ x, int d, const float* __restrict__ centroids,
+// A group of `lanes` lanes (a power of two, the warp split into 32 / lanes groups; `mask` its
+// lanes) scores centroid j: each lane adds VEC coordinates at a time, the group's butterfly adds
+// the same two numbers in every pair of lanes at each step, so all its lanes hold the same score.
+template <int VEC>
+__device__ __forceinline__ float group_score(const float* __restrict__ point, const float* __restrict__ centroids,
+                                             const float* __restrict__ half_norms, int d, int j, int lanes,
+                                             int member, unsigned mask) {
+  const float* centroid = centroids + (long long)j * d;
+  const float half_norm = half_norms[j];  // issued before the products, not after them
+  float dot = 0.0f;
+  for (int dim = member * VEC; dim < d; dim += lanes * VEC) {
+    if constexpr (VEC == 4) {
+      const float4 p = *reinterpret_cast<const float4*>(point + dim);
+      const float4 c = *reinterpret_cast<const float4*>(centroid + dim);
+      dot = fmaf(p.x, c.x, dot);
+      dot = fmaf(p.y, c.y, dot);
+      dot = fmaf(p.z, c.z, dot);
+      dot = fmaf(p.w, c.w, dot);
+    } else {
+      dot = fmaf(point[dim], centroid[dim], dot);
+    }
+  }
+  for (int offset = lanes / 2; offset > 0; offset >>= 1) dot += __shfl_xor_sync(mask, dot, offset);
+  return half_norm - dot;
+}
+
+// One warp per listed point. Why groups (NOTES.md): one candidate at a time, a warp waited on the
+// candidate's index, then its centroid, then five shuffles, about 35 instructions a candidate
+// (116 us for 122k points at 1e6 x 64); 32 / lanes candidates in flight at once share them.
+// Each group keeps its own winner; the winners meet at the end by (score, harness index), a
+// total order, so the label is the one a single pass over the candidates would give.
+template <int VEC>
+__device__ __forceinline__ void recheck_rows(const float* __restrict__ x, int d, const float* __restrict__ centroids,
+                                             const float* __restrict__ half_norms, const int* __restrict__ order_of,
+                                             int k, int block_n, const int* __restrict__ rows,
+                                             const int* __restrict__ sizes, const int* __restrict__ candidates,
+                                             int per_row, unsigned int count, int lanes, int* __restrict__ labels) {
+  const unsigned int warps = (gridDim.x * blockDim.x) >> 5;
+  const int lane = threadIdx.x & 31, groups = 32 / lanes, group = lane / lanes, member = lane % lanes;
+  const unsigned mask = lanes == 32 ? FULL_MASK : ((1u << lanes) - 1) << (group * lanes);
+  for (unsigned int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < count; i += warps) {
+    const long long row = rows[i];
+    const float* point = x + row * d;
+    const int* list = candidates + (long long)i * per_row;
+    const int size = sizes[i];
+    Winner winner;
+    for (int base = 0; base < size; base += 32) {
+      // The list's entries come in one load, lane c holding entry base + c.
+      const int entry = base + lane < size ? list[base + lane] : k;
+      const int here = min(32, size - base);
+      // Single centroids: group g takes entries g, g + groups, ...
+      for (int c = group; c < here + group; c += groups) {  // the same trips in every group
+        const int j = __shfl_sync(FULL_MASK, entry, c < here ? c : 0);
+        // j < k holds wherever scores stay far below the packed sentinel (bound.packable); the
+        // streamed path does not check its chunks for that yet, so guard the reads here.
+        if (c < here && j >= 0 && j < k)
+          consider(winner, group_score<VEC>(point, centroids, half_norms, d, j, lanes, member, mask), j, order_of);
+      }
+      // Columns: slot s holds centroids s, s + block_n, ...; the groups take turns along it.
+      unsigned int columns = __ballot_sync(FULL_MASK, entry < 0);
+      while (columns) {
+        const int from = __ffs(columns) - 1;
+        columns &= columns - 1;
+        const int slot = -1 - __shfl_sync(FULL_MASK, entry, from);
+        for (int j = slot + group * block_n; j < k; j += groups * block_n)
+          consider(winner, group_score<VEC>(point, centroids, half_norms, d, j, lanes, member, mask), j, order_of);
+        __syncwarp();
+      }
+    }
+    for (int offset = lanes; offset < 32; offset <<= 1) {  // the groups' winners
+      const float score = __shfl_xor_sync(FULL_MASK, winner.score, offset);
+      const int label = __shfl_xor_sync(FULL_MASK, winner.label, offset);
+      const int order = __shfl_xor_sync(FULL_MASK, winner.order, offset);
+      if (score < winner.score || (score == winner.score && order < winner.order)) {
+        winner.score = score;
+        winner.label = label;
+        winner.order = order;
+      }
+    }
+    if (lane == 0) labels[row] = winner.label;
+  }
+}
+
+// vec4: d a multiple of 4 and x, centroids 16-byte aligned (16-byte loads); lanes: a power of two
+// from 8 to 32 (tensor_settings.recheck_lanes). Six blocks an SM, launched in one wave
+// (tensor_path.RECHECK_BLOCKS_PER_SM): each warp walks a fixed share of the list, and with 1,056
+// blocks of 48 registers a second wave started a third of the shares late.
+extern "C" __global__ void __launch_bounds__(256, 6) candidate_recheck(const float* __restrict__ x, int d, const float* __restrict__ centroids,
                                              const float* __restrict__ half_norms, const int* __restrict__ order_of,
                                              int k, int block_n, const int* __restrict__ rows,
                                              const int* __restrict__ sizes, const int* __restrict__ candidates,
                                              int per_row, const unsigned int* __restrict__ listed_count,
-                                             int* __restrict__ labels) {
+                                             int lanes, int vec4, int* __restrict__ labels) {
   const unsigned int count = *listed_count;
-  const unsigned int warps = (gridDim.x * blockDim.x) >> 5;
-  for (unsigned int i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < count; i += warps) {
-    const long long row = rows[i];
-    const float* point = x + row * d;
-    Winner winner;
-    for (int c = 0; c < sizes[i]; ++c) {
-      const int j = candidates[(long long)i * per_row + c];
-      // j < k holds wherever scores stay far below the packed sentinel (bound.packable); the
-      // streamed path does not check its chunks for that yet, so guard the reads here.
-      if (j >= k) continue;
-      if (j >= 0) consider(winner, fp32_score(point, centroids, half_norms, d, j), j, order_of);
-      else consider_all(winner, point, centroids, half_norms, order_of, d, -1 - j, block_n, k);  // a column
-    }
-    if ((threadIdx.x & 31) == 0) labels[row] = winner.label;
-  }
+  if (vec4)
+    recheck_rows<4>(x, d, centroids, half_norms, order_of, k, block_n, rows, sizes, candidates, per_row, count, lanes,
+                    labels);
+  else
+    recheck_rows<1>(x, d, centroids, half_norms, order_of, k, block_n, rows, sizes, candidates, per_row, count, lanes,
+                    labels);
 }
 
 // tile_best, tile_second, tile_labels: tile-major, tiles x n. Lane t looks at tile t (and t + 32,

@@ -38,8 +38,8 @@ from impls.gpu.kmbench_gpu import bound, hopper_pass
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
                                         WHOLE_MAX_DIM, bound_arguments, candidates_kept, copy_engine, crowded_columns,
-                                        default_tilings, device_bytes, kept_tiles, pack_bits, slots, tensor_status,
-                                        tiered_arguments, tiling_from_env)
+                                        default_tilings, device_bytes, kept_tiles, pack_bits, recheck_lanes, slots,
+                                        tensor_status, tiered_arguments, tiling_from_env)
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +50,7 @@ SHARED_HISTOGRAM_K = 12288  # k int counters in 48 KB of shared memory
 # setting, so bench/tensor_experiments.py update measures one against the other in one process.
 SCATTER = "block"
 SCATTER_THREADS = 512
+RECHECK_BLOCKS_PER_SM = 6  # as recheck.cu's __launch_bounds__(256, 6) on candidate_recheck
 SCATTER_BLOCKS_PER_SM = 2  # long ranges per block: most of k's labels meet in each block's counters
 GROUP = 32  # centroids per neighbourhood when they are renumbered (a quarter of a re-check tile)
 # Tiles tile_recheck scores whole for one point; past it, the point goes to exact_assign, whose
@@ -139,7 +140,12 @@ class TensorPath:
         self.passed_count = cupy.zeros(1, dtype=cupy.uint32)
         rechecks = cupy.RawModule(code=(HERE / "recheck.cu").read_text(), options=("-std=c++17",))
         self._candidate_recheck = rechecks.get_function("candidate_recheck")
+        # 16-byte loads where rows and centroids allow them (cupy's buffers are 256-byte aligned).
+        vec4 = d % 4 == 0 and x.data.ptr % 16 == 0
+        self._recheck_split = (np.int32(recheck_lanes(d, 4 if vec4 else 1)), np.int32(vec4))
         self._tile_recheck = rechecks.get_function("tile_recheck")
+        renumber = cupy.RawModule(code=(HERE / "renumber.cu").read_text(), options=("-std=c++17",))
+        self._renumber = {name: renumber.get_function(name) for name in ("neighbourhood_keys", "gather_centroids")}
         module = cupy.RawModule(code=(HERE / "update.cu").read_text(), options=("-std=c++17",))
         self._update = {name: module.get_function(name)
                         for name in ("histogram", "scan", "chunk_scan", "scatter", "block_scatter", "segment_sums", "finish",
@@ -172,6 +178,9 @@ class TensorPath:
         sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
         self._exact_programs = sms * EXACT_PROGRAMS_PER_SM
         self._stream_blocks = max(1, min((n + 255) // 256, sms * 8))
+        # candidate_recheck's grid in one wave (its __launch_bounds__): each warp walks a fixed
+        # share of the list, so blocks of a second wave would start their shares late.
+        self._recheck_blocks = max(1, min((n + 255) // 256, sms * RECHECK_BLOCKS_PER_SM))
         self._scatter_blocks = max(1, min((n + SCATTER_THREADS - 1) // SCATTER_THREADS, sms * SCATTER_BLOCKS_PER_SM))
 
     # ------------------------------------------------------------------ state
@@ -208,26 +217,26 @@ class TensorPath:
     def order_by_neighbourhood(self) -> None:
         """Renumber the centroids so that near ones sit in the same tiles: each goes with the
         nearest of every GROUP-th centroid (float32 products; only the order depends on them),
-        and the groups are laid out one after another, each by distance to its pivot. A re-checked point's candidates are the
-        centroids near its winner, so they then fall in one or two tiles instead of anywhere in
-        k. Part of the run (inside its timed region); ties still go to the lower index of the
-        harness's numbering (order_of), and centroids_in_order() undoes it."""
+        and the groups are laid out one after another, each by distance to its pivot. A
+        re-checked point's candidates are the centroids near its winner, so they then fall in
+        one or two tiles instead of anywhere in k. Part of the run (inside its timed region),
+        hence renumber.cu's few launches; ties still go to the lower index of the harness's
+        numbering (order_of), and centroids_in_order() undoes it."""
         import cupy
 
         if self.k <= GROUP:
             return
-        single = self.centroids
-        pivots = single[::GROUP]
-        scores = 0.5 * (pivots * pivots).sum(axis=1)[None, :] - single @ pivots.T
-        nearest = scores.argmin(axis=1)
-        # Within a group, by distance to its pivot: centroids of two blobs that share a pivot
-        # then sit apart instead of interleaved.
-        squared = cupy.maximum((single * single).sum(axis=1) + 2 * scores[cupy.arange(self.k), nearest], 0)
-        key = nearest.astype(cupy.float64) * (squared.max().astype(cupy.float64) * 2 + 1) + squared.astype(cupy.float64)
-        order = cupy.argsort(key).astype(cupy.int32)
-        self.order_of[...] = self.order_of[order]
-        for buffer in (self.centroids64, self.centroids, self.centroids_tf32, self.half_norms):
-            buffer[...] = buffer[order]
+        k, d = np.int32(self.k), np.int32(self.d)
+        keys = cupy.empty(self.k, dtype=cupy.uint64)
+        self._renumber["neighbourhood_keys"]((-(-self.k // 8),), (256,),
+                                             (self.centroids, self.half_norms, k, d, np.int32(GROUP), keys))
+        order = cupy.argsort(keys)
+        buffers = (self.centroids64, self.centroids, self.centroids_tf32, self.half_norms, self.order_of)
+        scratch = tuple(cupy.empty_like(buffer) for buffer in buffers)
+        blocks = (max(1, min(-(-self.k * self.d // 256), self._stream_blocks)),)
+        gather = self._renumber["gather_centroids"]
+        gather(blocks, (256,), (order, k, d) + buffers + scratch)
+        gather(blocks, (256,), (np.uint64(0), k, d) + scratch + buffers)  # back where the graph reads them
 
     def crowded_fraction(self, sample: int = 1024) -> float:
         """The share of the centroids that, taken as points, the TF32 pass could not certify:
@@ -316,9 +325,10 @@ class TensorPath:
             scanned, scanned_limits, scanned_count = self.passed, self.passed_limits, self.passed_count
         elif self.candidates:
             self._candidate_recheck(
-                blocks, (256,), (self.x, np.int32(self.d), self.centroids, self.half_norms, self.order_of, k,
-                                 np.int32(self.slots), self.candidate_rows, self.candidate_sizes, self.candidate_index,
-                                 np.int32(self.candidates), self.candidate_count, self.labels))
+                (self._recheck_blocks,), (256,),
+                (self.x, np.int32(self.d), self.centroids, self.half_norms, self.order_of, k, np.int32(self.slots),
+                 self.candidate_rows, self.candidate_sizes, self.candidate_index, np.int32(self.candidates),
+                 self.candidate_count, *self._recheck_split, self.labels))
         launch["flagged_histogram"](blocks, (256,), (self.labels, scanned, scanned_count, self.flagged_counts))
         launch["flagged_scan"]((1,), (1024,), (self.flagged_counts, np.int32(self.k), self.flagged_starts,
                                                self.flagged_cursor))
@@ -399,8 +409,12 @@ class TensorPath:
         else:
             scatter = ("scatter", lambda: launch["scatter"]((self._stream_blocks * 2,), (256,),
                                                             (self.labels, n, self.cursor, self.order)))
+        # With counts in shared memory each block adds its k counts to global memory once, so the
+        # histogram takes the scatter's few long ranges: 1,056 blocks made it about one global atomic
+        # a point at 1e6 points, k = 1,000 (20 us, NOTES.md).
+        histogram_grid = ((self._scatter_blocks,), (SCATTER_THREADS,)) if shared_k else ((self._stream_blocks,), (256,))
         return [
-            ("histogram", lambda: launch["histogram"]((self._stream_blocks,), (256,),
+            ("histogram", lambda: launch["histogram"](*histogram_grid,
                                                       (self.labels, n, k, self.counts, np.int32(shared_k), previous,
                                                        self.changed, np.int32(track)), shared_mem=shared_k * 4)),
             (scan, lambda: launch[scan]((1,), (1024,), (self.counts, k, self.starts, self.cursor) + scan_tail)),

@@ -90,6 +90,18 @@ def pack_bits(d: int, k: int, tiling: tuple) -> int:
 # IEEE (KMBENCH_TENSOR_RECHECK: those are the scan's precisions, so the scan takes every point).
 CANDIDATES = 8
 KEPT_TILES_MAX = 64
+
+
+def recheck_lanes(d: int, vec: int) -> int:
+    """Lanes candidate_recheck gives one candidate (recheck.cu): a power of two from 8 to 32, so
+    that each lane adds about four loads of `vec` coordinates and a warp scores 32 / lanes
+    candidates at once (8 lanes at d = 64 and 128, 32 from d = 257 with 16-byte loads)."""
+    lanes = 8
+    while lanes < 32 and lanes * vec * 4 < d:
+        lanes *= 2
+    return lanes
+
+
 # A slot whose runner-up is in play too is scored whole (a column of the tiles) up to this many
 # tiles; past it, its row is scanned. At 1e6 x 128, k = 1,024 (32 tiles) columns took the
 # re-check from 0.21 to 0.12 ms; at 1e7 x 128, k = 4,096 (128 tiles) from 1.2 to 2.0 ms
