@@ -23,6 +23,10 @@ run from the repository root with it on the path:
     python3 bench/tensor_experiments.py passes [SHAPES]
                                                   # Triton's pass against the Hopper pass with
                                                   # the re-checks they lead to, per kernel
+    python3 bench/tensor_experiments.py region [SHAPES]
+                                                  # a cell's timed region in parts: what runs
+                                                  # before the iterations, the CUDA graph, and
+                                                  # ten iterations back to back per kernel group
 
 Tilings are set through KMBENCH_TENSOR_TILING in this process only; the benchmark itself is
 `kmbench reproduce embeddings`."""
@@ -439,7 +443,56 @@ def hopper() -> None:
             show(f"{data.name} k={k} {tag}", record)
 
 
+def region() -> None:
+    """The timed region of a cell as kmbench runs it, in parts (CUDA events): what runs before
+    the iterations (the renumbering), the graph of ten iterations; then ten iterations launched
+    back to back, split into the TF32 pass, the re-check and the update."""
+    import time
+
+    import cupy
+
+    shapes = sys.argv[2] if len(sys.argv) > 2 else "1000000,64,1000;1000000,128,1024"
+    for shape in shapes.split(";"):
+        n, d, k = (int(v) for v in shape.split(","))
+        problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
+        impl = KmbenchGpu()
+        impl.prepare(problem)
+        impl.run(problem)  # warm-up, as the harness does
+        chosen, start = impl._chosen, np.asarray(problem.initial_centroids, np.float64) - impl._shift
+        events = [cupy.cuda.Event() for _ in range(31)]
+        for _ in range(3):
+            chosen.start(start, False)
+            cupy.cuda.Device().synchronize()
+            stream = impl._stream  # the graph's capture stream
+            with stream:
+                began = time.perf_counter()
+                events[0].record(stream)
+                chosen.before_iterations()
+                events[1].record(stream)
+                host = time.perf_counter() - began
+                impl._graph.launch(stream)
+                events[2].record(stream)
+                events[2].synchronize()
+            before, graph = (cupy.cuda.get_elapsed_time(events[i], events[i + 1]) for i in (0, 1))
+            print(f"{n}x{d} k={k}: before the iterations {before:.3f} ms (host {host * 1e3:.3f}), graph {graph:.3f} "
+                  f"ms ({graph / 10:.3f} an iteration)", flush=True)
+        path = chosen.path
+        chosen.start(start, False)
+        cupy.cuda.Device().synchronize()
+        for i in range(10):
+            for j, step in enumerate((path.certify, path.recheck_flagged, lambda: path.update(track=False))):
+                events[3 * i + j].record()
+                step()
+        events[30].record()
+        events[30].synchronize()
+        parts = np.array([cupy.cuda.get_elapsed_time(events[j], events[j + 1]) for j in range(30)]).reshape(10, 3) * 1e3
+        later = parts[1:].mean(axis=0)
+        print(f"{n}x{d} k={k}: back to back, iterations 2-10: pass {later[0]:.1f} us, re-check {later[1]:.1f} us, "
+              f"update {later[2]:.1f} us; the first {parts[0].round(1).tolist()}", flush=True)
+        impl.release()
+
+
 if __name__ == "__main__":
     {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown,
      "rechecks": rechecks, "wide": wide, "epilogue": epilogue, "candidates": candidates, "update": update,
-     "hopper": hopper, "passes": passes}[sys.argv[1]]()
+     "hopper": hopper, "passes": passes, "region": region}[sys.argv[1]]()
