@@ -137,6 +137,18 @@ __device__ __forceinline__ int ring_claim(unsigned long long* empty, long long p
     return s;
 }
 
+// A consumer warp's arrival on an mbarrier (the ring's empty[s]): lane 0's, once the warp has
+// converged, so that every lane's reads of the stage are done.
+__device__ __forceinline__ void warp_arrive(unsigned long long* barrier, int lane) {
+    __syncwarp();
+    if (lane == 0) barrier_arrive(barrier);
+}
+
+// A consumer's next stage of the ring, and the parity of its fill.
+__device__ __forceinline__ void ring_next(int& s, unsigned& phase, int stages) {
+    if (++s == stages) s = 0, phase ^= 1;
+}
+
 // Both passes' hopper_assign take one argument list (hopper_pass.py launches either with the same
 // tuple): the rows as the pass reads them (x_tf32, or hopper_wide.cu's tiled copy), then the rest.
 #define HOPPER_ASSIGN_PARAMETERS(rows)                                                                              \

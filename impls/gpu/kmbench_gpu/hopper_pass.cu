@@ -216,9 +216,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             // The next rows load while this tile's epilogue and the rows' outcomes run.
             if (tile == tile_count - 1 && !last_rows) load_rows(held, first + stride, x, n, t);
             fold_tile<TILE_N>(acc, stage + TILE_N * DIM, t, lift, unsigned(tile * FOLDS), pack_scale, best, second);
-            __syncwarp();
-            if (lane == 0) barrier_arrive(&empty[s]);
-            if (++s == STAGES) s = 0, phase ^= 1;
+            warp_arrive(&empty[s], lane);
+            ring_next(s, phase, STAGES);
         }
 
         // Each row's best two over its 32 slots, its certificate, and the lists it goes on.

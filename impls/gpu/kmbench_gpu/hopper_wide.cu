@@ -126,8 +126,7 @@ __device__ __forceinline__ void chunk_products(float (&acc)[128], const float* s
 // After a chunk's products are issued: the chunk before it is released once its products are done.
 __device__ __forceinline__ void release_before(unsigned long long* empty, int lane) {
     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-    __syncwarp();
-    if (lane == 0) barrier_arrive(empty);
+    warp_arrive(empty, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_ASSIGN_PARAMETERS(rows_tiled)) {
@@ -189,7 +188,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
                 chunk_products<CHUNK / 8>(acc, stages + s * STAGE_FLOATS, group, c == 0);
                 if (c > 0) release_before(&empty[previous], lane);
                 previous = s;
-                if (++s == STAGES) s = 0, phase ^= 1;
+                ring_next(s, phase, STAGES);
             }
             barrier_wait(&full[s], phase);
             chunk_products<LAST_STEPS>(acc, stages + s * STAGE_FLOATS, group, CHUNKS == 1);
@@ -198,9 +197,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             pin(acc);
             fold_tile<TILE_N>(acc, stages + s * STAGE_FLOATS + (ROWS + TILE_N) * CHUNK, t, lift,
                               unsigned(tile * FOLDS), pack_scale, best, second);
-            __syncwarp();
-            if (lane == 0) barrier_arrive(&empty[s]);
-            if (++s == STAGES) s = 0, phase ^= 1;
+            warp_arrive(&empty[s], lane);
+            ring_next(s, phase, STAGES);
         }
 
         Outcome o[2];

@@ -26,34 +26,6 @@ struct Winner {
   int order = 0x7fffffff;  // the label's index in the harness's numbering
 };
 
-// h_j - x . c_j in FP32, every lane holding the same value at the end: the butterfly adds the
-// same two numbers in every pair of lanes at each step, and FP32 addition commutes.
-__device__ __forceinline__ float fp32_score(const float* __restrict__ point, const float* __restrict__ centroids,
-                                            const float* __restrict__ half_norms, int d, int j) {
-  const float* centroid = centroids + (long long)j * d;
-  float dot = 0.0f;
-  for (int dim = threadIdx.x & 31; dim < d; dim += 32) dot = fmaf(point[dim], centroid[dim], dot);
-  for (int offset = 16; offset > 0; offset >>= 1) dot += __shfl_xor_sync(FULL_MASK, dot, offset);
-  return half_norms[j] - dot;
-}
-
-// Equal FP32 scores go to the lowest index in the harness's numbering (order_of), as in the
-// oracle and in exact_assign, whatever order the path keeps its centroids in.
-__device__ __forceinline__ void consider(Winner& winner, float score, int j, const int* __restrict__ order_of) {
-  const int order = order_of[j];
-  if (score < winner.score || (score == winner.score && order < winner.order)) {
-    winner.score = score;
-    winner.label = j;
-    winner.order = order;
-  }
-}
-
-__device__ __forceinline__ void consider_all(Winner& winner, const float* __restrict__ point,
-                                             const float* __restrict__ centroids, const float* __restrict__ half_norms,
-                                             const int* __restrict__ order_of, int d, int first, int step, int last) {
-  for (int j = first; j < last; j += step) consider(winner, fp32_score(point, centroids, half_norms, d, j), j, order_of);
-}
-
 // A group of `lanes` lanes (a power of two, the warp split into 32 / lanes groups; `mask` its
 // lanes) scores centroid j: each lane adds VEC coordinates at a time, the group's butterfly adds
 // the same two numbers in every pair of lanes at each step, so all its lanes hold the same score.
@@ -78,6 +50,29 @@ __device__ __forceinline__ float group_score(const float* __restrict__ point, co
   }
   for (int offset = lanes / 2; offset > 0; offset >>= 1) dot += __shfl_xor_sync(mask, dot, offset);
   return half_norm - dot;
+}
+
+// h_j - x . c_j in FP32 by the whole warp (tile_recheck), every lane holding the same value.
+__device__ __forceinline__ float fp32_score(const float* __restrict__ point, const float* __restrict__ centroids,
+                                            const float* __restrict__ half_norms, int d, int j) {
+  return group_score<1>(point, centroids, half_norms, d, j, 32, threadIdx.x & 31, FULL_MASK);
+}
+
+// Equal FP32 scores go to the lowest index in the harness's numbering (order_of), as in the
+// oracle and in exact_assign, whatever order the path keeps its centroids in.
+__device__ __forceinline__ void consider(Winner& winner, float score, int j, const int* __restrict__ order_of) {
+  const int order = order_of[j];
+  if (score < winner.score || (score == winner.score && order < winner.order)) {
+    winner.score = score;
+    winner.label = j;
+    winner.order = order;
+  }
+}
+
+__device__ __forceinline__ void consider_all(Winner& winner, const float* __restrict__ point,
+                                             const float* __restrict__ centroids, const float* __restrict__ half_norms,
+                                             const int* __restrict__ order_of, int d, int first, int step, int last) {
+  for (int j = first; j < last; j += step) consider(winner, fp32_score(point, centroids, half_norms, d, j), j, order_of);
 }
 
 // One warp per listed point. Why groups (NOTES.md): one candidate at a time, a warp waited on the
