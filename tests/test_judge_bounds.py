@@ -72,7 +72,7 @@ def _a_step(k=6, n=3000, d=3):
     previous = data[:k].astype(np.float64)
     certifier = Certifier.of(data, precision.FLOAT32)
     found = assign(certifier.data, previous, precision.FLOAT32, certifier.geometry)
-    groups = group(certifier.data, found.nearest, previous, certifier.geometry.mean, np)
+    groups = group(certifier.data, found.nearest, previous, certifier.geometry, np)
     means, _ = groups.means(previous, np)
     assert found.unique.all()  # every label is fixed, so the bound is the documented one alone
     return certifier, previous, found.nearest, means, documented_mean_bound(groups.counts, groups.weights, means)
@@ -80,7 +80,7 @@ def _a_step(k=6, n=3000, d=3):
 
 def test_the_judge_uses_the_documented_mean_bound():
     certifier, previous, labels, means, documented = _a_step()
-    groups = group(certifier.data, labels, previous, certifier.geometry.mean, np)
+    groups = group(certifier.data, labels, previous, certifier.geometry, np)
     np.testing.assert_allclose(rounding_bound(groups, means, precision.FLOAT32, np), documented, rtol=1e-12)
 
 
@@ -114,7 +114,7 @@ def test_a_label_past_the_distance_bound_fails_and_one_within_passes(times, admi
     labels = np.r_[np.full(len(others), 2), 1]
     gap = ((point - c[1]) ** 2).sum() - ((point - c[0]) ** 2).sum()
     assert gap == pytest.approx(times * allowance, rel=0.05)
-    groups = group(certifier.data, labels, c, certifier.geometry.mean, np)
+    groups = group(certifier.data, labels, c, certifier.geometry, np)
     means, _ = groups.means(c, np)
     step = certifier.step(1, c, means, labels)
     assert (step.failure is None) == admissible, step.failure and step.failure.sentence()
@@ -126,7 +126,7 @@ def test_a_label_past_the_distance_bound_fails_and_one_within_passes(times, admi
 def test_the_float64_reference_is_the_plain_float64_lloyd(seed, k, d):
     data = blob_data(np.random.default_rng(seed), n=4000, d=d, k=k)
     start = data[:k]
-    fast, done, _, labels = certify.float64_lloyd(data, start, 12)
+    fast, done, _, labels, _ = certify.float64_lloyd(data, start, 12)
     plain = reference.lloyd(data, start, 12)
     assert done == plain.iterations == 12
     np.testing.assert_array_equal(labels, plain.labels)
@@ -143,7 +143,7 @@ def test_a_cluster_without_a_bound_hides_no_other():
     previous = np.array([[0.0, 0.0], [30.0, 30.0]])
     certifier = Certifier.of(data, coarse)
     labels = np.r_[np.zeros(200, int), np.ones(50, int)]
-    means, _ = group(certifier.data, labels, previous, certifier.geometry.mean, np).means(previous, np)
+    means, _ = group(certifier.data, labels, previous, certifier.geometry, np).means(previous, np)
     step = certifier.step(1, previous, means, labels)
     assert step.failure is None and step.unbounded == 1
     moved = means.copy()
@@ -181,7 +181,7 @@ def test_bounds_at_large_contain_the_pairwise_ones():
 def test_without_labels_far_from_the_origin_a_step_passes_and_a_stray_centroid_fails(monkeypatch, pairwise):
     monkeypatch.setattr(certify, "PAIR_ELEMENTS", 1 << 40 if pairwise else 0)
     certifier, previous, found = _far_from_the_origin()
-    means, _ = group(certifier.data, found.nearest, previous, certifier.geometry.mean, np).means(previous, np)
+    means, _ = group(certifier.data, found.nearest, previous, certifier.geometry, np).means(previous, np)
     assert certifier.step(1, previous, means).failure is None
     stray = means.copy()
     # Outside every point's box by more than a worst-case float32 sum of 3,000 points near
@@ -200,7 +200,7 @@ def test_a_frozen_empty_cluster_gets_the_end_slack_with_or_without_labels(with_l
     previous = np.array([[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [20.0, 20.0, 20.0]])  # the last stays empty
     certifier = Certifier.of(data, precision.FLOAT32)
     found = assign(certifier.data, previous, precision.FLOAT32, certifier.geometry)
-    groups = group(certifier.data, found.nearest, previous, certifier.geometry.mean, np)
+    groups = group(certifier.data, found.nearest, previous, certifier.geometry, np)
     means, filled = groups.means(previous, np)
     assert not filled[2]
     slack = rounding_bound(groups, means, precision.FLOAT32, np)[filled].max()
@@ -221,7 +221,7 @@ def test_a_cluster_with_a_few_clear_points_stays_in_their_mean_and_the_ambiguous
     certifier = Certifier.of(data, precision.FLOAT32)
     previous = data[:40].astype(np.float64)
     found = assign(certifier.data, previous, precision.FLOAT32, certifier.geometry)
-    means, _ = group(certifier.data, found.nearest, previous, certifier.geometry.mean, np).means(previous, np)
+    means, _ = group(certifier.data, found.nearest, previous, certifier.geometry, np).means(previous, np)
     assert found.unique[found.nearest == 1].any()  # centroid 1 has a clear point
     stray = means.copy()
     stray[1] += 100 * certifier.spread

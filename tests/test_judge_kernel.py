@@ -1,5 +1,6 @@
-"""The judge's own fused kernel (kmbench.judge.scan, low d on the GPU): compiled with nvcc where it
-is on PATH (CI has it), and on a GPU it finds the same two nearest centroids as the CPU's k-d tree."""
+"""The judge's own kernels (kmbench.judge.kernels: the fused float64 scan at low d, the two
+smallest of a float32 score matrix at high d): compiled with nvcc where it is on PATH (CI has
+it), and on a GPU they find the same two nearest centroids as a plain float64 scan."""
 
 import shutil
 import subprocess
@@ -7,14 +8,14 @@ import subprocess
 import numpy as np
 import pytest
 
-from kmbench.judge import scan
-from kmbench.judge.precision import FLOAT32
+from kmbench.judge import kernels
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-def test_the_fused_kernel_compiles(tmp_path):
+@pytest.mark.parametrize("text", [kernels.FUSED_SOURCE, kernels.SCORED_SOURCE])
+def test_the_kernels_compile(tmp_path, text):
     source = tmp_path / "best_two.cu"
-    source.write_text(scan._FUSED_SOURCE)
+    source.write_text(text)
     done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-o", str(tmp_path / "k.cubin"), str(source)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -29,7 +30,7 @@ def test_the_fused_kernel_finds_the_two_nearest(d, k):
     data = rng.integers(-5, 6, (20_000, d)).astype(np.float64)  # exact ties among integer centroids
     centroids = data[rng.choice(len(data), k, replace=False)] + 0.25
     mean = data.mean(axis=0)
-    d1, d2, best = (cupy.asnumpy(a) for a in scan._fused_best_two(
+    d1, d2, best = (cupy.asnumpy(a) for a in kernels.fused_best_two(
         cupy.asarray(data), cupy.asarray(centroids - mean), cupy.asarray(mean), cupy))
     exact = ((data[:, None, :] - centroids[None]) ** 2).sum(axis=2)
     order = np.sort(exact, axis=1)
@@ -41,6 +42,25 @@ def test_the_fused_kernel_finds_the_two_nearest(d, k):
     # On exact ties the kernel, working on centred coordinates, may round either way: any tied
     # minimum will do (the judge scores such points again in float64, lowest index first).
     assert (exact[ties, best[ties]] <= order[ties, 0] + 1e-9).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows, k", [(1000, 1), (5000, 7), (3000, 33), (2000, 4096)])
+def test_the_score_kernel_picks_the_two_smallest_scores(rows, k):
+    """Against NumPy on the same float32 scores; ties (repeated centroids) go to the lowest index."""
+    import cupy
+
+    rng = np.random.default_rng(k)
+    products = rng.standard_normal((rows, k)).astype(np.float32)
+    half = rng.standard_normal(k).astype(np.float32)
+    if k > 2:
+        products[:, k - 1], half[k - 1] = products[:, 1], half[1]  # an exact tie with column 1
+    d1, d2, best = (cupy.asnumpy(a) for a in kernels.scored_best_two(cupy.asarray(products), cupy.asarray(half), cupy))
+    scores = half[None, :] - np.float32(2) * products
+    order = np.sort(scores, axis=1)
+    np.testing.assert_array_equal(d1, order[:, 0])
+    np.testing.assert_array_equal(best, np.argmin(scores, axis=1))
+    np.testing.assert_array_equal(d2, order[:, 1] if k > 1 else np.full(rows, np.inf))
 
 
 GPU_ROWS = ["kmbench-gpu", "yinyang-gpu", "triton-fused", "cuda-v3"]

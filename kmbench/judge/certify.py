@@ -14,17 +14,20 @@ parts from float64's, and the float64 step itself is how the reference trajector
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kmbench.judge.precision import FLOAT64, Precision
 from kmbench.judge.scan import Assignment, Geometry, admissible, assign
+from kmbench.judge.seeds import Bank, closest_first
 from kmbench.judge.sums import (Groups, chosen_chunks, cluster_sum_factors, group, kept_bound, rounding_bound, rows_of,
                                 widen_boxes)
 from kmbench.protocol import reference
 
 PAIR_ELEMENTS = 1 << 27  # (point, centroid) pairs x d visited one by one; past it, bounds at large
+SEEDS_FROM_K = 32  # above this many centroids scans start from kept ones (kmbench.judge.seeds)
 
 
 @dataclass
@@ -61,6 +64,13 @@ class StepResult:
     inadmissible: float = 0.0  # share of the row's labels that are not admissible
     assignment: Assignment | None = None  # the judge's view of this step's assignment
     unbounded: int = 0  # clusters too large for a worst-case sum bound: means not checked
+    inertia_before: float | None = None  # the float64 inertia of the centroids the step started from
+
+
+def digest(centroids) -> str:
+    """A key for one set of centroids (their float64 bytes)."""
+    values = np.ascontiguousarray(reference.to_numpy(centroids), dtype=np.float64)
+    return hashlib.sha256(str(values.shape).encode() + values.tobytes()).hexdigest()[:32]
 
 
 @dataclass
@@ -73,11 +83,31 @@ class Certifier:
     geometry: Geometry
     xp: object = np
     direct: bool = False  # the row declares direct distances, sum of (x - c)^2 (scan.assign)
+    bank: Bank = field(default_factory=Bank)  # the problem's scans by step (kmbench.judge.seeds)
+    recent: list = field(default_factory=list)  # this certifier's last scans, newest first
 
     @classmethod
-    def of(cls, data, precision: Precision, xp=np, direct: bool = False) -> "Certifier":
+    def of(cls, data, precision: Precision, xp=np, direct: bool = False, bank: Bank | None = None,
+           spread: float | None = None, geometry: Geometry | None = None) -> "Certifier":
+        """spread, geometry: the data's, where the caller has them (the oracle's), else made."""
         data = reference.resident(data, xp)
-        return cls(data, precision, reference.spread(data, xp), Geometry.of(data, xp), xp, direct)
+        return cls(data, precision, reference.spread(data, xp) if spread is None else spread,
+                   geometry if geometry is not None else Geometry.of(data, xp), xp, direct,
+                   bank if bank is not None else Bank())
+
+    def scan(self, iteration: int, previous):
+        """The judge's assignment from `previous` at this step, started from the closest kept
+        scans (the bank's of this step, this trajectory's last); kept in turn. With few centroids
+        a scan costs no more than carrying bounds does: none are kept."""
+        n, k = self.data.shape[0], previous.shape[0]
+        if k <= SEEDS_FROM_K:
+            return assign(self.data, previous, self.precision, self.geometry, self.xp, self.direct)
+        seeds = closest_first([self.bank.get(iteration), *self.recent], previous, n, self.xp)
+        found = assign(self.data, previous, self.precision, self.geometry, self.xp, self.direct, seeds)
+        seed = found.seed(previous)
+        self.recent = [seed, *self.recent[:1]]
+        self.bank.keep(iteration, seed)
+        return found
 
     def _spreads(self, value) -> float:
         return float(value) / max(self.spread, 1e-300)
@@ -90,12 +120,13 @@ class Certifier:
         xp, k = self.xp, previous.shape[0]
         previous = xp.asarray(previous, dtype=xp.float64)
         new = xp.asarray(new, dtype=xp.float64)
-        found = assign(self.data, previous, self.precision, self.geometry, xp, self.direct)
-        by_float64 = group(self.data, found.nearest, previous, self.geometry.mean, xp)
+        found = self.scan(iteration, previous)
+        by_float64 = group(self.data, found.nearest, previous, self.geometry, xp)
         float64_step, _ = by_float64.means(previous, xp)
         own_bound = rounding_bound(by_float64, float64_step, self.precision, xp)
         as_float64 = self._within(new, float64_step, own_bound) is None
-        result = StepResult(None, as_float64, float64_step, near_ties=found.near_ties, assignment=found)
+        result = StepResult(None, as_float64, float64_step, near_ties=found.near_ties, assignment=found,
+                            inertia_before=by_float64.inertia())
         finite = own_bound[xp.isfinite(own_bound)]
         slack = float(finite.max()) if end and finite.size else 0.0  # for frozen empty clusters
         # A cluster of 2^23 points or more has no worst-case float32 sum bound (gamma_n >= 1/2):
@@ -145,7 +176,7 @@ class Certifier:
         result.as_float64 = result.as_float64 and result.ties_other_way == 0
         if not bool(good.all()):
             return self._label_failure(iteration, found, previous, labels, good)
-        groups = group(self.data, labels, previous, self.geometry.mean, xp)
+        groups = group(self.data, labels, previous, self.geometry, xp)
         means, filled = groups.means(previous, xp)
         return (self._empty_moved(iteration, previous, new, ~filled, slack)
                 or self._mean_failure(iteration, new, means, rounding_bound(groups, means, self.precision, xp),
@@ -179,9 +210,9 @@ class Certifier:
         join it (counts, weights), their summed distance from its clear mean, and their box."""
         xp, (k, d) = self.xp, previous.shape
         points, owners = found.pair_points, found.pair_centroids
-        extra = group(self.data, owners, previous, self.geometry.mean, xp, rows=points)
+        extra = group(self.data, owners, previous, self.geometry, xp, rows=points)
         away, low, high = xp.zeros(k), xp.full((k, d), xp.inf), xp.full((k, d), -xp.inf)
-        for x, own in chosen_chunks(self.data, points, owners, xp):
+        for x, own in chosen_chunks(self.data, points, owners, xp, self.geometry):
             away += xp.bincount(own, weights=xp.sqrt(((x - fixed_means[own]) ** 2).sum(axis=1)), minlength=k)
             widen_boxes(low, high, own, x, xp)
         return extra, away, low, high
@@ -194,7 +225,7 @@ class Certifier:
         xp, (k, d) = self.xp, previous.shape
         mean = self.geometry.mean
         radius, low, high = 0.0, xp.full(d, xp.inf), xp.full(d, -xp.inf)
-        for x, _ in chosen_chunks(self.data, tied, tied, xp):
+        for x, _ in chosen_chunks(self.data, tied, tied, xp, self.geometry):
             radius = max(radius, float(xp.sqrt(((x - mean) ** 2).sum(axis=1)).max()))
             low, high = xp.minimum(low, x.min(axis=0)), xp.maximum(high, x.max(axis=0))
         counts = xp.bincount(found.pair_centroids, minlength=k).astype(xp.float64)
@@ -212,7 +243,7 @@ class Certifier:
         tied = xp.nonzero(~found.unique)[0]
         fixed = by_float64
         if tied.size:
-            removed = group(self.data, found.nearest[tied], previous, mean, xp, rows=tied)
+            removed = group(self.data, found.nearest[tied], previous, self.geometry, xp, rows=tied)
             fixed = Groups(by_float64.counts - removed.counts, by_float64.sums - removed.sums,
                            by_float64.weights - removed.weights)
         fixed_means, has_fixed = fixed.means(previous, xp)
@@ -258,19 +289,21 @@ class Certifier:
         return None
 
 
-def float64_lloyd(data, start, iterations: int, tol=None, xp=np, progress=None):
+def float64_lloyd(data, start, iterations: int, tol=None, xp=np, progress=None, bank: Bank | None = None,
+                  geometry: Geometry | None = None):
     """The float64 reference by the judge's own steps (certified float64 decisions, float64
-    sums): (centroids, iterations done, clusters ever empty, last labels), stopping by the
-    tolerance rule (kmbench.protocol.stop_done) where `tol` is given."""
+    sums): (centroids, iterations done, clusters ever empty, last labels, its inertia), stopping
+    by the tolerance rule (kmbench.protocol.stop_done) where `tol` is given. Each step's scan is
+    kept in `bank`, for the rows' steps to start from; the inertia's scan (from the last
+    centroids) as the step after the last."""
     from kmbench.protocol import stop_done
 
-    data = reference.resident(data, xp)
-    geometry = Geometry.of(data, xp)
+    walker = Certifier.of(data, FLOAT64, xp, bank=bank, spread=0.0, geometry=geometry)  # it words no failure in spreads
     centroids = xp.asarray(start, dtype=xp.float64)
     labels, done, emptied = None, 0, xp.zeros(centroids.shape[0], dtype=bool)
     for done in range(1, iterations + 1):
-        found = assign(data, centroids, FLOAT64, geometry, xp)
-        groups = group(data, found.nearest, centroids, geometry.mean, xp)
+        found = walker.scan(done, centroids)
+        groups = group(walker.data, found.nearest, centroids, walker.geometry, xp)
         changed = found.nearest.size if labels is None else int((found.nearest != labels).sum())
         labels = found.nearest
         centroids, filled = groups.means(centroids, xp)
@@ -279,17 +312,17 @@ def float64_lloyd(data, start, iterations: int, tol=None, xp=np, progress=None):
             progress(done, iterations)
         if stop_done(changed, found.nearest.size, tol):
             break
-    return centroids, done, int(emptied.sum()), labels
+    last = walker.scan(done + 1, centroids)
+    value = group(walker.data, last.nearest, centroids, walker.geometry, xp).inertia()
+    return centroids, done, int(emptied.sum()), labels, value
 
 
-def inertia(data, centroids, xp=np) -> float:
-    """Sum of squared float64 distances from each point to its exact nearest centroid."""
+def inertia(data, centroids, xp=np, bank: Bank | None = None, geometry: Geometry | None = None) -> float:
+    """Sum of squared float64 distances from each point to its exact nearest centroid; the scan
+    starts from the closest of the bank's scans, where one is given."""
     certifier_data = reference.resident(data, xp)
+    geometry = geometry if geometry is not None else Geometry.of(certifier_data, xp)
     centroids = xp.asarray(centroids, dtype=xp.float64)
-    found = assign(certifier_data, centroids, FLOAT64, Geometry.of(certifier_data, xp), xp)
-    total = 0.0
-    step = max(1, reference.CHUNK_ELEMENTS // max(centroids.shape[1], 1))
-    for start, x in reference._chunks(certifier_data, xp, step):
-        own = centroids[found.nearest[start : start + x.shape[0]]]
-        total += float(((x - own) ** 2).sum())
-    return total
+    seeds = closest_first(bank.by_step.values(), centroids, certifier_data.shape[0], xp) if bank else []
+    found = assign(certifier_data, centroids, FLOAT64, geometry, xp, seeds=seeds)
+    return group(certifier_data, found.nearest, centroids, geometry, xp).inertia()

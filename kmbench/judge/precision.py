@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from kmbench.errors import UsageError
 
 
@@ -51,12 +53,14 @@ def narrower(computed: str | None, data: str) -> bool:
     return computed in PRECISIONS and data in PRECISIONS and PRECISIONS[computed].input > PRECISIONS[data].input
 
 
-def gamma(m: float, u: float) -> float:
-    """gamma_m: |prod (1 + delta_i)^(+-1) - 1| <= gamma_m for m roundings of unit u each."""
-    mu = m * u
-    if mu >= 0.5:
-        return float("inf")  # no useful bound: the caller's check then allows anything
-    return mu / (1.0 - mu)
+def gamma(m, u: float):
+    """gamma_m: |prod (1 + delta_i)^(+-1) - 1| <= gamma_m for m roundings of unit u each (m a
+    number, or an array of them: one gamma each)."""
+    mu = np.asarray(m, dtype=np.float64) * u
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Where m u >= 1/2 there is no useful bound: inf, and the caller's check allows anything.
+        out = np.where(mu >= 0.5, np.inf, mu / (1.0 - mu))
+    return float(out) if out.ndim == 0 else out
 
 
 def distance_factor(p: Precision, d: int) -> float:
@@ -67,7 +71,7 @@ def distance_factor(p: Precision, d: int) -> float:
     return 2 * p.input + p.input ** 2 + gamma(d + 8, p.accumulate) + 2 * p.store
 
 
-def sum_factor(p: Precision, count: int) -> float:
+def sum_factor(p: Precision, count):
     """G with |computed mean - exact mean| <= G * sum |x_i - a| / count + 3 store |mean|, for a
     mean of `count` values summed in any order, after subtracting any anchor a (the origin, the
     old centroid or the data's mean), each value first rounded to the input precision. NOTES.md,

@@ -2,10 +2,13 @@
 from a row of a declared precision, and which labels are admissible where rounding could go
 either way. NOTES.md beside this file derives the bounds.
 
-Every point is scored once: in float32 by a matrix product (expanded distances on coordinates
-centred on the data's mean; the judge's own arithmetic, shared with no row), or at low d on the
-CPU by SciPy's k-d tree, which gives the two nearest centroids' float64 distances in
-O(log k) per point where a product costs k, or at low d on the GPU by the judge's own fused
+A point is first tried against the bounds an earlier scan left (`Seed`: the float64 reference's
+scan at the same step, or the previous step of the same trajectory): its old nearest centroid's
+distance now, against a lower bound on every other centroid's (the old bound less how far those
+centroids moved). Where that settles it, no scan is needed. The other points are scored once:
+in float32 by a matrix product (expanded distances on coordinates centred on the data's mean;
+the judge's own arithmetic, shared with no row), or at low d on the CPU by a float64 direct scan
+(few centroids) or SciPy's k-d tree (many), or at low d on the GPU by the judge's own fused
 float64 kernel. A point whose two best scores are further apart than twice the judge's error
 plus twice the row's is *clear*: its nearest centroid is known exactly, and it is the only
 admissible label. Only the other points are scored again in float64, against every centroid;
@@ -18,61 +21,24 @@ a block at a time (kmbench.protocol.reference.blocks).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-import os
-
+from kmbench.judge import kernels
+from kmbench.judge.points import Geometry
 from kmbench.judge.precision import FLOAT32, FLOAT64, PRECISIONS, Precision, distance_factor, gamma
+from kmbench.judge.seeds import Seed, bound_slack
 from kmbench.protocol import reference
 
 SCORE_ELEMENTS = 1 << 24  # points x centroids per float32 score chunk (64 MiB; up to 2 GiB on a GPU)
-KD_TREE_MAX_DIM = 8  # up to here NumPy's scan finds the two nearest with a k-d tree, not a product
+KD_TREE_MAX_DIM = 8  # up to here NumPy's scan finds the two nearest without a product
+DIRECT_MAX_WORK = 256  # k * d up to which NumPy scores every centroid directly, not by a k-d tree
+TREE_ROWS = 1 << 20  # points per k-d tree query (each query starts its threads once)
+TREE_CANDIDATES = 8  # nearest centroids a near-tie is first scored against in float64 (k-d tree)
 FUSED_MAX_DIM = 8  # up to here CuPy's scan runs the judge's own fused float64 kernel, not a product
 FUSED_ROWS = 1 << 25  # points per fused chunk (their float64 copy: 512 MiB at d = 2)
-FUSED_TILE = 256  # centroids per shared-memory tile
-
-# The judge's own kernel (no row's): each thread one point, float64 squared distances to every
-# centroid, the smallest with its lowest index and the second smallest. Only where d is small
-# enough that a matrix product would spend its time writing n x k scores.
-_FUSED_SOURCE = r"""
-extern "C" __global__ void best_two(const double* x, long long n, int d, const double* centroids, int k,
-                                    const double* mean, double* d1, double* d2, int* best) {
-  extern __shared__ double tile[];
-  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  double p[8];
-  if (i < n) for (int j = 0; j < d; ++j) p[j] = x[i * d + j] - mean[j];
-  double first = 1.0 / 0.0, second = 1.0 / 0.0;
-  int index = 0;
-  for (int start = 0; start < k; start += blockDim.x) {
-    int m = min((int)blockDim.x, k - start);
-    __syncthreads();
-    for (int t = threadIdx.x; t < m * d; t += blockDim.x) tile[t] = centroids[(long long)start * d + t];
-    __syncthreads();
-    if (i < n) {
-      for (int q = 0; q < m; ++q) {
-        double s = 0.0;
-        for (int j = 0; j < d; ++j) { double v = p[j] - tile[q * d + j]; s += v * v; }
-        if (s < first) { second = first; first = s; index = start + q; }
-        else if (s < second) second = s;
-      }
-    }
-  }
-  if (i < n) { d1[i] = first; d2[i] = second; best[i] = index; }
-}
-"""
-
-
-@dataclass
-class Geometry:
-    """What every assignment of one problem shares: the data's mean (the judge's anchor)."""
-
-    mean: object  # (d,) float64 on xp
-
-    @classmethod
-    def of(cls, data, xp=np) -> "Geometry":
-        return cls(reference.mean(data, xp))
 
 
 @dataclass
@@ -83,18 +49,25 @@ class Assignment:
       whose float64 distances leave one label within the rounding);
     - pairs: (point, centroid) for every admissible label of the other points, sorted by point;
     - allowance: per point, twice the judge's float64 error plus twice the row's error: how far
-      above the smallest distance an admissible label may lie (float32, rounded up: for reports).
-    Kept compact (int32 labels, float32 allowances): at 1e9 points they are what the GPU holds."""
+      above the smallest distance an admissible label may lie (float32, rounded up: for reports);
+    - lower: a lower bound on each point's distance to every centroid but its nearest (float32,
+      rounded down), kept so that a later scan can start from this one (`seed`).
+    Kept compact (int32 labels, float32 bounds): at 1e9 points they are what the GPU holds."""
 
     nearest: object
     unique: object
     pair_points: object
     pair_centroids: object
     allowance: object
+    lower: object = None
 
     @property
     def near_ties(self) -> int:
         return int((~self.unique).sum())
+
+    def seed(self, centroids) -> Seed:
+        """This scan, to start a later one from (its centroids kept on the host: they are small)."""
+        return Seed(reference.to_numpy(centroids).astype(np.float64), self.nearest, self.lower)
 
 
 def _exact_points(x, largest_anchor: float, precision: Precision, xp):
@@ -124,19 +97,25 @@ def _score_elements(xp) -> int:
     return int(max(SCORE_ELEMENTS, min(32 * SCORE_ELEMENTS, reference._free_bytes(xp) // 64)))
 
 
-def _row_error(x, x_centred_norm, c_norm_max, c_centred_max, precision: Precision, xp):
+def _row_error(points, c_norm_max, c_centred_max, precision: Precision, xp):
     """E(x): a bound on how far the row's squared distance from x to any centroid is off, over
     the anchors it may centre on (the origin and the data's mean); NOTES.md, "Distances"."""
-    factor = distance_factor(precision, x.shape[1])
-    raw = xp.sqrt((x * x).sum(axis=1)) + c_norm_max
-    centred = x_centred_norm + c_centred_max
+    factor = distance_factor(precision, points.x.shape[1])
+    raw = points.norm + c_norm_max
+    centred = points.centred_norm + c_centred_max
     return factor * xp.maximum(raw * raw, centred * centred)
 
 
 def _round_up(values, xp):
-    """float64 values to the float32 at or above each."""
-    rounded = values.astype(xp.float32)
-    return xp.where(rounded.astype(xp.float64) < values, xp.nextafter(rounded, xp.float32(np.inf)), rounded)
+    """Non-negative float64 values to a float32 at or above each: widened by 2^-22 relatively and
+    2^-149 absolutely, more than rounding to the nearest float32 can take off (half an ulp: 2^-24
+    relatively, 2^-150 among subnormals)."""
+    return (values * (1 + 2.0 ** -22) + 2.0 ** -149).astype(xp.float32)
+
+
+def _round_down(values, xp):
+    """Non-negative float64 values to a float32 at or below each (the same margins, taken off)."""
+    return xp.maximum(values * (1 - 2.0 ** -22) - 2.0 ** -149, 0.0).astype(xp.float32)
 
 
 def _product_precision(xp) -> Precision:
@@ -144,40 +123,79 @@ def _product_precision(xp) -> Precision:
     return PRECISIONS["tf32"] if xp is not np and os.environ.get("CUPY_TF32") == "1" else FLOAT32
 
 
-def _product_best_two(x_centred, c32, c_half, x_centred_norm, xp):
-    """(d1, d2, nearest): the two smallest float32 expanded squared distances and the index of
-    the smallest, from one float32 product of the centred coordinates."""
-    scores = c_half[None, :] - 2 * (x_centred.astype(xp.float32) @ c32.T)
-    rows = xp.arange(x_centred.shape[0])
+def _top_two(scores, xp):
+    """(smallest, second smallest, index of the smallest) of each row of `scores` (overwritten)."""
+    rows = xp.arange(scores.shape[0])
     best = xp.argmin(scores, axis=1)
-    common = x_centred_norm ** 2
-    d1 = scores[rows, best].astype(xp.float64) + common
+    first = scores[rows, best]
     if scores.shape[1] > 1:
         scores[rows, best] = xp.inf
-        d2 = scores.min(axis=1).astype(xp.float64) + common
+        second = scores.min(axis=1)
     else:
-        d2 = xp.full(x_centred.shape[0], xp.inf)
-    return d1, d2, best
+        second = xp.full(scores.shape[0], xp.inf, dtype=scores.dtype)
+    return first, second, best
 
 
-def _fused_best_two(x, c_centred, mean, xp):
-    """(d1, d2, nearest) from the judge's fused float64 kernel (x: float64 points)."""
-    kernel = xp.RawKernel(_FUSED_SOURCE, "best_two")
-    n, d = x.shape
-    k = c_centred.shape[0]
-    d1, d2 = xp.empty(n, xp.float64), xp.empty(n, xp.float64)
-    best = xp.empty(n, xp.int32)
-    blocks = (n + FUSED_TILE - 1) // FUSED_TILE
-    kernel((blocks,), (FUSED_TILE,), (xp.ascontiguousarray(x), np.int64(n), np.int32(d),
-                                      xp.ascontiguousarray(c_centred), np.int32(k), mean, d1, d2, best),
-           shared_mem=FUSED_TILE * d * 8)
-    return d1, d2, best
+class _Scorer:
+    """Scores chosen points against every centroid of one assignment: (d1, d2, nearest) and the
+    factor K of the judge's own error K (|x'| + max |c'|)^2 on those distances."""
 
+    def __init__(self, c_centred, mean, xp):
+        self.xp, self.mean = xp, mean
+        self.k, self.d = c_centred.shape
+        self.c_centred = c_centred
+        self.tree = self.direct = self.fused = False
+        if xp is np and self.d <= KD_TREE_MAX_DIM and self.k > 1:
+            self.direct = self.k * self.d <= DIRECT_MAX_WORK
+            if not self.direct:
+                from scipy.spatial import cKDTree
 
-def _tree_best_two(tree, x_centred, k: int):
-    """(d1, d2, nearest) from the k-d tree of the centred centroids, float64 distances squared."""
-    distances, index = tree.query(x_centred, k=2, workers=-1)
-    return distances[:, 0] ** 2, distances[:, 1] ** 2, index[:, 0]
+                self.tree = cKDTree(c_centred)
+        self.fused = xp is not np and self.d <= FUSED_MAX_DIM and self.k > 1
+        exact64 = self.tree is not False or self.direct or self.fused
+        self.factor = distance_factor(FLOAT64 if exact64 else _product_precision(xp), self.d)
+        if not exact64:
+            c32 = c_centred.astype(xp.float32)
+            half = (c32.astype(xp.float64) ** 2).sum(axis=1).astype(xp.float32)  # |c'|^2, rounded once
+            # The NumPy product scores |c'|^2 - 2 x'.c' in one GEMM of d + 1 terms (x' with a 1,
+            # c' times -2 with |c'|^2): no pass over the scores before the two smallest are found.
+            self.c32, self.half = c32, half
+            self.augmented = xp.concatenate([-2 * c32, half[:, None]], axis=1) if xp is np else None
+
+    def rows_per_chunk(self, xp) -> int:
+        if self.fused:
+            return FUSED_ROWS
+        if self.tree is not False:
+            return TREE_ROWS
+        return max(1, _score_elements(xp) // max(self.k, 1))
+
+    def nearest_few(self, x_centred):
+        """(float64 squared distances, centroid indices) of the TREE_CANDIDATES nearest, nearest first."""
+        distances, index = self.tree.query(x_centred, k=TREE_CANDIDATES, workers=-1)
+        return distances ** 2, index
+
+    def best_two(self, points, rows):
+        """(d1, d2, nearest) of the chosen rows of `points`."""
+        xp = self.xp
+        if self.fused:
+            return kernels.fused_best_two(points.float64(rows), self.c_centred, self.mean, xp)
+        x_centred = points.centred(rows)
+        if self.tree is not False:
+            distances, index = self.tree.query(x_centred, k=2, workers=-1)
+            return distances[:, 0] ** 2, distances[:, 1] ** 2, index[:, 0]
+        if self.direct:
+            distances = xp.zeros((x_centred.shape[0], self.k))
+            for dim in range(self.d):
+                distances += (x_centred[:, dim : dim + 1] - self.c_centred[None, :, dim]) ** 2
+            return _top_two(distances, xp)
+        common = points.centred_norm[rows] ** 2
+        x32 = x_centred.astype(xp.float32)
+        if xp is np:
+            scores = np.concatenate([x32, np.ones((x32.shape[0], 1), np.float32)], axis=1) @ self.augmented.T
+            d1, d2, best = _top_two(scores, xp)
+        else:
+            d1, d2, best = kernels.scored_best_two(x32 @ self.c32.T, self.half, xp)
+        return d1.astype(xp.float64) + common, d2.astype(xp.float64) + common, best
 
 
 def _direct_error(d_a, d_b, reach, factor: float, unit: float):
@@ -190,89 +208,213 @@ def _direct_error(d_a, d_b, reach, factor: float, unit: float):
     return factor * (d_a + d_b) + 4 * unit * reach * roots + 8 * unit * unit * reach * reach
 
 
-def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, direct: bool = False) -> Assignment:
+MOVERS = 16  # at most this many centroids that moved most are measured exactly, not bounded by their move
+MOVER_RATIO = 2.0  # ... and only those that moved this many times more than the rest's largest
+PROBE_POINTS = 2048  # points a seed is first tried on, where a chunk has more than PROBE_FROM
+PROBE_FROM = 1 << 15
+PROBE_SETTLED = 0.05  # the share of them it must settle to be tried on the rest
+
+
+def _carried(seed, centroids, xp):
+    """What a seed's lower bounds must give up at these centroids (NOTES.md, "Carried bounds"):
+    per centroid j, the most any other centroid moved (`other`); the few centroids that moved far
+    more than the rest (`movers`), whose distances may be measured instead; and per centroid j the
+    most any other centroid but j and the movers moved (`rest`)."""
+    moved = reference.to_numpy(seed.moved(centroids, xp))
+    k = moved.shape[0]
+    order = np.argsort(moved)[::-1]
+    movers = np.zeros(0, dtype=np.int64)
+    if k > MOVERS + 2:
+        limit = MOVER_RATIO * moved[order[MOVERS]]
+        movers = order[:MOVERS][moved[order[:MOVERS]] > limit]
+    kept = moved.copy()
+    kept[movers] = 0.0
+    return xp.asarray(_largest_but_own(moved)), movers, xp.asarray(_largest_but_own(kept))
+
+
+def _largest_but_own(moved: np.ndarray) -> np.ndarray:
+    """Per centroid j, the largest of `moved` over every other centroid."""
+    out = np.zeros_like(moved)
+    if moved.shape[0] > 1:
+        first = int(np.argmax(moved))
+        out[:] = moved[first]
+        out[first] = np.max(np.delete(moved, first))
+    return out
+
+
+def _measured_lower(below, was, x, c64, movers, xp):
+    """`below` (a bound on every centroid but the movers and `was`) lowered to each mover's
+    distance, measured in float64."""
+    slack = bound_slack(x.shape[1])
+    for mover in movers.tolist():  # few: `_carried` keeps only those that moved far more than the rest
+        gap = x - c64[mover]
+        distance = xp.sqrt(reference.row_squares(gap, xp)) * (1 - slack)
+        below = xp.minimum(below, xp.where(was == mover, xp.inf, distance))
+    return below
+
+
+def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, direct: bool = False,
+           seeds=()) -> Assignment:
     """The judge's assignment from `centroids` (k, d) for a row of `precision`; direct: the row
-    declares that it computes sum of (x - c)^2 (a bound relative to each distance, not to |x|^2)."""
+    declares that it computes sum of (x - c)^2 (a bound relative to each distance, not to |x|^2);
+    seeds: earlier scans of the same data whose carried bounds may settle points unscanned."""
     k, d = centroids.shape
     direct = direct and precision.input == precision.accumulate == precision.store
     direct_factor = gamma(d + 2, precision.accumulate)
     c64 = xp.asarray(centroids, dtype=xp.float64)
     mean = geometry.mean
     c_centred = c64 - mean
-    c32 = c_centred.astype(xp.float32)
-    c_half = (c32.astype(xp.float64) ** 2).sum(axis=1).astype(xp.float32)  # |c'|^2, rounded once
     c_norm_max = float(xp.sqrt((c64 * c64).sum(axis=1)).max())
     c_centred_max = float(xp.sqrt((c_centred * c_centred).sum(axis=1)).max())
-    judge32, judge64 = distance_factor(_product_precision(xp), d), distance_factor(FLOAT64, d)
-    parts = {name: [] for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance")}
-    tree = None
-    if xp is np and d <= KD_TREE_MAX_DIM and k > 1:
-        from scipy.spatial import cKDTree
-
-        tree = cKDTree(c_centred)
-    fused = xp is not np and d <= FUSED_MAX_DIM and k > 1
-    elements = _score_elements(xp)
-    step = FUSED_ROWS if fused else max(1, elements // max(k, 1))
+    judge64 = distance_factor(FLOAT64, d)
+    scorer = _Scorer(c_centred, mean, xp)
+    carried = [(seed, *_carried(seed, c64, xp)) for seed in (s.on(xp) for s in seeds)
+               if tuple(seed.centroids.shape) == (k, d)]  # (seed, other, movers, rest)
+    parts = {name: [] for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance", "lower")}
+    # Per-point work in large chunks (a chunk costs launches on a GPU); the scorer takes its rows
+    # in batches of its own within a chunk.
+    step = scorer.rows_per_chunk(xp) if xp is np else max(1, reference.chunk_elements(xp) // (d + 1))
     anchors = _integer_anchors(c64, mean, xp)
     for first, block in reference.blocks(data, xp):
         for start in range(0, block.shape[0], step):
-            x = xp.asarray(block[start : start + step], dtype=xp.float64)
+            points = geometry.rows(block, first, start, min(start + step, block.shape[0]), xp)
+            x, x_centred_norm = points.x, points.centred_norm  # x as stored: float64 only where needed
             offset = first + start
-            x_centred = x - mean
-            x_centred_norm = xp.sqrt((x_centred * x_centred).sum(axis=1))
             spread_term = (x_centred_norm + c_centred_max) ** 2
-            if tree is not None or fused:  # float64 distances: the judge's error is float64's
-                d1, d2, best = (_tree_best_two(tree, x_centred, k) if tree is not None
-                                else _fused_best_two(x, c_centred, mean, xp))
-                judge_error = judge64 * spread_term
-            else:
-                d1, d2, best = _product_best_two(x_centred, c32, c_half, x_centred_norm, xp)
-                judge_error = judge32 * spread_term
             exact = (xp.zeros(x.shape[0], dtype=bool) if anchors is None
-                     else _exact_points(x, anchors, precision, xp))
+                     else _exact_points(points.float64(), anchors, precision, xp))
             if direct:
-                reach = xp.maximum(xp.sqrt((x * x).sum(axis=1)) + c_norm_max, x_centred_norm + c_centred_max)
-                pair_error = _direct_error(d1, d2, reach, direct_factor, precision.accumulate)
-                row_error = xp.zeros_like(d1)
+                reach = xp.maximum(points.norm + c_norm_max, x_centred_norm + c_centred_max)
+                pair_error = None
             else:
-                row_error = _row_error(x, x_centred_norm, c_norm_max, c_centred_max, precision, xp)
+                row_error = xp.where(exact, 0.0, _row_error(points, c_norm_max, c_centred_max, precision, xp))
                 pair_error = 2 * row_error
-            pair_error = xp.where(exact, 0.0, pair_error)
-            row_error = xp.where(exact, 0.0, row_error)
-            clear = (d2 - d1) > 2 * judge_error + pair_error
-            nearest = best.astype(xp.int32)
+
+            need = xp.zeros(x.shape[0])  # per point: E(x, c_1) + E(x, c_2), the row's share of the gap
+
+            def separated(d1, d2, rows, judge_error):
+                """Are the two smallest squared distances d1 <= d2 of these points, each known within
+                judge_error, too far apart for any row of the declared precision to swap them?"""
+                if direct:
+                    need[rows] = xp.where(exact[rows], 0.0, _direct_error(d1, d2, reach[rows], direct_factor,
+                                                                           precision.accumulate))
+                else:
+                    need[rows] = pair_error[rows]
+                return ((d2 - d1) > 2 * judge_error + need[rows]) | xp.isinf(d2)  # inf: no other centroid
+
+            nearest = xp.zeros(x.shape[0], dtype=xp.int32)
+            lower = xp.zeros(x.shape[0], dtype=xp.float64)
+            clear = xp.zeros(x.shape[0], dtype=bool)
+            left = xp.arange(x.shape[0])
+            def carry(seed, other, movers, rest, rows):
+                """(settled, nearest, lower bound) of these points (a slice, or their indices in the
+                chunk) by the seed's carried bounds alone: every other centroid bounded by the
+                largest move first; then, for the points that leaves open, the movers measured."""
+                own = slice(offset, offset + x.shape[0]) if isinstance(rows, slice) else offset + rows
+                index = xp.arange(x.shape[0]) if isinstance(rows, slice) else rows
+                was = seed.nearest[own].astype(xp.int64)
+                here = x[rows]
+                gap = here - c64[was]  # float64, whatever the data's dtype
+                upper = xp.sqrt(reference.row_squares(gap, xp)) * (1 + bound_slack(d))
+                carried_lower = seed.lower[own].astype(xp.float64) * (1 - bound_slack(d))
+                below = carried_lower - other[was]
+                settled = (below > upper) & separated(upper * upper, below * below, index, judge64 * spread_term[index])
+                if movers.size:
+                    open_ = xp.nonzero(~settled)[0]
+                    sharper = _measured_lower(carried_lower[open_] - rest[was[open_]], was[open_], here[open_], c64,
+                                              movers, xp)
+                    below[open_] = xp.maximum(below[open_], sharper)  # both bound the same distances from below
+                    up = upper[open_]
+                    settled[open_] = (below[open_] > up) & separated(up * up, below[open_] ** 2, index[open_],
+                                                                     judge64 * spread_term[index[open_]])
+                return settled, was, below
+
+            left = slice(None)  # every point of the chunk, until a seed settles some
+            for seed, other, movers, rest in carried:  # NOTES.md, "Carried bounds"
+                count = x.shape[0] if isinstance(left, slice) else left.size
+                if count == 0:
+                    break
+                if count > PROBE_FROM:  # try a few first: a seed that settles almost none costs a pass
+                    sample = xp.arange(0, x.shape[0], x.shape[0] // PROBE_POINTS) if isinstance(left, slice) \
+                        else left[:: count // PROBE_POINTS]
+                    if float(carry(seed, other, movers, rest, sample)[0].mean()) < PROBE_SETTLED:
+                        continue
+                settled, was, below = carry(seed, other, movers, rest, left)
+                chosen = xp.nonzero(settled)[0] if isinstance(left, slice) else left[settled]
+                nearest[chosen], lower[chosen], clear[chosen] = was[settled], below[settled], True
+                left = xp.nonzero(~settled)[0] if isinstance(left, slice) else left[~settled]
+            if isinstance(left, slice):
+                left = xp.arange(x.shape[0])
+            per_score = scorer.rows_per_chunk(xp)  # the scorer's own memory bound (n x k scores)
+            for part in range(0, left.size, per_score):
+                rows = left[part : part + per_score]
+                d1, d2, best = scorer.best_two(points, rows)
+                judge_error = scorer.factor * spread_term[rows]
+                found = separated(d1, d2, rows, judge_error)
+                nearest[rows] = best
+                clear[rows] = found
+                lower[rows] = xp.sqrt(xp.maximum(d2 - judge_error, 0.0))
             unique = clear.copy()
-            allowance = pair_error + 2 * xp.where(exact, 0.0, judge64 * spread_term)
+            allowance = need + 2 * xp.where(exact, 0.0, judge64 * spread_term)
+            judged = 2 * xp.where(exact, 0.0, judge64 * spread_term)  # the judge's own float64 error, twice
+
+            def settle(pending, distances, columns):
+                """The points `pending` scored in float64 against candidate centroids (`columns`, or
+                None: every centroid in order): their float64 decision (lowest index on exact ties),
+                admissible labels and lower bounds. Returns which were settled: with candidates, those
+                whose farthest candidate is not admissible (so no centroid beyond it is)."""
+                smallest = distances.min(axis=1)
+                if columns is None:
+                    closest = xp.argmin(distances, axis=1)  # the first of equal minima: the lowest index
+                else:
+                    closest = xp.where(distances == smallest[:, None], columns, k).min(axis=1)
+                if direct:
+                    slack = _direct_error(distances, smallest[:, None], reach[pending][:, None], direct_factor,
+                                          precision.accumulate)
+                    slack = xp.where(exact[pending][:, None], 0.0, slack) + judged[pending][:, None]
+                    allowed = distances <= smallest[:, None] + slack
+                else:
+                    allowed = distances <= (smallest + allowance[pending])[:, None]
+                done = None
+                if columns is not None and columns.shape[1] < k:
+                    done = ~allowed[:, -1]
+                    pending, columns, distances, allowed, closest = (
+                        a[done] for a in (pending, columns, distances, allowed, closest))
+                nearest[pending] = closest
+                # Where the arithmetic is exact, an exact tie goes to the lowest index, nowhere else.
+                several_mask = (allowed.sum(axis=1) > 1) & ~exact[pending]
+                unique[pending] = ~several_mask
+                several = xp.nonzero(several_mask)[0]
+                point_index, column = xp.nonzero(allowed[several])
+                parts["pair_points"].append(pending[several][point_index] + offset)
+                parts["pair_centroids"].append(column if columns is None else columns[several][point_index, column])
+                if columns is None:
+                    distances[xp.arange(pending.size), closest] = xp.inf
+                    second = distances.min(axis=1)
+                else:
+                    second = xp.where(columns == closest[:, None], xp.inf, distances).min(axis=1)
+                lower[pending] = xp.sqrt(xp.maximum(second - judge64 * spread_term[pending], 0.0))
+                return done
+
             waiting = xp.nonzero(~clear)[0]
             rows_at_once = max(1, (SCORE_ELEMENTS * (1 if xp is np else 8)) // max(k, 1))  # float64 rows
             for part in range(0, waiting.size, rows_at_once):  # float64 rows: bounded memory
                 pending = waiting[part : part + rows_at_once]
-                near = x_centred[pending]
-                distances = ((near * near).sum(axis=1)[:, None] - 2 * (near @ c_centred.T)
-                             + (c_centred * c_centred).sum(axis=1)[None, :])
-                closest = xp.argmin(distances, axis=1)
-                smallest = distances[xp.arange(pending.size), closest]
-                if direct:
-                    judged = 2 * xp.where(exact[pending], 0.0, judge64 * spread_term[pending])
-                    slack = _direct_error(distances, smallest[:, None], reach[pending][:, None], direct_factor,
-                                          precision.accumulate)
-                    slack = xp.where(exact[pending][:, None], 0.0, slack) + judged[:, None]
-                    admissible = distances <= smallest[:, None] + slack
-                else:
-                    admissible = distances <= (smallest + allowance[pending])[:, None]
-                nearest[pending] = closest
-                # Where the arithmetic is exact, an exact tie goes to the lowest index, nowhere else.
-                several_mask = (admissible.sum(axis=1) > 1) & ~exact[pending]
-                unique[pending] = ~several_mask
-                several = xp.nonzero(several_mask)[0]
-                point_index, centroid_index = xp.nonzero(admissible[several])
-                parts["pair_points"].append(pending[several][point_index] + offset)
-                parts["pair_centroids"].append(centroid_index)
+                if scorer.tree is not False and k > TREE_CANDIDATES:  # most near-ties have two or three labels
+                    pending = pending[~settle(pending, *scorer.nearest_few(points.centred(pending)))]
+                if pending.size:
+                    near = points.centred(pending)
+                    settle(pending, (near * near).sum(axis=1)[:, None] - 2 * (near @ c_centred.T)
+                           + (c_centred * c_centred).sum(axis=1)[None, :], None)
             parts["nearest"].append(nearest)
             parts["unique"].append(unique)
             parts["allowance"].append(_round_up(allowance, xp))
+            parts["lower"].append(_round_down(lower, xp))
     joined = {name: (xp.concatenate(values) if values else xp.zeros(0, dtype=xp.int64))
               for name, values in parts.items()}
+    if scorer.tree is not False:  # `admissible` looks pairs up by point, then centroid: the tree's come by distance
+        order = np.argsort(joined["pair_points"].astype(np.int64) * k + joined["pair_centroids"], kind="stable")
+        joined["pair_points"], joined["pair_centroids"] = joined["pair_points"][order], joined["pair_centroids"][order]
     return Assignment(**joined)
 
 

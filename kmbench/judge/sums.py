@@ -9,19 +9,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kmbench.judge.points import Geometry, rows_of
 from kmbench.judge.precision import FLOAT64, Precision, gamma, sum_factor
 from kmbench.protocol import reference
 
 
 @dataclass
 class Groups:
-    """Per cluster: how many points, their float64 sum, and sum_i max(|x_i|, |x_i - m|, |x_i - c|)
+    """Per cluster: how many points, their float64 sum, sum_i max(|x_i|, |x_i - m|, |x_i - c|)
     (the largest summand norm any anchor of a row's sum can have: the origin, the data's mean,
-    the old centroid c)."""
+    the old centroid c), and sum_i |x_i - c|^2 (with exact labels, c's share of the inertia)."""
 
     counts: object
     sums: object
     weights: object
+    squares: object = None
 
     def means(self, previous, xp):
         filled = self.counts > 0
@@ -29,34 +31,52 @@ class Groups:
         out[filled] = self.sums[filled] / self.counts[filled, None]
         return out, filled
 
+    def inertia(self) -> float:
+        """The sum of squared distances of the grouped points from the centroids they were
+        grouped against (the inertia of those centroids where the labels are the exact nearest)."""
+        return float(self.squares.sum())
+
+
+ONE_HOT_MAX_K = 64  # up to here a GPU sums by products with a one-hot matrix; above, by a sparse product
+ONE_HOT_ROWS = 4096  # rows per product of a batch: one long product keeps a GPU's GEMM on one block
+
 
 def scatter(labels, values, k: int, xp):
-    """(k, d) float64 sums of the rows of `values` by label, one pass."""
+    """(k, d) float64 sums of the rows of `values` by label. NumPy: a sparse product. CuPy, few
+    clusters: a batch of small products with one-hot blocks, summed (atomics would all meet on k
+    addresses); many clusters: a sparse (CSR) product, cuSPARSE's (atomics would be n d)."""
     if xp is np:
         from scipy import sparse
 
         onehot = sparse.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(k, labels.size))
         return np.asarray(onehot @ values)
-    import cupyx
+    rows, width = values.shape
+    if k <= ONE_HOT_MAX_K:
+        whole = rows // ONE_HOT_ROWS * ONE_HOT_ROWS
+        out = xp.zeros((k, width), dtype=xp.float64)
+        if whole:
+            onehot = (labels[:whole, None] == xp.arange(k)[None, :]).astype(xp.float64)
+            batches = onehot.reshape(-1, ONE_HOT_ROWS, k).transpose(0, 2, 1) @ values[:whole].reshape(
+                -1, ONE_HOT_ROWS, width)
+            out += batches.sum(axis=0)
+        if whole < rows:
+            out += (labels[whole:, None] == xp.arange(k)[None, :]).astype(xp.float64).T @ values[whole:]
+        return out
+    from cupyx.scipy import sparse
 
-    out = xp.zeros((k, values.shape[1]), dtype=xp.float64)
-    cupyx.scatter_add(out, labels, values)
-    return out
+    index = (labels.astype(xp.int32), xp.arange(rows, dtype=xp.int32))  # cuSPARSE's indices are 32-bit
+    onehot = sparse.coo_matrix((xp.ones(rows), index), shape=(k, rows)).tocsr()
+    return onehot @ xp.ascontiguousarray(values)
 
 
-def rows_of(data, index, xp):
-    """Chosen rows of the data as float64 on xp, wherever the data live."""
-    if reference._computes_in_place(data, xp):
-        return xp.asarray(data[index], dtype=xp.float64)
-    return xp.asarray(np.asarray(data)[reference.to_numpy(index)], dtype=xp.float64)
-
-
-def chosen_chunks(data, rows, labels, xp):
+def chosen_chunks(data, rows, labels, xp, geometry: Geometry | None = None):
     """(float64 rows, their labels) for the chosen `rows`, a bounded number of elements at a
     time: where every point is ambiguous, `rows` names each point once per admissible centroid."""
-    step = max(1, reference.CHUNK_ELEMENTS // max(data.shape[1], 1))
+    step = max(1, reference.chunk_elements(xp) // max(data.shape[1], 1))
     for start in range(0, rows.size, step):
-        yield rows_of(data, rows[start : start + step], xp), labels[start : start + step]
+        index = rows[start : start + step]
+        x = geometry.chosen(data, index, xp).float64() if geometry is not None else rows_of(data, index, xp)
+        yield x, labels[start : start + step]
 
 
 def widen_boxes(low, high, labels, x, xp):
@@ -76,29 +96,47 @@ def widen_boxes(low, high, labels, x, xp):
     high[owners] = np.maximum(high[owners], np.maximum.reduceat(x, starts, axis=0))
 
 
-def group(data, labels, previous, mean, xp, rows=None) -> Groups:
+def group(data, labels, previous, geometry: Geometry, xp, rows=None) -> Groups:
     """Groups of the points by `labels` (all points, or only `rows`, with labels for them)."""
     k, d = previous.shape
-    counts, sums, weights = xp.zeros(k), xp.zeros((k, d)), xp.zeros(k)
+    counts, sums, weights, squares = xp.zeros(k), xp.zeros((k, d)), xp.zeros(k), xp.zeros(k)
     if rows is not None:
-        chunks = chosen_chunks(data, rows, labels, xp)
+        chunks = ((points, own) for index, own in _chosen_index(rows, labels, d, xp)
+                  for points in [geometry.chosen(data, index, xp)])
     else:
-        chunks = ((x, labels[start : start + x.shape[0]]) for start, x in
-                  reference._chunks(data, xp, max(1, reference.CHUNK_ELEMENTS // max(d, 1))))
-    for x, own in chunks:
+        step = max(1, reference.chunk_elements(xp) // max(d, 1))
+        chunks = ((geometry.rows(block, first, start, min(start + step, block.shape[0]), xp),
+                   labels[first + start : first + min(start + step, block.shape[0])])
+                  for first, block in reference.blocks(data, xp) for start in range(0, block.shape[0], step))
+    for points, own in chunks:
+        x = points.float64()
         own = own.astype(xp.int64)
-        norm = xp.maximum(xp.sqrt((x * x).sum(axis=1)), xp.sqrt(((x - mean) ** 2).sum(axis=1)))
-        norm = xp.maximum(norm, xp.sqrt(((x - previous[own]) ** 2).sum(axis=1)))
+        square = reference.row_squares(x - previous[own], xp)
+        norm = xp.maximum(xp.maximum(points.norm, points.centred_norm), xp.sqrt(square))
+        if xp is not np:  # one product for all columns (atomics would meet on few bins, or be many)
+            totals = scatter(own, xp.concatenate([xp.ones((x.shape[0], 1)), norm[:, None], square[:, None], x],
+                                                 axis=1), k, xp)
+            counts, weights, squares = counts + totals[:, 0], weights + totals[:, 1], squares + totals[:, 2]
+            sums += totals[:, 3:]
+            continue
         counts += xp.bincount(own, minlength=k)
         weights += xp.bincount(own, weights=norm, minlength=k)
+        squares += xp.bincount(own, weights=square, minlength=k)
         sums += scatter(own, x, k, xp)
-    return Groups(counts, sums, weights)
+    return Groups(counts, sums, weights, squares)
+
+
+def _chosen_index(rows, labels, d: int, xp):
+    """(rows, labels) a bounded number of elements at a time."""
+    step = max(1, reference.chunk_elements(xp) // max(d, 1))
+    for start in range(0, rows.size, step):
+        yield rows[start : start + step], labels[start : start + step]
 
 
 def cluster_sum_factors(counts, precision: Precision, xp):
     """Per cluster of `counts` points: the row's sum_factor plus the judge's own float64 sum's."""
-    return xp.asarray([sum_factor(precision, int(c)) + gamma(int(c) + 2, FLOAT64.accumulate)
-                       for c in reference.to_numpy(xp.maximum(counts, 1))])
+    sizes = reference.to_numpy(xp.maximum(counts, 1)).astype(np.float64)
+    return xp.asarray(sum_factor(precision, sizes) + gamma(sizes + 2, FLOAT64.accumulate))
 
 
 def kept_bound(previous, precision: Precision, xp):

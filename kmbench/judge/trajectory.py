@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from kmbench.judge.certify import Certifier, Failure
+from kmbench.judge.certify import Certifier, Failure, digest
 from kmbench.judge.precision import declared
+from kmbench.judge.seeds import Bank
 from kmbench.protocol import reference
 
 
@@ -40,6 +41,16 @@ class Certificate:
     # is not deterministic (its first step, run twice, differs): why it was let pass.
     nondeterministic: str = ""
     unbounded: int = 0  # most clusters in one step too large for a worst-case sum bound (unchecked)
+    # The float64 inertia of centroids met on the way (the start of each step scanned), by
+    # kmbench.judge.certify.digest: the end points' figures need no scan of their own.
+    inertias: dict = field(default_factory=dict, repr=False)
+    points: int = 0  # the problem's n: near_ties / (points * steps) is the share of decisions left open
+
+    @property
+    def undecided(self) -> float:
+        """The share of the point decisions of the steps certified that more than one label could
+        take in the declared precision: where it is large, a certificate proves little."""
+        return self.near_ties / max(1, self.points * self.steps)
 
     @property
     def certified(self) -> bool:
@@ -51,7 +62,8 @@ class Certificate:
                 "near_ties": self.near_ties, "ties_as_float64": self.ties_as_float64,
                 "ties_other_way": self.ties_other_way, "labels_known": self.labels_known,
                 "inadmissible": self.inadmissible, "fixed_point": self.fixed_point,
-                "nondeterministic": self.nondeterministic, "unbounded": self.unbounded}
+                "nondeterministic": self.nondeterministic, "unbounded": self.unbounded,
+                "undecided": self.undecided}
 
 
 def _as_given(centroids, problem):
@@ -83,16 +95,20 @@ def _traced(impl, problem, count: int):
         yield np.asarray(centroids, dtype=np.float64), result.labels if index == len(trace) - 1 else None
 
 
-def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, data=None) -> Certificate:
+def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, data=None,
+            bank: Bank | None = None, spread: float | None = None, geometry=None) -> Certificate:
     """Certify `impl`'s trajectory on `problem` and the end of every timed result in `timed`;
-    `progress(text)` hears of each step; `data`: the problem's data already where xp computes."""
-    xp = xp or reference.array_module(problem.n, problem.k, max(r.iterations for r in timed))
+    `progress(text)` hears of each step; `data`: the problem's data already where xp computes;
+    `bank`: the problem's kept scans (kmbench.judge.seeds), which this certification adds to;
+    `spread`, `geometry`: the data's, where known (the oracle's)."""
+    xp = xp or reference.judge_module(problem.data, problem.k, max(r.iterations for r in timed))
     certifier = Certifier.of(problem.data if data is None else data, declared(precision), xp,
-                             direct=impl.distance_form(problem) == "direct")
+                             direct=impl.distance_form(problem) == "direct", bank=bank, spread=spread,
+                             geometry=geometry)
     counts = sorted({int(result.iterations) for result in timed})
     length = counts[-1]
     traces = getattr(impl, "traces", False)
-    certificate = Certificate(precision, "trace" if traces else "stepped")
+    certificate = Certificate(precision, "trace" if traces else "stepped", points=problem.n)
     if counts[0] < 1:
         certificate.failure = Failure(0, "iterations", text="a timed run claims no iteration at all")
         return certificate
@@ -107,13 +123,15 @@ def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, 
         if progress is not None:
             progress(f"validating {impl.name}: step {iteration}/{length}")
         step = certifier.step(iteration, previous, centroids, labels)
+        certificate.inertias[digest(previous)] = step.inertia_before
         _count(certificate, step, labels is not None)
-        changes[iteration] = _changes(before, step.assignment, problem.n)
-        step.failure = step.failure or _stop_failure(problem, iteration, length, changes[iteration])
+        if problem.tol is not None:  # only the tolerance rule counts changes (and keeps the last assignment)
+            changes[iteration] = _changes(before, step.assignment, problem.n)
+            step.failure = step.failure or _stop_failure(problem, iteration, length, changes[iteration])
+            before = step.assignment
         if step.failure is not None:
             certificate.failure = step.failure
             return certificate
-        before = step.assignment
         if not step.as_float64 and certificate.parted_at is None:
             certificate.parted_at = iteration
         certificate.steps = iteration
@@ -124,12 +142,16 @@ def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, 
         certificate.failure = Failure(certificate.steps + 1, "iterations",
                                       text=f"the validation run gave {certificate.steps} steps of {length}")
         return certificate
-    fixed = {count: certifier.step(count + 1, kept[count], kept[count]).failure is None for count in counts}
+    fixed = {}
+    for count in counts:  # one more step from each end: a fixed point, and the end's inertia
+        step = certifier.step(count + 1, kept[count], kept[count])
+        fixed[count] = step.failure is None
+        certificate.inertias[digest(kept[count])] = step.inertia_before
     certificate.fixed_point = fixed[length]
     # Every timed run's count is held to the rule, not only the longest's.
     certificate.failure = next((failure for count in counts for failure in
                                 [_iterations_failure(problem, count, fixed[count]),
-                                 _stop_failure(problem, count, count, changes[count])] if failure), None)
+                                 _stop_failure(problem, count, count, changes.get(count))] if failure), None)
     if certificate.failure is None:
         end = _end_failure(certifier, timed, kept)
         deterministic = end is None or _deterministic(impl, problem)

@@ -1,0 +1,127 @@
+"""Carried bounds (kmbench.judge.seeds, NOTES.md "Carried bounds"): a scan started from an earlier
+scan's bounds decides every point as a scan from nothing does, its lower bounds are lower bounds,
+and the bank keeps what it promises. The speed they buy is a benchmark's business; here, that
+the settled points were really not scored again is checked, so a bound that settles nothing
+cannot pass for one that works."""
+
+import numpy as np
+import pytest
+
+from kmbench.judge import scan
+from kmbench.judge.precision import FLOAT32, FLOAT64
+from kmbench.judge.scan import Geometry, assign
+from kmbench.judge.seeds import Bank, Seed, closest_first
+
+CASES = [  # (kind, n, d, k)
+    ("clustered", 4000, 2, 40), ("clustered", 3000, 2, 5), ("clustered", 3000, 16, 60),
+    ("integer", 3000, 2, 12), ("far", 3000, 3, 20), ("clustered", 2000, 5, 1),
+]
+
+
+def data_of(kind, n, d, rng):
+    if kind == "integer":
+        return rng.integers(-6, 7, (n, d)).astype(np.float32)
+    if kind == "far":
+        return (rng.standard_normal((n, d)) + 1000).astype(np.float32)
+    centres = rng.uniform(-10, 10, (8, d))
+    return (centres[rng.integers(0, 8, n)] + rng.standard_normal((n, d))).astype(np.float32)
+
+
+def as_pairs(found):
+    return set(zip(found.pair_points.tolist(), found.pair_centroids.tolist()))
+
+
+def scored_rows(monkeypatch):
+    """Counts the points the scorer scores (those no carried bound settled)."""
+    counted = []
+    original = scan._Scorer.best_two
+
+    def counting(self, points, rows):
+        counted.append(int(np.size(rows)))
+        return original(self, points, rows)
+
+    monkeypatch.setattr(scan._Scorer, "best_two", counting)
+    return counted
+
+
+@pytest.mark.parametrize("kind, n, d, k", CASES)
+@pytest.mark.parametrize("precision, direct", [(FLOAT32, False), (FLOAT32, True), (FLOAT64, False)])
+def test_a_scan_from_carried_bounds_decides_as_a_scan_from_nothing(kind, n, d, k, precision, direct, monkeypatch):
+    rng = np.random.default_rng(n + d + k)
+    data = data_of(kind, n, d, rng)
+    geometry = Geometry.of(data)
+    before = data[rng.choice(n, k, replace=False)].astype(np.float64)
+    if kind == "integer":
+        before = np.round(before)
+    after = before + rng.standard_normal(before.shape) * 1e-3  # a step that moved every centroid a little
+    after[0] += 2.0  # and one a lot: the bounds must give it up for every point
+    seed = assign(data, before, FLOAT64, geometry).seed(before)
+    plain = assign(data, after, precision, geometry, direct=direct)
+    counted = scored_rows(monkeypatch)
+    carried = assign(data, after, precision, geometry, direct=direct, seeds=[seed])
+    # With direct distances the reported allowance is made of the two distances as each way knows
+    # them (scores, or carried bounds): it words a failure and decides nothing.
+    for field in ("nearest", "unique") + (() if direct else ("allowance",)):
+        np.testing.assert_array_equal(getattr(carried, field), getattr(plain, field), err_msg=field)
+    assert as_pairs(carried) == as_pairs(plain)
+    assert list(carried.pair_points) == sorted(carried.pair_points)
+    if plain.unique.mean() > 0.5:  # far from the origin in float32 few points are clear, settled or not
+        assert sum(counted) < n  # some points were settled by the carried bounds alone
+
+
+@pytest.mark.parametrize("kind, n, d, k", CASES)
+def test_lower_bounds_are_below_every_other_centroid(kind, n, d, k):
+    rng = np.random.default_rng(k)
+    data = data_of(kind, n, d, rng)
+    geometry = Geometry.of(data)
+    first = data[rng.choice(n, k, replace=False)].astype(np.float64)
+    second = first + rng.standard_normal(first.shape) * 0.05
+    found = assign(data, second, FLOAT32, geometry, seeds=[assign(data, first, FLOAT32, geometry).seed(first)])
+    distances = np.sqrt(((data.astype(np.float64)[:, None, :] - second[None]) ** 2).sum(axis=2))
+    distances[np.arange(n), found.nearest] = np.inf
+    assert (found.lower.astype(np.float64) <= distances.min(axis=1)).all()
+    assert found.lower.dtype == np.float32 and (found.lower > 0).mean() > 0.5  # bounds that say something
+
+
+def test_a_seed_is_trusted_only_within_how_far_the_centroids_moved():
+    """A seed whose lower bounds claim too much (here: twice the truth) would settle points the
+    new centroids put elsewhere: the scan from it differs from the plain scan. This is what the
+    test above rules out for the bounds the judge makes."""
+    rng = np.random.default_rng(1)
+    data = data_of("clustered", 3000, 2, rng)
+    geometry = Geometry.of(data)
+    before = data[:30].astype(np.float64)
+    after = before + rng.standard_normal(before.shape) * 0.5
+    seed = assign(data, before, FLOAT64, geometry).seed(before)
+    boasting = Seed(seed.centroids, seed.nearest, seed.lower * 2)
+    plain = assign(data, after, FLOAT64, geometry)
+    assert (assign(data, after, FLOAT64, geometry, seeds=[boasting]).nearest != plain.nearest).any()
+    np.testing.assert_array_equal(assign(data, after, FLOAT64, geometry, seeds=[seed]).nearest, plain.nearest)
+
+
+def test_the_bank_keeps_the_first_scan_of_each_step_within_its_budget():
+    rng = np.random.default_rng(2)
+    data = data_of("clustered", 1000, 2, rng)
+    geometry = Geometry.of(data)
+    centroids = data[:10].astype(np.float64)
+    seed = assign(data, centroids, FLOAT64, geometry).seed(centroids)
+    bank = Bank(budget=2 * seed.nbytes)
+    bank.keep(1, seed)
+    bank.keep(1, Seed(centroids + 1, seed.nearest, seed.lower))  # a later scan of step 1: not kept
+    bank.keep(2, seed)
+    bank.keep(3, seed)  # past the budget
+    assert sorted(bank.by_step) == [1, 2] and np.array_equal(bank.get(1).centroids, centroids)
+    assert bank.get(3) is None and bank.nbytes <= bank.budget
+
+
+def test_the_closest_seeds_come_first_and_foreign_ones_are_left_out():
+    rng = np.random.default_rng(3)
+    data = data_of("clustered", 500, 2, rng)
+    geometry = Geometry.of(data)
+    centroids = data[:6].astype(np.float64)
+    near = assign(data, centroids + 1e-6, FLOAT64, geometry).seed(centroids + 1e-6)
+    far = assign(data, centroids + 1.0, FLOAT64, geometry).seed(centroids + 1.0)
+    other_k = assign(data, centroids[:5], FLOAT64, geometry).seed(centroids[:5])
+    assert closest_first([far, None, other_k, near], centroids, 500, np, most=2) == [near, far]
+    assert closest_first([far, near], centroids, 500, np) == [near]
+    assert closest_first([far, near], centroids, 499, np) == []  # made for other data
