@@ -47,6 +47,18 @@ class BarReporter:
         self.progress.console.print(escape(text), highlight=False)
 
 
+LONG_CELL_S = 10.0  # a cell whose runs and judgement took this long says what each cost
+
+
+def judge_text(record: dict) -> str:
+    """", judged in 3.1 s beside 1.2 s of its runs" for a long cell; "" for a short one."""
+    times = record.get("times") or {}
+    judge, runs = times.get("judge"), times.get("row_calls")
+    if judge is None or runs is None or judge + runs < LONG_CELL_S:
+        return ""
+    return f", judged in {judge:.1f} s beside {runs:.1f} s of its runs"
+
+
 class LineReporter:
     """Plain lines for logs: start and end of each cell, and a heartbeat while one runs."""
 
@@ -90,7 +102,7 @@ class LineReporter:
             return
         per_iteration = record.get("per_iteration_s")
         timing = f", {seconds_text(per_iteration)} per iteration" if per_iteration else ""
-        self._say(f"[{self.finished}/{self.total}] {self.cell}: {record.get('status')}{timing}")
+        self._say(f"[{self.finished}/{self.total}] {self.cell}: {record.get('status')}{timing}{judge_text(record)}")
         self.cell = ""
 
     def skip(self, count):

@@ -46,6 +46,7 @@ class Measured:
     counted: list = field(default_factory=list)  # the result of each counted call
     stopped_by_budget: bool = False
     validation: float | None = None  # seconds the judge took (untimed)
+    row_calls: float = 0.0  # seconds of the row's timed work: its warm-up and counted calls, wall clock
     memory: dict = field(default_factory=dict)  # {"host_bytes", "gpu_bytes"}: peaks above the start
     followed: dict = field(default_factory=dict)  # what task.followed said of the problem as run
 
@@ -125,11 +126,13 @@ def _runs(task, impl, problem, counting: Counting, measured: Measured) -> None:
         # Native programs repeat inside their own process and report each counted repeat.
         result, wall, claims = _timed_run(task, impl, problem)
         measured.times, measured.wall, measured.counted = list(claims), [wall], [result]
+        measured.row_calls = wall
         measured.first_run = result.phases.get("first_run")
         measured.stopped_by_budget = len(claims) < counting.repeats
         return
     for index in range(counting.warmup):
-        _, _, claims = _timed_run(task, impl, problem)
+        _, wall, claims = _timed_run(task, impl, problem)
+        measured.row_calls += wall
         if index == 0:
             measured.first_run = claims[0] if claims else None
     budget_start = time.perf_counter()
@@ -138,6 +141,7 @@ def _runs(task, impl, problem, counting: Counting, measured: Measured) -> None:
         measured.counted.append(result)
         measured.times.append(claims[0] if claims else wall)  # a row that times nothing: the wall
         measured.wall.append(wall)
+        measured.row_calls += wall
         over = counting.max_time is not None and time.perf_counter() - budget_start > counting.max_time
         if over and len(measured.counted) < counting.repeats:
             measured.stopped_by_budget = True

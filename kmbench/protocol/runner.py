@@ -48,16 +48,22 @@ def _phase_stats(runs: list[Result]) -> dict:
 def judgement(results: list[Result], oracle: validate.Oracle, problem: Problem,
               impl: Implementation, progress=None) -> validate.Verdict:
     """The verdict of a row's counted results: certified in the precision it declares."""
-    # One copy of the data where the judge computes, for the figures and every step.
-    xp = reference.array_module(problem.n, problem.k, max((int(result.iterations) for result in results), default=1))
-    data = reference.resident(problem.data, xp)
-    ends = [validate.figures(result.centroids, oracle, data) for result in results]
-    broken = [end for end in ends if end.status != validate.OK]
+    broken = [end for end in (validate.malformed(result.centroids, oracle) for result in results) if end]
     if broken:
         return broken[0]
-    certificate = trajectory.certify(impl, problem, results, impl.dtype or str(problem.dtype), xp=xp,
-                                     progress=progress, data=data)
-    return validate.worst([validate.verdict(certificate, end, oracle, impl.approximate) for end in ends])
+    # The data where the judge computes, shared with the reference and every other verdict on
+    # this problem (the oracle keeps them until released); the pools' spare blocks given back.
+    iterations = max((int(result.iterations) for result in results), default=1)
+    space = oracle.workspace_for(problem.data, reference.judge_module(problem.data, problem.k, iterations))
+    try:
+        certificate = trajectory.certify(impl, problem, results, impl.dtype or str(problem.dtype), xp=space.xp,
+                                         progress=progress, data=space.data, bank=oracle.seeds,
+                                         spread=oracle.spread, geometry=space.geometry)
+        oracle.remember(certificate.inertias)
+        ends = [validate.figures(result.centroids, oracle, problem.data) for result in results]
+        return validate.worst([validate.verdict(certificate, end, oracle, impl.approximate) for end in ends])
+    finally:
+        reference.release(space.xp)
 
 
 class LloydProtocol(Task):
@@ -140,6 +146,7 @@ class LloydProtocol(Task):
                 "wall": summarize(measured.wall).as_dict(),
                 "setup": measured.setup,
                 "validation": measured.validation,  # untimed: stepping the row and certifying each step
+                "row_calls": measured.row_calls,  # the warm-up and counted runs, on the harness's clock
                 "setup_phases": impl.setup_phases(),
                 "first_run": measured.first_run,
                 "phases": _phase_stats(measured.counted),

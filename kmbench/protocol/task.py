@@ -111,12 +111,12 @@ def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None,
     for workload in workloads:
         problem = oracle = None
         floor: dict = {}
-        reused = 0
-        for impl in impls:
-            earlier = stored(workload, impl) if stored else None
-            if earlier is not None:
-                records.append(earlier)
-                reused += 1
+        earlier = [stored(workload, impl) if stored else None for impl in impls]
+        # The reference is computed once for the workload: each cell measured here bears its share.
+        measured = sum(1 for impl, found in zip(impls, earlier) if found is None and usable(impl)[0])
+        for impl, found in zip(impls, earlier):
+            if found is not None:
+                records.append(found)
                 continue
             if reporter:
                 reporter.start(impl, task.workload_name(workload))
@@ -126,10 +126,26 @@ def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None,
                 floor = task.floor(impls, problem, env)
             record = cell_record(task, impl, problem, oracle, workload, run_id, note)
             record.update(env=env, **floor)
+            charge_judge(record, getattr(oracle, "seconds", 0.0) / max(1, measured))
             results.append(record, store)
             records.append(record)
             if reporter:
                 reporter.done(record)
+        if hasattr(oracle, "seconds"):
+            oracle.seconds = 0.0  # charged: a later call that reuses this oracle (the in-memory plans) owes none
+        if hasattr(oracle, "release"):
+            oracle.release()  # the judge's GPU memory for this workload, given back
+        reused = sum(found is not None for found in earlier)
         if reused and reporter:
             reporter.skip(reused)
     return records
+
+
+def charge_judge(record: dict, reference_share: float) -> None:
+    """times.judge: what judging the cell cost, its share of the reference and its own judgement
+    (every untimed call of the row and the certification), beside times.row_calls."""
+    times = record.get("times")
+    if not isinstance(times, dict) or record.get("status") == "skipped":
+        return
+    times["reference_share"] = reference_share
+    times["judge"] = reference_share + (times.get("validation") or 0.0)

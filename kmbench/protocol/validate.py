@@ -20,20 +20,38 @@ The figures:
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from kmbench.judge import certify
+from kmbench.judge.seeds import Bank
 from kmbench.protocol import reference
 
 OK, MISMATCH, ERROR, SKIPPED, APPROXIMATE = "ok", "mismatch", "error", "skipped", "approximate"
 INERTIA_FLOOR = 1e-9  # of the total sum of squares n * spread^2
+WEAK_SHARE = 0.5  # an ok whose steps left more than this share of point decisions open is marked weak
 
 
 def start_digest(initial_centroids) -> str:
     start = np.ascontiguousarray(initial_centroids)
     return hashlib.sha256(str(start.dtype).encode() + str(start.shape).encode() + start.tobytes()).hexdigest()[:32]
+
+
+@dataclass
+class Workspace:
+    """The data where the judge computes (on a GPU, or as they are) and their Geometry."""
+
+    source: object  # the data as handed over: the same object means the same problem
+    xp: object
+    data: object
+    geometry: object
+
+    @classmethod
+    def of(cls, data, xp) -> "Workspace":
+        held = reference.resident(data, xp)
+        return cls(data, xp, held, certify.Geometry.of(held, xp))
 
 
 @dataclass
@@ -48,25 +66,52 @@ class Oracle:
     emptied: int = 0  # clusters the reference left empty at some iteration (it keeps them)
     offset: float = 0.0  # how far the data's mean lies from the origin, in spreads
     problem: dict = field(default_factory=dict)  # what it belongs to: start digest, stop rule (+ data checksum)
+    seconds: float = 0.0  # what computing it cost in this process (0: it came from the cache)
+    # The reference's scans by step, for the rows' scans to start from (kmbench.judge.seeds): kept in
+    # this process only, filled by the first trajectory judged where the oracle came from the cache.
+    seeds: Bank = field(default_factory=Bank, repr=False, compare=False)
+    # The data where the judge computes and what every scan of them shares, made once for every
+    # verdict on this problem until `release` (kept on a GPU: copying 8 GB costs a second).
+    workspace: Workspace | None = field(default=None, repr=False, compare=False)
     _inertias: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def compute(cls, data, initial_centroids, iterations, progress=None, tol=None) -> "Oracle":
         """The float64 reference by the judge's own steps, by the stop rule `tol` (see
         `kmbench.protocol.stop_done`); `progress(text)` is told of each iteration."""
+        started = time.perf_counter()
         n, k = data.shape[0], initial_centroids.shape[0]
-        xp = reference.array_module(n, k, iterations)
-        device_data = reference.resident(data, xp)
+        space = Workspace.of(data, reference.judge_module(data, k, iterations))
         report = None if progress is None else (
             lambda done, total: progress(f"float64 reference: iteration {done}/{total}"))
-        centroids, done, emptied, _ = certify.float64_lloyd(device_data, initial_centroids, iterations, tol, xp,
-                                                             progress=report)
-        spread = reference.spread(device_data, xp)
-        middle = reference.to_numpy(reference.mean(device_data, xp))
+        bank = Bank()
+        centroids, done, emptied, _, value = certify.float64_lloyd(space.data, initial_centroids, iterations, tol,
+                                                                   space.xp, progress=report, bank=bank,
+                                                                   geometry=space.geometry)
+        spread = reference.spread(space.data, space.xp)
         stop = {"rule": "iterations" if tol is None else "tolerance", "max_iter": iterations, "tol": tol}
-        return cls(reference.to_numpy(centroids), certify.inertia(device_data, centroids, xp), spread, n,
-                   done, emptied, float(np.linalg.norm(middle)) / max(spread, 1e-300),
-                   {"start": start_digest(initial_centroids), "stop": stop})
+        middle = reference.to_numpy(space.geometry.mean)
+        oracle = cls(reference.to_numpy(centroids), value, spread, n, done, emptied,
+                     float(np.linalg.norm(middle)) / max(spread, 1e-300),
+                     {"start": start_digest(initial_centroids), "stop": stop}, seeds=bank, workspace=space)
+        oracle.remember({certify.digest(centroids): value})
+        oracle.seconds = time.perf_counter() - started
+        return oracle
+
+    def workspace_for(self, data, xp) -> Workspace:
+        """The workspace of these data on xp: the one kept, or a new one, kept."""
+        if self.workspace is None or self.workspace.source is not data or self.workspace.xp is not xp:
+            self.workspace = Workspace.of(data, xp)
+        return self.workspace
+
+    def release(self) -> None:
+        """Give back what the judge holds for this problem on a GPU (its copy of the data, the
+        scans it kept there, the pools' blocks), for a row that needs the memory, or at the end."""
+        xp = self.workspace.xp if self.workspace is not None else None
+        self.workspace = None
+        self.seeds.release_device()
+        if xp is not None:
+            reference.release(xp)
 
     @property
     def inertia_scale(self) -> float:
@@ -78,13 +123,22 @@ class Oracle:
 
     def inertia_of(self, centroids: np.ndarray, data) -> float:
         """I(C) in float64, remembered per distinct set of centroids: repeats of a
-        deterministic implementation return the same bytes and cost one pass, not one each."""
-        key = hashlib.sha256(np.ascontiguousarray(centroids, dtype=np.float64).tobytes()).hexdigest()
+        deterministic implementation return the same bytes and cost one pass, not one each (the
+        judge's certificate hands over those it computed on the way)."""
+        key = certify.digest(centroids)
         if key not in self._inertias:
-            xp = (reference.array_module(data.shape[0], centroids.shape[0], 1000) if isinstance(data, np.ndarray)
-                  else reference.device_module())  # data the caller already put on the GPU
-            self._inertias[key] = certify.inertia(data, centroids, xp)
+            xp = reference.judge_module(data, centroids.shape[0], 1)
+            space = self.workspace_for(data, xp) if data is self.problem_data() else Workspace.of(data, xp)
+            self._inertias[key] = certify.inertia(space.data, centroids, xp, self.seeds, space.geometry)
         return self._inertias[key]
+
+    def problem_data(self):
+        """The data the kept workspace was made of (None where none is kept)."""
+        return self.workspace.source if self.workspace is not None else None
+
+    def remember(self, inertias: dict) -> None:
+        """Inertias the judge computed on the way, by `certify.digest` of their centroids."""
+        self._inertias.update(inertias)
 
     def to_dict(self) -> dict:
         return {"centroids": self.centroids.tolist(), "inertia": self.inertia, "spread": self.spread,
@@ -121,14 +175,23 @@ def centroid_error(centroids: np.ndarray, oracle: Oracle) -> float:
     return float(np.linalg.norm(centroids.astype(np.float64) - ref) / scale)
 
 
-def figures(centroids, oracle: Oracle, data) -> Verdict:
-    """The float64 reference's figures for one result (status left to the certificate); a
-    result of the wrong shape or with NaN is a mismatch whatever its trajectory."""
+def malformed(centroids, oracle: Oracle) -> Verdict | None:
+    """A mismatch for a result of the wrong shape or with NaN, whatever its trajectory; else None."""
     centroids = np.asarray(centroids)
     if centroids.shape != oracle.centroids.shape:
         return Verdict(MISMATCH, detail=f"centroids have shape {centroids.shape}, expected {oracle.centroids.shape}")
     if not np.isfinite(centroids).all():
         return Verdict(MISMATCH, detail="centroids contain NaN or infinite values")
+    return None
+
+
+def figures(centroids, oracle: Oracle, data) -> Verdict:
+    """The float64 reference's figures for one result (status left to the certificate); a
+    result of the wrong shape or with NaN is a mismatch whatever its trajectory."""
+    broken = malformed(centroids, oracle)
+    if broken:
+        return broken
+    centroids = np.asarray(centroids)
     value = oracle.inertia_of(centroids, data)
     return Verdict(OK, centroid_error(centroids, oracle), oracle.inertia_difference(value), "", value)
 
@@ -165,6 +228,9 @@ def certified_text(certificate, end: Verdict) -> str:
                  f"float64, {certificate.ties_other_way} the other way)")
     text = (f"{certificate.steps} steps certified in {certificate.precision}; {parted}; {ties}; end point "
             f"{end.centroid_error:.2g} spreads from float64's")
+    if certificate.undecided > WEAK_SHARE:
+        text += (f"; {certificate.undecided:.0%} of its point decisions could go more than one way in "
+                 f"{certificate.precision} here, so this certificate proves little")
     if certificate.unbounded:
         text += (f"; {certificate.unbounded} cluster(s) too large for a worst-case {certificate.precision} sum "
                  "bound: their means were not checked")
@@ -172,6 +238,13 @@ def certified_text(certificate, end: Verdict) -> str:
         text += ("; its sums are not deterministic and a timed run ended off the certified trajectory "
                  f"({certificate.nondeterministic})")
     return text
+
+
+def weak(validation: dict | None) -> bool:
+    """Did this cell's certificate leave most point decisions open (far from the origin in a
+    narrow precision, say), so that its `ok` proves little? From a record's validation."""
+    certificate = (validation or {}).get("certificate") or {}
+    return (certificate.get("undecided") or 0.0) > WEAK_SHARE
 
 
 def worst(verdicts: list[Verdict]) -> Verdict:
