@@ -49,6 +49,7 @@ class NativeLloyd(Implementation):
 
     source_file = ""
     runs_repeats_itself = True
+    traces = True  # --trace: the judge's one untimed run writes every iteration's centroids (harness.hpp)
 
     def __init__(self, source_dir: Path | None = None, timeout: float = TIMEOUT_S):
         self.source_dir = Path(source_dir) if source_dir else HERE
@@ -86,6 +87,7 @@ class NativeLloyd(Implementation):
         self._workdir = tempfile.TemporaryDirectory(prefix="kmbench-cpp-")
         work = Path(self._workdir.name)
         self._init_path = work / "init.npy"
+        self._trace_path = work / "trace.npy"
         self._data_path = self._dataset_file(problem, work)
 
     @staticmethod
@@ -103,10 +105,13 @@ class NativeLloyd(Implementation):
         return path
 
     def command(self, problem: Problem) -> list[str]:
+        # The judge's traced run is one run: no warm-up, one repeat, every iteration written out.
+        warmup, repeats = (0, 1) if problem.trace else (problem.warmup, problem.repeats)
         command = [str(self._binary.path), "--data", str(self._data_path), "--init", str(self._init_path),
-                   "--iters", str(problem.iterations), "--warmup", str(problem.warmup),
-                   "--repeats", str(problem.repeats)]
-        if problem.max_time:
+                   "--iters", str(problem.iterations), "--warmup", str(warmup), "--repeats", str(repeats)]
+        if problem.trace:
+            command += ["--trace", str(self._trace_path)]
+        if problem.max_time and not problem.trace:
             command += ["--max-time", str(problem.max_time)]
         if problem.tol is not None:
             command += ["--tol", repr(float(problem.tol))]
@@ -152,7 +157,20 @@ class NativeLloyd(Implementation):
         phases = {"process_overhead": max(0.0, wall - sum(times) - sum(warmup))}
         if warmup:
             phases["first_run"] = warmup[0]
-        return Result(centroids=centroids, iterations=iterations, phases=phases, iterate_times=times)
+        trace = self._trace(problem, centroids.shape) if problem.trace else None
+        return Result(centroids=centroids, iterations=iterations, phases=phases, iterate_times=times, trace=trace)
+
+    def _trace(self, problem: Problem, shape) -> list[np.ndarray]:
+        """The centroids after each iteration of a traced run, as the program wrote them."""
+        try:
+            steps = np.load(self._trace_path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise ImplementationError(f"{self.name} wrote no readable trace ({exc})") from None
+        finally:
+            self._trace_path.unlink(missing_ok=True)
+        if steps.ndim != 3 or steps.shape[1:] != tuple(shape):
+            raise ImplementationError(f"{self.name} wrote a trace of shape {steps.shape} for centroids of shape {shape}")
+        return list(steps)
 
     def release(self) -> None:
         if self._workdir is not None:

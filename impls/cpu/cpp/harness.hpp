@@ -7,6 +7,8 @@
 // where N is the iterations the last run executed: exactly --iters, or, with --tol, until
 // the fraction of points that changed cluster in an iteration is <= tol (at most --iters).
 // Any failure prints one line on stderr and exits non-zero.
+// With --trace FILE (the judge's untimed run: no warm-up, one repeat) the run also writes the
+// centroids after each of its iterations to FILE, a (N, k, d) float64 .npy.
 #pragma once
 
 #include <chrono>
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -86,10 +89,33 @@ struct StopRule {
     return tol >= 0 && double(changed) <= tol * double(n);
   }
   bool still(double squared_shift) const { return shift_tol >= 0 && squared_shift <= shift_tol; }
+  // Called by a program after each iteration's update (its centroids are then the iteration's):
+  // set where the run is traced, empty otherwise.
+  std::function<void()> after_iteration;
+  void iterated() const {
+    if (after_iteration) after_iteration();
+  }
 };
 
+// Writes `values` as a C-ordered float64 .npy of shape (rows, k, d).
+inline void write_npy(const std::string& path, const std::vector<double>& values, std::size_t rows, std::size_t k,
+                      std::size_t d) {
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(k) + ", " + std::to_string(d) + "), }";
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');  // the whole preamble a multiple of 64 bytes
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(header.size() & 0xff),
+                                      (unsigned char)(header.size() >> 8)};
+  out.write(reinterpret_cast<const char*>(preamble), 10);
+  out.write(header.data(), std::streamsize(header.size()));
+  out.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(double)));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
 struct Options {
-  std::string data, init;
+  std::string data, init, trace;
   long iterations = 300, warmup = 1, repeats = 5;
   double tol = -1;
   double shift_tol = -1;
@@ -112,6 +138,7 @@ inline Options parse(int argc, char** argv) {
     else if (flag == "--max-time") o.max_time = std::stod(value);
     else if (flag == "--tol") o.tol = std::stod(value);
     else if (flag == "--shift-tol") o.shift_tol = std::stod(value);
+    else if (flag == "--trace") o.trace = value;
     else throw std::runtime_error("unknown option " + flag);
   }
   if (o.data.empty() || o.init.empty()) throw std::runtime_error("--data and --init are required");
@@ -211,18 +238,21 @@ int main_with(int argc, char** argv, Lloyd&& lloyd) {
     std::vector<double> result;
     std::vector<double> times, warmup;
     long executed = 0;
-    const StopRule stop{o.iterations, o.tol};
+    StopRule stop{o.iterations, o.tol};
+    std::vector<double> trace;  // with --trace: every iteration's centroids, one after another
     auto run = [&](auto zero) {
       using T = decltype(zero);
       const std::vector<T> points = as<T>(data);
       const std::vector<T> start = as<T>(init);
       std::vector<T> centroids;
+      if (!o.trace.empty()) stop.after_iteration = [&] { trace.insert(trace.end(), centroids.begin(), centroids.end()); };
       executed = timed_runs(
-          o, [&] { centroids = start; },
+          o, [&] { centroids = start; trace.clear(); },
           [&] { return lloyd(points, data.rows, data.cols, centroids, init.rows, stop); }, times, warmup);
       result.assign(centroids.begin(), centroids.end());
     };
     if (o.single) run(float{}); else run(double{});
+    if (!o.trace.empty()) write_npy(o.trace, trace, trace.size() / (init.rows * data.cols), init.rows, data.cols);
     print_json(result, data.cols, executed, times, warmup);
   });
 }

@@ -49,6 +49,7 @@ inline __attribute__((always_inline)) long lloyd(const T* __restrict__ points, s
         if (counts[cluster] == 0) continue;
         for (std::size_t j = 0; j < d; ++j) means[cluster * d + j] = sums[cluster * d + j] / T(counts[cluster]);
       }
+      stop.iterated();
       if (stop.done(changed, n)) return iteration;
     }
     return stop.max_iter;

@@ -37,6 +37,7 @@ struct EigenLloyd {
       }
       for (std::size_t cluster = 0; cluster < k; ++cluster)
         if (counts(cluster) > 0) centroids.row(cluster) = sums.row(cluster) / counts(cluster);
+      stop.iterated();
       if (stop.done(changed, n)) return iteration;
     }
     return stop.max_iter;

@@ -386,6 +386,7 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
           squared_shift += (moved - centroids[j * d + a]) * (moved - centroids[j * d + a]);
           centroids[j * d + a] = moved;
         }
+    stop.iterated();
     if (stop.done(changed, n) || stop.still(squared_shift)) break;
   }
   return std::min(done, stop.max_iter);
@@ -410,18 +411,25 @@ int main(int argc, char** argv) {
     for (double& m : p.mean) m /= double(p.n);
     for (std::size_t i = 0; i < p.n; ++i)
       for (std::size_t a = 0; a < p.d; ++a) p.x[i * p.d + a] = float(data.values[i * p.d + a] - p.mean[a]);
-    const kmbench::StopRule stop{o.iterations, o.tol, o.shift_tol};
-    std::vector<double> centroids, times, warmup;
+    kmbench::StopRule stop{o.iterations, o.tol, o.shift_tol};
+    std::vector<double> centroids, times, warmup, trace;
+    if (!o.trace.empty())  // every iteration's centroids, moved back from the centred frame
+      stop.after_iteration = [&] {
+        for (std::size_t j = 0; j < p.k; ++j)
+          for (std::size_t a = 0; a < p.d; ++a) trace.push_back(centroids[j * p.d + a] + p.mean[a]);
+      };
     const long executed = kmbench::timed_runs(
         o,
         [&] {  // the harness's start, centred like the data
           centroids = init.values;
+          trace.clear();
           for (std::size_t j = 0; j < p.k; ++j)
             for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] -= p.mean[a];
         },
         [&] { return lloyd(p, centroids, stop, threads); }, times, warmup);
     for (std::size_t j = 0; j < p.k; ++j)
       for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
+    if (!o.trace.empty()) kmbench::write_npy(o.trace, trace, trace.size() / (p.k * p.d), p.k, p.d);
     kmbench::print_json(centroids, p.d, executed, times, warmup,
                         std::string("\"strategy\": \"") + name_of(path_for(p.d, p.k)) + "\"");
   });
