@@ -10,7 +10,7 @@ comma := ,
 RUN_EXTRAS := $(if $(GPU_EXTRA),[$(GPU_EXTRA)])
 DEV_EXTRAS := [dev$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))]
 
-.PHONY: run test test-gpu bench-gpu reproduce-gpu scale-dask-cuda out-of-core kmcuda report venv clean
+.PHONY: run test test-gpu mutate-judge bench-gpu reproduce-gpu scale-dask-cuda out-of-core kmcuda report venv clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kmbench needs Python 3.11 or newer; run make with PYTHON=python3.11 (found " + sys.version.split()[0] + ")")'
@@ -35,6 +35,9 @@ report: $(VENV)/.run-installed  ## render results/records.jsonl as markdown into
 
 test: $(VENV)/.dev-installed  ## the test suite (GPU tests skip themselves without a GPU)
 	$(BIN)/python -m pytest -q
+
+mutate-judge: $(VENV)/.dev-installed  ## plant one-line slips in the judge; its tests must catch each (results/cpu-2core/mutation)
+	$(BIN)/python tools/mutate_judge.py --out results/cpu-2core/mutation
 
 # On a GPU machine whose python3 already has CuPy (no virtual environment needed).
 GPU_PATH := PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}
