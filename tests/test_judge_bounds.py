@@ -85,7 +85,7 @@ def test_the_judge_uses_the_documented_mean_bound():
 
 
 @pytest.mark.parametrize("with_labels", [True, False])
-@pytest.mark.parametrize("times, certified", [(0.5, True), (3.0, False)])
+@pytest.mark.parametrize("times, certified", [(0.5, True), (1.5, False), (3.0, False)])
 def test_a_mean_moved_past_its_rounding_bound_fails_and_one_within_passes(with_labels, times, certified):
     certifier, previous, labels, means, bound = _a_step()
     moved = means.copy()

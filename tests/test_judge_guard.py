@@ -224,3 +224,56 @@ def test_the_end_points_figures_are_the_float64_inertia_of_the_end():
     assert verdict.inertia == pytest.approx(certify.inertia(data, timed.centroids), rel=1e-12)
     plain = ((data.astype(np.float64)[:, None] - timed.centroids[None]) ** 2).sum(axis=2).min(axis=1).sum()
     assert verdict.inertia == pytest.approx(plain, rel=1e-9)
+
+
+def test_the_judge_stays_right_when_its_own_products_err_by_all_their_bound_allows(monkeypatch):
+    """The judge's float32 scores may each be off by its bound J, in opposite directions: a gap it
+    computes is the true one within 2 J. Here every score errs that way, widening every gap by
+    1.98 J, on points exactly on the bisector of two centroids (float64 data at d = 16, so its
+    float32 product scores them), where a float64 row may take either centroid and this one takes
+    the higher index. The judge must still leave them open and accept the row."""
+    from kmbench.judge import scan
+    from tests.wrong_rows import TiesToHighest
+
+    original = scan._Scorer.best_two
+
+    def widened(self, points, rows):
+        d1, d2, best = original(self, points, rows)
+        reach = float(np.sqrt((self.c_centred ** 2).sum(axis=1)).max())
+        error = 0.99 * self.factor * (points.centred_norm[rows] + reach) ** 2
+        return d1 - error, d2 + error, best
+
+    monkeypatch.setattr(scan._Scorer, "best_two", widened)
+    rng = np.random.default_rng(9)
+    d = 16
+    on_bisector = np.c_[np.zeros(500), rng.uniform(-1, 1, (500, d - 1)) + 0.1]
+    sides = np.vstack([rng.normal(0, 0.3, (400, d)) + 3 * np.eye(d)[0], rng.normal(0, 0.3, (400, d)) - 3 * np.eye(d)[0]])
+    data = np.vstack([on_bisector, sides])
+    start = np.vstack([-np.eye(d)[0], np.eye(d)[0]])
+    row = TiesToHighest("float64", "direct")
+    problem = Problem(data, start, 1, warmup=0, repeats=1)
+    timed = row.run(problem)
+    assert (timed.labels[:500] == 1).all()  # it took the higher index on every tie
+    certificate = trajectory.certify(row, problem, [timed], "float64")
+    assert certificate.certified, certificate.failure.sentence()
+
+
+def test_ties_on_integers_too_large_for_exact_float32_may_go_either_way():
+    """Integer points 1,000 from the origin: their ties are exact in the reals, but a float32 row
+    may compute |x|^2 - 2 x.c + |c|^2 there, which rounds (sums of products past 2^24), so the
+    lowest-index rule cannot be asked of it; a row that sends ties to the higher index is ok.
+    (Near the origin, tests/test_wrong_rows.py shows the same row named.)"""
+    from tests.wrong_rows import TiesToHighest
+
+    rng = np.random.default_rng(10)
+    half = rng.integers(0, 11, size=(3000, 2))
+    data = (np.vstack([half, 10 - half]) + 1000).astype(np.float32)  # an integer mean, (1005, 1005)
+    start = (np.array([[0, 0], [2, 0], [0, 2], [2, 2], [10, 10], [8, 10], [10, 8], [8, 8]]) + 1000).astype(np.float32)
+    row = TiesToHighest("float32", "direct")
+    problem = Problem(data, start, 2, warmup=0, repeats=1)
+    timed = row.run(problem)
+    distances = ((data[:, None, :].astype(np.float64) - start[None]) ** 2).sum(axis=2)
+    ordered = np.sort(distances, axis=1)
+    assert (ordered[:, 0] == ordered[:, 1]).sum() > 500  # exact ties in the reals to decide
+    certificate = trajectory.certify(row, problem, [timed], "float32")
+    assert certificate.certified, certificate.failure.sentence()

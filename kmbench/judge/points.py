@@ -66,6 +66,14 @@ class Geometry:
                               xp.concatenate([part.centred_norm for part in made]))
         return geometry
 
+    def spread(self, data, xp) -> float:
+        """The RMS distance of the points from their mean (reference.spread), from the norms kept
+        where they are (one reduction, not a pass over the data)."""
+        norms = self.full.centred_norm if self.full is not None else (self.norms[1] if self.norms else None)
+        if norms is None:
+            return reference.spread(data, xp)
+        return float(xp.sqrt((norms * norms).sum() / norms.shape[0]))
+
     def _made(self, x, xp, keep: bool = False) -> Points:
         x64 = xp.asarray(x, dtype=xp.float64)
         centred = x64 - self.mean

@@ -19,6 +19,7 @@ The figures:
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -88,7 +89,7 @@ class Oracle:
         centroids, done, emptied, _, value = certify.float64_lloyd(space.data, initial_centroids, iterations, tol,
                                                                    space.xp, progress=report, bank=bank,
                                                                    geometry=space.geometry)
-        spread = reference.spread(space.data, space.xp)
+        spread = space.geometry.spread(space.data, space.xp)
         stop = {"rule": "iterations" if tol is None else "tolerance", "max_iter": iterations, "tol": tol}
         middle = reference.to_numpy(space.geometry.mean)
         oracle = cls(reference.to_numpy(centroids), value, spread, n, done, emptied,
@@ -111,6 +112,7 @@ class Oracle:
         self.workspace = None
         self.seeds.release_device()
         if xp is not None:
+            gc.collect()  # arrays in reference cycles go back now, not at the next collection
             reference.release(xp)
 
     @property
