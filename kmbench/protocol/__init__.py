@@ -199,3 +199,12 @@ class Implementation:
 
     def release(self) -> None:
         """Free what `prepare` holds (device memory, say) before the next problem."""
+
+
+def usable(impl: Implementation) -> tuple[bool, str]:
+    """`available()`, with a check that itself fails counted as a reason, not a crash. Here,
+    beside the interface, so kmbench.KMeans can ask without importing the measuring loop."""
+    try:
+        return impl.available()
+    except Exception as exc:
+        return False, f"availability check failed: {exc}"
