@@ -106,6 +106,10 @@ class Result:
     # With Problem.trace: the centroids after each iteration (the last is `centroids`), for the
     # judge; `labels` then holds the last iteration's assignment.
     trace: list[np.ndarray] | None = None
+    # Whether some iteration left a cluster with no point (its centroid kept, as the protocol
+    # asks); None: the row does not say. kmbench.KMeans then redoes the fit with scikit-learn's
+    # relocation of empty clusters.
+    emptied: bool | None = None
 
 
 class Implementation:
