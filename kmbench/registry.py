@@ -9,6 +9,8 @@ import ast
 import importlib
 import importlib.util
 import math
+import re
+from collections.abc import Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -42,10 +44,17 @@ def _declares_a_row(node: ast.stmt) -> bool:
         for statement in node.body)
 
 
-def _row_modules() -> list[str]:
+def _names_a_row(text: str, names: set[str]) -> bool:
+    """Whether an indented line (a class body) sets `name` to one of these literals: where a row
+    called so is declared, seen without parsing the file (kmbench.KMeans's first fit)."""
+    return any(re.search(rf"^[ \t]+name\s*=\s*[\"']{re.escape(name)}[\"']", text, re.MULTILINE) for name in names)
+
+
+def _row_modules(named: set[str] | None = None) -> list[str]:
     """The built-in package's modules that define a row, found by reading the sources, so that
     modules of kernels only (Triton, Numba) are not imported to be looked at; a module that
-    does not parse is returned, to fail as a row."""
+    does not parse is returned, to fail as a row. `named`: only those that declare a row called
+    by one of these names."""
     spec = importlib.util.find_spec(BUILTIN_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         return []  # an installation without the built-in rows
@@ -55,10 +64,13 @@ def _row_modules() -> list[str]:
         text = path.read_text()
         if "row_order" not in text:  # most files: no need to parse them
             continue
-        try:
-            declares = any(map(_declares_a_row, ast.parse(text, str(path)).body))
-        except SyntaxError:
-            declares = True
+        if named is not None:
+            declares = _names_a_row(text, named)
+        else:
+            try:
+                declares = any(map(_declares_a_row, ast.parse(text, str(path)).body))
+            except SyntaxError:
+                declares = True
         if declares:
             parts = path.relative_to(root).with_suffix("").parts
             parts = parts[:-1] if parts[-1] == "__init__" else parts
@@ -72,9 +84,9 @@ def _rows_of(module) -> list[type[Implementation]]:
             and cls.__module__ == module.__name__ and cls.row_order is not None]
 
 
-def _builtins() -> list[Implementation]:
+def _builtins(modules: list[str] | None = None) -> list[Implementation]:
     found: list[Implementation] = []
-    for module_name in _row_modules():
+    for module_name in _row_modules() if modules is None else modules:
         try:
             rows = _rows_of(importlib.import_module(module_name))
         except Exception as exc:  # a broken module must not take the others down
@@ -101,6 +113,23 @@ def discover() -> dict[str, Implementation]:
     for impl in sorted(found, key=lambda impl: math.inf if impl.row_order is None else impl.row_order):
         everything.setdefault(impl.name, impl)
     return everything
+
+
+def find(names: Iterable[str]) -> dict[str, Implementation]:
+    """The implementations called by these names, importing only the built-in modules that
+    declare them (discover() parses 25 and imports about 30: kmbench.KMeans's first fit cannot
+    wait for that); a name none declares is looked for as discover() looks (an entry point's
+    row, a name made at run time). A name nothing is called by is left out."""
+    wanted = set(names)
+    found: dict[str, Implementation] = {}
+    for impl in sorted(_builtins(_row_modules(named=wanted)),
+                       key=lambda impl: math.inf if impl.row_order is None else impl.row_order):
+        if impl.name in wanted:
+            found.setdefault(impl.name, impl)
+    if wanted - found.keys():
+        everything = discover()
+        found.update({name: everything[name] for name in wanted - found.keys() if name in everything})
+    return found
 
 
 def ranked_in_reports(everything: dict[str, Implementation] | None = None) -> list[str]:

@@ -45,3 +45,14 @@ def test_blog_counting_defect_is_fixed():
     data = np.array([[0.0, 1.0], [2.0, 3.0], [10.0, 0.0], [12.0, 5.0]], dtype=np.float64)
     record = _check("numpy-blog", data, k=2, iterations=3, start=data[[0, 2]])
     assert record["status"] == "ok", record.get("detail")
+
+
+def test_numpy_says_whether_an_iteration_left_a_cluster_empty():
+    """kmbench.KMeans takes such a step again with scikit-learn's relocation (issue 51)."""
+    from tests.conftest import memory_problem
+
+    data = blob_data(np.random.default_rng(4), n=500, d=2, k=3)
+    impl = registry.find(["numpy"])["numpy"]
+    for start, emptied in ((np.vstack([data[:2], [[500.0, 500.0]]]), True), (data[:3], False)):
+        _, _, problem = memory_problem(data, 3, 5, start=start.astype(data.dtype), warmup=0)
+        assert impl.run(problem).emptied is emptied

@@ -323,3 +323,18 @@ def test_the_record_names_the_path_and_claims_fmas_only_where_every_centroid_is_
     assert record["status"] == "ok", record.get("detail")
     assert record["build"]["strategy"] == path
     assert record["fp32_per_distance"] == fmas
+
+
+@needs_compiler
+def test_it_says_whether_an_iteration_left_a_cluster_empty():
+    """kmbench.KMeans redoes such a run with scikit-learn's relocation of empty clusters (issue 51)."""
+    data = _blobs(3_000, 2, 3)
+    far = np.vstack([data[:2], [[1e4, 1e4]]]).astype(np.float64)
+    for start, emptied in ((far, True), (data[:3].astype(np.float64), False)):
+        _, _, problem = memory_problem(data, 3, 5, start=start, warmup=0)
+        impl = KmbenchCpu()
+        impl.prepare(problem)
+        try:
+            assert impl.run(problem).emptied is emptied
+        finally:
+            impl.release()

@@ -53,3 +53,18 @@ def test_gpu_seeding_picks_what_the_cpu_picks():
     on_cpu = seeding.kmeans_plusplus(data, 40, seed=1, xp=np)
     on_gpu = seeding.kmeans_plusplus(data, 40, seed=1, xp=cupy)
     np.testing.assert_array_equal(on_cpu, on_gpu)
+
+
+@pytest.mark.parametrize("method", ["kmeans++", "random"])
+def test_weighted_draws_never_pick_a_point_of_no_weight(method):
+    """kmbench.KMeans's sample weights weigh the draws, as scikit-learn's do; the benchmark's
+    seeding (no weights) draws as it did."""
+    data, _ = _separated(n_per=50)
+    weights = np.random.default_rng(1).uniform(0.5, 2, len(data))
+    weights[::2] = 0
+    for seed in range(5):
+        picked = runner.initial_centroids(data, 10, method, seed, weights)
+        rows = [int(np.flatnonzero((data == centre).all(axis=1))[0]) for centre in picked]
+        assert all(weights[row] > 0 for row in rows)
+    unweighted = runner.initial_centroids(data, 10, method, 3)
+    assert np.array_equal(unweighted, runner.initial_centroids(data, 10, method, 3, None))

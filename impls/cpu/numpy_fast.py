@@ -41,6 +41,7 @@ class NumpyFast(Implementation):
         trace = [] if problem.trace else None
         phases: dict[str, float] = {}
         done = 0
+        emptied = False
         with host_region(phases, "iterate"):
             for done in range(1, problem.iterations + 1):
                 # argmin_j ||x - c_j||^2 = argmin_j (||c_j||^2 - 2 x.c_j): ||x||^2 is common.
@@ -52,6 +53,7 @@ class NumpyFast(Implementation):
                     labels[start : start + _ROWS_PER_BLOCK] = scores.argmin(axis=1)
                 counts = np.bincount(labels, minlength=k)
                 filled = counts > 0
+                emptied = emptied or not filled.all()
                 for dim in range(d):
                     sums = np.bincount(labels, weights=data[:, dim], minlength=k)
                     centroids[filled, dim] = sums[filled] / counts[filled]
@@ -64,4 +66,4 @@ class NumpyFast(Implementation):
                         labels = previous
                         break
         return Result(centroids=centroids.astype(np.float64), iterations=done,
-                      phases=phases, labels=labels, trace=trace)
+                      phases=phases, labels=labels, trace=trace, emptied=emptied)

@@ -106,6 +106,10 @@ class Result:
     # With Problem.trace: the centroids after each iteration (the last is `centroids`), for the
     # judge; `labels` then holds the last iteration's assignment.
     trace: list[np.ndarray] | None = None
+    # Whether some iteration left a cluster with no point (its centroid kept, as the protocol
+    # asks); None: the row does not say. kmbench.KMeans then redoes the fit with scikit-learn's
+    # relocation of empty clusters.
+    emptied: bool | None = None
 
 
 class Implementation:
@@ -199,3 +203,12 @@ class Implementation:
 
     def release(self) -> None:
         """Free what `prepare` holds (device memory, say) before the next problem."""
+
+
+def usable(impl: Implementation) -> tuple[bool, str]:
+    """`available()`, with a check that itself fails counted as a reason, not a crash. Here,
+    beside the interface, so kmbench.KMeans can ask without importing the measuring loop."""
+    try:
+        return impl.available()
+    except Exception as exc:
+        return False, f"availability check failed: {exc}"

@@ -21,7 +21,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from kmbench.protocol import clock, validate
+from kmbench.protocol import clock, usable, validate
 from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol.statistics import spread_warning, summarize
 
@@ -49,14 +49,6 @@ class Measured:
     row_calls: float = 0.0  # seconds of the row's timed work: its warm-up and counted calls, wall clock
     memory: dict = field(default_factory=dict)  # {"host_bytes", "gpu_bytes"}: peaks above the start
     followed: dict = field(default_factory=dict)  # what task.followed said of the problem as run
-
-
-def usable(impl) -> tuple[bool, str]:
-    """`available()`, with a check that itself fails counted as a reason, not a crash."""
-    try:
-        return impl.available()
-    except Exception as exc:
-        return False, f"availability check failed: {exc}"
 
 
 def error_fields(exc: Exception) -> dict:

@@ -22,8 +22,11 @@ import numpy as np
 from kmbench.protocol.reference import device_module
 
 
-def kmeans_plusplus(data: np.ndarray, k: int, seed: int, xp=np) -> np.ndarray:
-    """k rows of `data` (host array, data's dtype), chosen by greedy k-means++ on `xp`."""
+def kmeans_plusplus(data: np.ndarray, k: int, seed: int, xp=np, weights: np.ndarray | None = None) -> np.ndarray:
+    """k rows of `data` (host array, data's dtype), chosen by greedy k-means++ on `xp`.
+    `weights` (kmbench.KMeans's sample weights): a point of weight w counts as w points, in the
+    draws and in the totals, as in scikit-learn's; None draws as before, so the benchmark's
+    starts stay what they were."""
     rng = np.random.default_rng(seed)
     n = data.shape[0]
     trials = 2 + int(np.log(k))
@@ -32,28 +35,35 @@ def kmeans_plusplus(data: np.ndarray, k: int, seed: int, xp=np) -> np.ndarray:
     norms = (points * points).sum(axis=1)
 
     def squared_distances(rows):  # (len(rows), n), clamped: rounding may dip below zero
-        chosen = points[rows]
-        found = norms[None, :] - 2.0 * (chosen @ points.T) + norms[rows][:, None]
-        return xp.maximum(found, 0.0)
+        # norms - 2 x.c + |c|^2 in place, in that order: the same bits as the expression, with
+        # one array of len(rows) x n where it made four (a quarter of kmbench.KMeans's seeding).
+        found = points[rows] @ points.T
+        found *= 2.0
+        xp.subtract(norms[None, :], found, out=found)
+        found += norms[rows][:, None]
+        return xp.maximum(found, 0.0, out=found)
 
-    picked = [int(rng.integers(n))]
+    first = rng.integers(n) if weights is None else rng.choice(n, p=weights / weights.sum())
+    weights = None if weights is None else xp.asarray(weights, dtype=xp.float64)
+    picked = [int(first)]
     closest = squared_distances(xp.asarray(picked))[0]
     for _ in range(1, k):
-        totals = xp.cumsum(closest)
+        totals = xp.cumsum(closest if weights is None else closest * weights)
         draws = xp.asarray(rng.random(trials)) * totals[-1]
         candidates = xp.minimum(xp.searchsorted(totals, draws), n - 1)
         merged = xp.minimum(closest[None, :], squared_distances(candidates))
-        best = int(xp.argmin(merged.sum(axis=1)))
+        best = int(xp.argmin(merged.sum(axis=1) if weights is None else merged @ weights))
         picked.append(int(candidates[best]))
         closest = merged[best]
     return np.ascontiguousarray(np.asarray(data)[np.asarray(picked)])
 
 
-def seed_kmeans_plusplus(data: np.ndarray, k: int, seed: int) -> tuple[np.ndarray, dict]:
+def seed_kmeans_plusplus(data: np.ndarray, k: int, seed: int,
+                         weights: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """The centres and how they were made: {"method", "device", "seconds"}."""
     xp = device_module()
     start = time.perf_counter()
-    centres = kmeans_plusplus(data, k, seed, xp)
+    centres = kmeans_plusplus(data, k, seed, xp, weights)
     if xp is not np:
         xp.cuda.Device().synchronize()
     info = {"method": "kmeans++", "device": "gpu (cupy)" if xp is not np else "cpu (numpy)",

@@ -60,21 +60,25 @@ def check_sizes(settings: Settings, sizes: dict[str, int]) -> None:
                              f"of {name}.")
 
 
-def initial_centroids(data: np.ndarray, k: int, method: str, seed: int) -> np.ndarray:
+def initial_centroids(data: np.ndarray, k: int, method: str, seed: int,
+                      weights: np.ndarray | None = None) -> np.ndarray:
     """The harness's choice, shared by every implementation: k distinct data points drawn
-    with `seed`, or k-means++ seeding computed once here (see kmbench.protocol.seeding)."""
-    return choose_start(data, k, method, seed)[0]
+    with `seed`, or k-means++ seeding computed once here (see kmbench.protocol.seeding).
+    `weights`: kmbench.KMeans's sample weights, which weigh the draws (None: the benchmark's)."""
+    return choose_start(data, k, method, seed, weights)[0]
 
 
-def choose_start(data: np.ndarray, k: int, method: str, seed: int) -> tuple[np.ndarray, dict]:
+def choose_start(data: np.ndarray, k: int, method: str, seed: int,
+                 weights: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
     """The initial centroids and how they were made: {"method", "device", "seconds"}."""
     n = data.shape[0]
     if k > n:
         raise UsageError(f"--k {k} is larger than the number of points ({n}).")
     if method == "kmeans++":
-        return seeding.seed_kmeans_plusplus(data, k, seed)
+        return seeding.seed_kmeans_plusplus(data, k, seed, weights)
     start = time.perf_counter()
-    indices = np.random.default_rng(seed).choice(n, size=k, replace=False)
+    chances = None if weights is None else weights / weights.sum()
+    indices = np.random.default_rng(seed).choice(n, size=k, replace=False, p=chances)
     chosen = np.ascontiguousarray(data[np.sort(indices)], dtype=data.dtype)
     return chosen, {"method": method, "device": "cpu (numpy)", "seconds": time.perf_counter() - start}
 

@@ -153,12 +153,14 @@ class NativeLloyd(Implementation):
                                       f"and {len(times)} timings")
         # What a binary says beyond the protocol's fields (kmbench-cpu: the path it took).
         self.reported = {key: value for key, value in output.items()
-                         if key not in ("centroids", "iterations", "times", "warmup_times")}
+                         if key not in ("centroids", "iterations", "times", "warmup_times", "emptied")}
         phases = {"process_overhead": max(0.0, wall - sum(times) - sum(warmup))}
         if warmup:
             phases["first_run"] = warmup[0]
+        emptied = output.get("emptied")  # said by kmbench-cpu; None where a program does not say
         trace = self._trace(problem, centroids.shape) if problem.trace else None
-        return Result(centroids=centroids, iterations=iterations, phases=phases, iterate_times=times, trace=trace)
+        return Result(centroids=centroids, iterations=iterations, phases=phases, iterate_times=times,
+                      emptied=None if emptied is None else bool(emptied), trace=trace)
 
     def _trace(self, problem: Problem, shape) -> list[np.ndarray]:
         """The centroids after each iteration of a traced run, as the program wrote them."""

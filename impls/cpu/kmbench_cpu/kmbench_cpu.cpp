@@ -308,7 +308,10 @@ void add_block(std::size_t d, const float* x, const int* labels, std::size_t row
 
 
 // Lloyd from `centroids` (centred, float64, k x d) on p.x; returns the iterations executed.
-long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads) {
+// `emptied`: whether an iteration left a cluster with no point (its centroid kept), which
+// kmbench.KMeans reads to redo the fit with scikit-learn's relocation instead.
+long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads,
+           bool& emptied) {
   const std::size_t n = p.n, d = p.d, k = p.k;
   const Path path = path_for(d, k);
   const bool low = path != Path::high;
@@ -379,6 +382,7 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
       }
     }
     double squared_shift = 0;
+    for (std::size_t j = 0; j < k; ++j) emptied = emptied || counts[j] == 0;
     for (std::size_t j = 0; j < k; ++j)
       if (counts[j] > 0)
         for (std::size_t a = 0; a < d; ++a) {
@@ -413,6 +417,7 @@ int main(int argc, char** argv) {
       for (std::size_t a = 0; a < p.d; ++a) p.x[i * p.d + a] = float(data.values[i * p.d + a] - p.mean[a]);
     kmbench::StopRule stop{o.iterations, o.tol, o.shift_tol};
     std::vector<double> centroids, times, warmup, trace;
+    bool emptied = false;
     if (!o.trace.empty())  // every iteration's centroids, moved back from the centred frame
       stop.after_iteration = [&] {
         for (std::size_t j = 0; j < p.k; ++j)
@@ -423,14 +428,16 @@ int main(int argc, char** argv) {
         [&] {  // the harness's start, centred like the data
           centroids = init.values;
           trace.clear();
+          emptied = false;
           for (std::size_t j = 0; j < p.k; ++j)
             for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] -= p.mean[a];
         },
-        [&] { return lloyd(p, centroids, stop, threads); }, times, warmup);
+        [&] { return lloyd(p, centroids, stop, threads, emptied); }, times, warmup);
     for (std::size_t j = 0; j < p.k; ++j)
       for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
     if (!o.trace.empty()) kmbench::write_npy(o.trace, trace, trace.size() / (p.k * p.d), p.k, p.d);
     kmbench::print_json(centroids, p.d, executed, times, warmup,
-                        std::string("\"strategy\": \"") + name_of(path_for(p.d, p.k)) + "\"");
+                        std::string("\"strategy\": \"") + name_of(path_for(p.d, p.k)) + "\", \"emptied\": " +
+                            (emptied ? "true" : "false"));
   });
 }

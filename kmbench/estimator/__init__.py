@@ -1,0 +1,291 @@
+"""A scikit-learn estimator backed by any registered implementation: how a user takes the
+winner of a benchmark into their own code.
+
+    from kmbench import KMeans
+    model = KMeans(n_clusters=8, impl="kmbench-gpu").fit(X)
+
+A drop-in for sklearn.cluster.KMeans (docs/usage.md says what differs): the best of n_init runs
+by inertia; each run stops by scikit-learn's rule (the centroids moved, in all, by at most `tol`
+times the data's mean variance), so it runs the iterations scikit-learn's would from the same
+start; an empty cluster is relocated to the point farthest from its centre. Rows keep an empty
+cluster's centroid (the benchmark's rule). A row that follows the stop rule itself
+(`follows_shift`: kmbench-cpu) runs a whole run at once, and a run in which it left a cluster
+empty is redone from the same start by the estimator's own NumPy Lloyd (lloyd.py); any other
+row is stepped one iteration at a time, and a step that left a cluster empty is taken again by
+the estimator's own step. A row that does not say whether it did is judged by its end (a
+cluster empty there: the run is redone). The own Lloyd also runs every weighted fit: no row
+takes sample weights. The data are centred first, as scikit-learn's are,
+and the initial centroids come from the harness's seeding (k-means++ or k distinct points),
+so every implementation starts from the same place for the same random_state.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import nullcontext
+from functools import partial
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
+
+from kmbench.estimator import choice, lloyd
+from kmbench.protocol import Problem, reference
+from kmbench.protocol.settings import initial_centroids
+
+INITS = {"k-means++": "kmeans++", "random": "random"}
+DENSE_LIMIT = 1 << 30  # bytes: sparse input up to this size (dense) is densified, larger refused
+ONE_BLAS_THREAD = 1 << 22  # values of X up to which seeding runs BLAS on one thread
+
+
+class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
+    """Lloyd's k-means run by a kmbench implementation (`kmbench list` names them).
+
+    Parameters are scikit-learn's KMeans's (n_clusters, init: "k-means++", "random", an array or
+    a callable(X, n_clusters, random_state); n_init: "auto" or a count; max_iter; tol: None runs
+    exactly max_iter iterations; verbose; random_state; copy_x; algorithm: "lloyd" or "elkan",
+    which run the same exact Lloyd), and impl: an implementation's name, or "auto" (choice.AUTO).
+    Fitted: cluster_centers_, labels_, inertia_, n_iter_, n_features_in_, impl_ (what ran the
+    best run: a row's name, or lloyd.OWN).
+    """
+
+    def __init__(self, n_clusters=8, *, impl="auto", init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
+                 verbose=0, random_state=None, copy_x=True, algorithm="lloyd"):
+        self.n_clusters = n_clusters
+        self.impl = impl
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.random_state = random_state
+        self.copy_x = copy_x
+        self.algorithm = algorithm
+
+    # ------------------------------------------------------------------ checks
+
+    def _check_params(self) -> None:
+        def positive_int(value):
+            return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+
+        if not positive_int(self.n_clusters):
+            raise ValueError(f"n_clusters must be a positive integer; got {self.n_clusters!r}.")
+        if not positive_int(self.max_iter):
+            raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}.")
+        if not (self.n_init == "auto" or positive_int(self.n_init)):
+            raise ValueError(f"n_init must be 'auto' or a positive integer; got {self.n_init!r}.")
+        if self.tol is not None and not (isinstance(self.tol, (int, float, np.number)) and self.tol >= 0):
+            raise ValueError(f"tol must be a number >= 0 (or None); got {self.tol!r}.")
+        if isinstance(self.init, str) and self.init not in INITS:
+            raise ValueError(f"init must be one of {', '.join(INITS)}, an array or a callable; got {self.init!r}.")
+        if self.algorithm not in ("lloyd", "elkan"):
+            raise ValueError(f"algorithm must be 'lloyd' or 'elkan'; got {self.algorithm!r}.")
+        if not isinstance(self.copy_x, (bool, np.bool_)):
+            raise ValueError(f"copy_x must be True or False; got {self.copy_x!r}.")
+        if not isinstance(self.verbose, (int, np.integer)):
+            raise ValueError(f"verbose must be an integer or a bool; got {self.verbose!r}.")
+        if not isinstance(self.impl, str) or "," in self.impl or not self.impl.strip():
+            raise ValueError(f"impl must name one implementation; got {self.impl!r}.")
+        if self.algorithm == "elkan" and self.n_clusters == 1:  # scikit-learn's own warning
+            warnings.warn("algorithm='elkan' doesn't make sense for a single cluster. Using 'lloyd' instead.",
+                          RuntimeWarning, stacklevel=3)
+
+    def _init_count(self) -> int:
+        """scikit-learn's n_init, "auto" resolved: one run from k-means++ or given centres, ten
+        from random ones or a callable's; one whatever was asked where the centres are given."""
+        given = not isinstance(self.init, str) and not callable(self.init)
+        count = self.n_init
+        if count == "auto":
+            count = 1 if given or self.init == "k-means++" else 10
+        if given and count != 1:
+            warnings.warn(f"Explicit initial center position passed: performing only one init in KMeans "
+                          f"instead of n_init={count}.", RuntimeWarning, stacklevel=3)
+            count = 1
+        return count
+
+    def _data(self, X, reset: bool, copy: bool = False) -> np.ndarray:
+        """X as a C-ordered float32 or float64 array; sparse input densified up to DENSE_LIMIT."""
+        X = validate_data(self, X, accept_sparse=True, dtype=[np.float64, np.float32], order="C", copy=copy,
+                          reset=reset)
+        if not sp.issparse(X):
+            return X
+        size = X.shape[0] * X.shape[1] * X.dtype.itemsize
+        if size > DENSE_LIMIT:
+            raise ValueError(f"X is a sparse matrix of {X.shape[0]:,} x {X.shape[1]:,}, {size / 2**30:.1f} GiB as a "
+                             f"dense array, and kmbench.KMeans densifies sparse input only up to "
+                             f"{DENSE_LIMIT / 2**30:g} GiB: pass a dense array, or use scikit-learn's KMeans, "
+                             f"which works on sparse data as they are.")
+        return np.ascontiguousarray(X.toarray())
+
+    @staticmethod
+    def _weights(sample_weight, n: int) -> np.ndarray | None:
+        """float64 weights, one a sample; None where they are all equal (they change nothing)."""
+        if sample_weight is None:
+            return None
+        weights = np.asarray(sample_weight, dtype=np.float64)
+        weights = np.full(n, float(weights)) if weights.ndim == 0 else weights
+        if weights.shape != (n,):
+            raise ValueError(f"sample_weight has shape {weights.shape}; expected ({n},), one weight a sample.")
+        if not np.isfinite(weights).all() or (weights < 0).any():
+            raise ValueError("sample_weight must be finite and non-negative.")
+        if weights.sum() == 0:
+            raise ValueError("sample_weight is zero for every sample; at least one needs a positive weight.")
+        return None if (weights == weights[0]).all() else weights.copy()
+
+    def _checked_centers(self, centers, X) -> np.ndarray:
+        centers = np.array(centers.toarray() if sp.issparse(centers) else centers, dtype=X.dtype, order="C")
+        if centers.ndim != 2 or centers.shape[0] != self.n_clusters:
+            raise ValueError(f"The shape of the initial centers {centers.shape} does not match the number of "
+                             f"clusters {self.n_clusters}.")
+        if centers.shape[1] != X.shape[1]:
+            raise ValueError(f"The shape of the initial centers {centers.shape} does not match the number of "
+                             f"features of the data {X.shape[1]}.")
+        return centers
+
+    def _starts(self, X, weights, count: int) -> list[np.ndarray]:
+        """The initial centres of each run, in the data's coordinates: the given ones, the
+        callable's (handed the data as given, unlike scikit-learn's, which hands it centred), or
+        the harness's seeding with a seed drawn from random_state (weighted by the samples)."""
+        random_state = check_random_state(self.random_state)
+        if callable(self.init):
+            return [self._checked_centers(self.init(X, self.n_clusters, random_state=random_state), X)
+                    for _ in range(count)]
+        if not isinstance(self.init, str):
+            return [self._checked_centers(self.init, X)]
+        if self.init == "random" and weights is not None and np.count_nonzero(weights) < self.n_clusters:
+            raise ValueError(f"init='random' needs at least n_clusters={self.n_clusters} samples of positive "
+                             f"weight; sample_weight has {np.count_nonzero(weights)}.")
+        seeds = [int(random_state.randint(np.iinfo(np.int32).max)) for _ in range(count)]
+        # k-means++ multiplies a few candidates by every point, a product too thin for BLAS's
+        # threads to pay on small data: they only contend (1e5 x 2 seeded in 28 ms on one thread,
+        # 39 ms on two; the matrix product itself 0.5 ms against 4).
+        with threadpool_limits(1, "blas") if X.size <= ONE_BLAS_THREAD else nullcontext():
+            return [initial_centroids(X, self.n_clusters, INITS[self.init], seed, weights) for seed in seeds]
+
+    def _row(self, dtype, weights):
+        """The row that runs each run, or None where only the estimator's own Lloyd can (weights)."""
+        if weights is None:
+            return choice.choose(self.impl, dtype)
+        if self.impl != "auto":
+            choice.choose(self.impl, dtype)  # a wrong name is still an error
+            warnings.warn(f"impl={self.impl!r} takes no sample weights (no row does); the fit runs on "
+                          f"kmbench.KMeans's own NumPy Lloyd ({lloyd.OWN!r}).", UserWarning, stacklevel=3)
+        return None
+
+    # ------------------------------------------------------------------ the estimator API
+
+    def fit(self, X, y=None, sample_weight=None):
+        self._check_params()
+        X = self._data(X, reset=True, copy=self.copy_x)
+        if X.shape[0] < self.n_clusters:
+            raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}.")
+        weights = self._weights(sample_weight, X.shape[0])
+        self._n_init = self._init_count()
+        starts = self._starts(X, weights, self._n_init)
+        row = self._row(X.dtype, weights)
+        still = lloyd.tolerance(X, self.tol)
+        # Centred, as scikit-learn's are: rows that expand distances lose nothing far from the
+        # origin. In place: X is a copy, or with copy_x=False the caller's, put back below.
+        shift = X.mean(axis=0, dtype=np.float64).astype(X.dtype)
+        X -= shift
+        try:
+            runs = [self._one_run(row, X, start - shift, weights, still) for start in starts]
+            centers, self.n_iter_, self.impl_ = runs[0] if len(runs) == 1 else self._best(runs, X, weights)
+        finally:
+            X += shift
+        self.cluster_centers_ = (centers + shift).astype(X.dtype)
+        self.labels_, self.inertia_ = self._labels_inertia(X, weights)
+        distinct = np.unique(self.labels_).size
+        if distinct < self.n_clusters:
+            warnings.warn(f"Number of distinct clusters ({distinct}) found smaller than n_clusters "
+                          f"({self.n_clusters}). Possibly due to duplicate points in X.", ConvergenceWarning,
+                          stacklevel=2)
+        return self
+
+    @staticmethod
+    def _best(runs, X, weights):
+        """scikit-learn's choice among runs: the first of least inertia, a later one replacing it
+        only where it is not the same clustering (where rounding alone made it lower)."""
+        best = best_inertia = best_labels = None
+        for run in runs:
+            labels, distances = reference.nearest(X, run[0])
+            inertia = float(distances @ weights) if weights is not None else float(distances.sum())
+            if best is None or (inertia < best_inertia and not lloyd.same_clustering(labels, best_labels)):
+                best, best_inertia, best_labels = run, inertia, labels
+        return best
+
+    def _one_run(self, row, X, start, weights, still) -> tuple[np.ndarray, int, str]:
+        """One run from `start` (centred): the centres, the iterations, and what ran it."""
+        if self.verbose:
+            print("Initialization complete")
+        if row is not None:
+            centers, n_iter, emptied = self._run_row(row, X, start, still)
+            if emptied is None:  # the row does not say: a cluster empty at its end tells
+                emptied = np.unique(reference.nearest(X, centers)[0]).size < self.n_clusters
+            if not emptied:
+                return centers, n_iter, row.name
+        step = partial(lloyd.relocating_step, X, weights)
+        return (*lloyd.iterate(step, start, int(self.max_iter), still, self.verbose), lloyd.OWN)
+
+    def _run_row(self, row, X, start, still) -> tuple[np.ndarray, int, bool | None]:
+        """The run on a row, and whether it left a cluster empty (None: the row does not say).
+        Whole where the row follows the stop rule (and verbose does not ask for each
+        iteration); else one iteration at a time, where a step that left a cluster empty is
+        taken again by the estimator's own step, which relocates it, and the row goes on."""
+        row.prepare(self._problem(X, start, 1))  # once: compile, write or upload the data
+        try:
+            if row.follows_shift and not self.verbose:
+                result = row.run(self._problem(X, start, int(self.max_iter), shift_tol=still))
+                return np.asarray(result.centroids, dtype=np.float64), int(result.iterations), result.emptied
+            said = []
+
+            def step(centers):
+                result = row.run(self._problem(X, centers, 1))
+                if result.emptied:
+                    return lloyd.relocating_step(X, None, centers)
+                said.append(result.emptied is not None)
+                inertia = float(reference.nearest(X, centers)[1].sum()) if self.verbose else None
+                return np.asarray(result.centroids, dtype=np.float64), inertia
+
+            centers, n_iter = lloyd.iterate(step, start, int(self.max_iter), still, self.verbose)
+            return centers, n_iter, False if all(said) else None
+        finally:
+            row.release()
+
+    @staticmethod
+    def _problem(X, start, iterations: int, shift_tol=None) -> Problem:
+        return Problem(data=X, initial_centroids=np.ascontiguousarray(start, dtype=X.dtype), iterations=iterations,
+                       tol=None, warmup=0, repeats=1, shift_tol=shift_tol)
+
+    def _labels_inertia(self, X, weights) -> tuple[np.ndarray, float]:
+        labels, distances = reference.nearest(X, self.cluster_centers_)
+        return labels.astype(np.int32), float(distances @ weights if weights is not None else distances.sum())
+
+    def predict(self, X):
+        check_is_fitted(self)
+        return self._labels_inertia(self._data(X, reset=False), None)[0]
+
+    def transform(self, X):
+        """Euclidean distance from each point to each cluster centre."""
+        check_is_fitted(self)
+        X = self._data(X, reset=False)
+        return np.sqrt(reference.squared_distances(X, self.cluster_centers_)).astype(X.dtype)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Minus the inertia of X with respect to the fitted centres (higher is better)."""
+        check_is_fitted(self)
+        X = self._data(X, reset=False)
+        return -self._labels_inertia(X, self._weights(sample_weight, X.shape[0]))[1]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # densified up to DENSE_LIMIT
+        return tags
+
+    @property
+    def _n_features_out(self):
+        return self.cluster_centers_.shape[0]

@@ -1,0 +1,54 @@
+"""Which implementation runs a kmbench.KMeans fit, learned once per process.
+
+The first fit looks up only the rows it names (registry.find imports the modules that declare
+them, where discover() imports about 30) and checks that they can run here; what it learns (the
+row's class) is kept, so a later fit chooses in microseconds. Each fit gets an instance of its
+own, so two fits never share a row's prepared state.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from kmbench import registry
+from kmbench.errors import UsageError
+from kmbench.protocol import usable
+from kmbench.protocol.device import cuda_status
+
+# impl="auto": the first of these that can run here and computes in the data's precision,
+# fastest first, exact rows only (kmbench-gpu needs a GPU, kmbench-cpu a C++ compiler, and both
+# compute in float32, so float64 data go to numpy, which runs anywhere the estimator can).
+AUTO = ("kmbench-gpu", "kmbench-cpu", "numpy")
+# Those that run only where CuPy sees a GPU: not even imported elsewhere (a first fit's 20 ms).
+ON_GPU = ("kmbench-gpu",)
+
+
+def choose(impl: str, dtype):
+    """A new instance of the row that runs a fit of `impl` ("auto" or a row's name) on data of
+    `dtype`. An unknown name, or one of another task, is a ValueError; a row that cannot run
+    here a RuntimeError."""
+    return _row_class(impl, np.dtype(dtype).name)()
+
+
+@lru_cache(maxsize=None)  # errors are raised, never kept: a fixed environment is asked again
+def _row_class(impl: str, dtype: str) -> type:
+    if impl == "auto":
+        names = [name for name in AUTO if name not in ON_GPU or cuda_status()[0]]
+        rows = registry.find(names)
+        for name in names:
+            row = rows.get(name)
+            if row is not None and row.dtype in (None, dtype) and usable(row)[0]:
+                return type(row)
+        raise RuntimeError(f"No implementation of {', '.join(AUTO)} can run here.")
+    row = registry.find([impl]).get(impl)
+    if row is None or "lloyd" not in row.tasks:
+        try:
+            registry.select(impl)  # its sentence, which lists the choices
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+    ready, why = usable(row)
+    if not ready:
+        raise RuntimeError(f"Implementation {impl!r} cannot run here: {why}.")
+    return type(row)
