@@ -26,6 +26,7 @@ from impls.distributed.dask_lloyd import asked_workers, dask_cuda_status, worker
 from impls.gpu.kmbench_gpu import KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Options, Problem, Result, reference
+from kmbench.protocol.cluster import connect, local_only
 from kmbench.protocol.timing import host_region
 
 # This worker process's shards, by run token (a worker may serve several runs in turn).
@@ -130,6 +131,7 @@ class DaskNcclLloyd(Implementation):
                    "all-reduced by NCCL between the GPUs every iteration")
     source = "kmbench's own (issue 21: the fast kernels on every GPU of a Dask cluster)"
     dtype = "float32"
+    spans_cluster = True
 
     def available(self):
         ready, why = dask_cuda_status()
@@ -148,13 +150,9 @@ class DaskNcclLloyd(Implementation):
         from dask_cuda import LocalCUDACluster
         from distributed import Client
 
-        address = options.scheduler
-        if address:
-            try:
-                return None, Client(address, timeout="10s")
-            except OSError as exc:
-                raise ImplementationError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-        cluster = LocalCUDACluster(dashboard_address=":0", CUDA_VISIBLE_DEVICES=options.gpus)
+        if options.scheduler:
+            return None, connect(options.scheduler)
+        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=options.gpus, **local_only())
         return cluster, Client(cluster)
 
     def prepare(self, problem: Problem) -> None:
