@@ -3,6 +3,7 @@
 by TLS with Dask's own configured certificates, which the scheduler checks."""
 
 import pytest
+from typer.testing import CliRunner
 
 distributed = pytest.importorskip("distributed")
 
@@ -10,6 +11,7 @@ import dask  # noqa: E402
 import psutil  # noqa: E402  (a dependency of distributed)
 
 from impls.distributed.dask_lloyd import DaskLloyd  # noqa: E402
+from kmbench.cli import app  # noqa: E402
 from kmbench.errors import ImplementationError, UsageError  # noqa: E402
 from kmbench.protocol import Options  # noqa: E402
 from kmbench.protocol.cluster import check_address, connect, local_only  # noqa: E402
@@ -57,6 +59,15 @@ def test_the_network_is_refused_without_tls(address):
 def test_another_protocol_is_refused():
     with pytest.raises(UsageError, match=r"by tcp:// on this machine or by tls://; got ucx://"):
         check_address("ucx://10.0.0.5:8786", "--scheduler")
+
+
+def test_the_command_line_refuses_a_plain_network_scheduler_before_anything_runs(tmp_path):
+    store = tmp_path / "r.jsonl"
+    ran = CliRunner().invoke(app, ["run", "--n", "200", "--impl", "numpy", "--store", str(store),
+                                   "--scheduler", "tcp://10.0.0.5:8786"])
+    assert ran.exit_code == 2 and "Traceback" not in ran.output
+    assert " ".join(ran.output.split()).startswith("Error: --scheduler tcp://10.0.0.5:8786 is on the network")
+    assert not store.exists()
 
 
 def _certificates(folder, security) -> dict:
