@@ -136,12 +136,12 @@ def _planned(impl, dataset: str, settings: runner.Settings, options: Options | N
                             settings.init, settings.seed, threads)
 
 
-def finished(store=None, machines: set | None = None) -> set:
-    """Cells measured to the end with this code on this machine, or on one of `machines`
-    (environment identities: a cluster's, kmbench.protocol.placement) (cells.finished)."""
+def finished(store=None, machines: set | None = None) -> dict:
+    """The newest record of each cell measured to the end with this code on this machine, or on
+    one of `machines` (environment identities: a cluster's, kmbench.protocol.placement), by
+    cell (cells.finished)."""
     machines = machines or {environment.identity()}
-    return set(cells.finished(results.load(store),
-                              lambda record: environment.identity(record.get("env") or {}) in machines))
+    return cells.finished(results.load(store), lambda record: environment.identity(record.get("env") or {}) in machines)
 
 
 def remaining(step: Step, done: set, options: Options = Options()) -> list:
