@@ -47,7 +47,7 @@ def scale_cmd(
     gpus: str = typer.Option("0", "--gpus", help='GPU sets, space separated, each a comma-separated list of GPU numbers: "0 0,1" runs the multi-GPU rows on GPU 0, then on GPUs 0 and 1.'),
     k: Optional[str] = typer.Option(None, "--k", help=escape("Only these k, comma separated [default: each workload's].")),
     scale: float = typer.Option(1.0, "--scale", help="Multiply every n by this, in (0, 1] (0.01: a smoke run of the same code)."),
-    impl: str = typer.Option("kmbench-gpu-dask,dask-cuda", "--impl", help="The multi-GPU rows, run on each GPU set."),
+    impl: str = typer.Option("kmbench-gpu-dask,flash-kmeans-multi-gpu,dask-cuda", "--impl", help="The multi-GPU rows, run on each GPU set."),
     alone: str = typer.Option("kmbench-gpu", "--alone", help='The rows run once, on one GPU, without Dask: the time a GPU set must beat ("" for none).'),
     iters: int = Iters,
     warmup: int = Warmup,
