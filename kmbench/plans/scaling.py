@@ -164,11 +164,13 @@ def _rows(plan: Plan) -> list[tuple]:
 
 
 def _earlier(plan: Plan, workload: Workload, n: int, k: int, impl, gpus: str | None, done: dict) -> dict | None:
-    """The finished record of this cell (a GPU set's is filed under its count of GPUs), or None."""
+    """The finished record of this cell, or None. A multi-GPU row's is filed under the count of
+    GPUs it reports (kmbench.data.cells); a row that reports none ran alike on every set."""
     counts = plan.counts
     planned = cells.lloyd_cell(impl.name, dataset_name(workload, n, counts.seed), k, counts.iters, "iterations",
                                None, "random", counts.seed, gpus=len(gpus.split(",")) if gpus else None)
-    return done.get(planned)
+    found = done.get(planned) or done.get(planned.as_planned())
+    return found if found is not None and cells.cell_of(found).gpus in (planned.gpus, None) else None
 
 
 def _one_workload(plan: Plan, workload: Workload, n: int, ks: list[int], store, reporter, options: Options,
