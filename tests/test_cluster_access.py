@@ -104,3 +104,19 @@ def test_over_tls_only_the_configured_certificates_get_in(tmp_path):
         with dask.config.set({**stranger, "distributed.comm.tls.ca-file": mine["distributed.comm.tls.ca-file"]}):
             with pytest.raises(ImplementationError, match="cannot reach the Dask scheduler"):
                 connect(address)
+
+
+def test_the_dask_rows_cluster_from_the_environment_is_checked_alike(tmp_path, monkeypatch):
+    monkeypatch.setenv("KMBENCH_DASK_SCHEDULER", "tcp://10.0.0.5:8786")
+    monkeypatch.setenv("KMBENCH_DATA", str(tmp_path / "datasets"))
+    ran = CliRunner().invoke(app, ["run", "--n", "200", "--impl", "numpy", "--store", str(tmp_path / "r.jsonl")])
+    assert ran.exit_code == 2
+    assert " ".join(ran.output.split()).startswith("Error: $KMBENCH_DASK_SCHEDULER tcp://10.0.0.5:8786 is on the network")
+    assert not (tmp_path / "datasets").exists() and not (tmp_path / "r.jsonl").exists()  # before anything is made
+
+
+def test_a_scheduler_for_a_reproduction_that_runs_nothing_is_a_mistake_to_say():
+    ran = CliRunner().invoke(app, ["reproduce", "radial-tree", "--no-run", "--scheduler", "tcp://127.0.0.1:8786"])
+    assert ran.exit_code == 2
+    assert " ".join(ran.output.split()) == ("Error: --scheduler measures cells and --no-run measures none: drop one "
+                                            "of them.")

@@ -50,11 +50,14 @@ def run(store, *args):
     return results.load(store)
 
 
-def test_a_matrix_on_two_workers_has_a_local_runs_cells_and_verdicts(tmp_path, cluster):
+def test_a_matrix_on_two_workers_has_a_local_runs_cells_and_verdicts(tmp_path, cluster, monkeypatch):
+    monkeypatch.delenv("KMBENCH_DASK_SCHEDULER", raising=False)
     here = run(tmp_path / "here.jsonl")
     there = run(tmp_path / "there.jsonl", "--scheduler", cluster.scheduler_address)
+    assert "KMBENCH_DASK_SCHEDULER" not in os.environ  # the Dask row had the address in its Problem
     verdicts = {cells.cell_of(r): (r["status"], r.get("iterations_executed")) for r in here}
-    assert {cells.cell_of(r): (r["status"], r.get("iterations_executed")) for r in there} == verdicts
+    assert {cells.cell_of(r): (r["status"], r.get("iterations_executed")) for r in there} == verdicts, [
+        (r["impl"], r["status"], r.get("detail")) for r in there]
     assert len(verdicts) == 5 and all(r["status"] == "ok" for r in here if r["impl"] != "cuda-v1")
     on_workers = [r for r in there if r["impl"] != "dask"]
     assert {r["worker"] for r in on_workers} <= set(cluster.scheduler_info["workers"]) and len(on_workers) == 4

@@ -109,13 +109,12 @@ def run(
     impls = registry.select(impl)
     sizes, make = planned_datasets(n or "100000", dataset, d or 2, centers or 5, dtype or "float32", data_dir, label_column)
     plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)
+    # After the first count only the rows that take a thread count run again.
+    passes = [(impls if index == 0 else [one for one in impls if one.takes_threads], row_options(count, scheduler))
+              for index, count in enumerate(counts or [None])]
     with cells_on(scheduler) as cluster:
-        data = made_datasets(make)
-        # After the first count only the rows that take a thread count run again.
-        passes = [(impls if index == 0 else [one for one in impls if one.takes_threads], row_options(count, scheduler))
-                  for index, count in enumerate(counts or [None])]
-        run_and_show([(chosen, options) for chosen, options in passes if chosen], data, settings, store, data_dir,
-                     cluster)
+        run_and_show([(chosen, options) for chosen, options in passes if chosen], made_datasets(make), settings, store,
+                     data_dir, cluster)
 
 
 @app.command("report")
@@ -194,8 +193,9 @@ def reproduce(
     if no_run:
         records = plan.latest_records(steps, store)
     else:
+        options = row_options(scheduler=scheduler)
         with cells_on(scheduler) as cluster:
-            records = execute_plan(steps, store, data_dir, force, row_options(scheduler=scheduler), cluster)
+            records = execute_plan(steps, store, data_dir, force, options, cluster)
     if not records:
         raise UsageError(f"No stored record of suite {name} in {results.store_path(store)}.")
     # "seconds" and "best-peer" need no published key; the rate comparisons name theirs.
@@ -255,8 +255,9 @@ def sweep(
     plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
     require_matplotlib("kmbench sweep (it draws its plots)")
+    options = row_options(scheduler=scheduler)
     with cells_on(scheduler) as cluster:
-        records = execute_plan(steps, store, data_dir, force, row_options(scheduler=scheduler), cluster)
+        records = execute_plan(steps, store, data_dir, force, options, cluster)
     cells = report.cells_frame(records)
     write_text(markdown.render(Contents(records, str(results.store_path(store)), "kmbench sweep", comparisons=())), out)
     write_plots(cells, ["sweep"], out.with_suffix(""))
