@@ -143,7 +143,7 @@ def test_a_rank_that_cannot_hold_its_share_says_so_in_one_sentence():
     total = cupy.cuda.runtime.memGetInfo()[1]
     with pytest.raises(ImplementationError, match=r"^rank 3 \(GPU \d+ of .+, 7 points\) cannot hold its share: it "
                                                   r"needed [\d,]+ bytes more, with [\d,]+ of the GPU's [\d,]+ bytes free"):
-        with share_must_fit(3, 7):
+        with share_must_fit("rank 3", 7):
             cupy.empty(2 * total, dtype=cupy.uint8)
 
 

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from impls.distributed.gpu_share import share_must_fit
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Options, Problem, Result, stop_done
 from kmbench.protocol.cluster import connect, local_only
@@ -81,7 +82,8 @@ def _summary_of(step):
 def _to_device(chunk):
     import cupy
 
-    return cupy.asarray(chunk)
+    with share_must_fit("a chunk", chunk.shape[0]):
+        return cupy.asarray(chunk)
 
 
 @contextmanager

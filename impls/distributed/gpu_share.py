@@ -33,16 +33,17 @@ def out_of_memory(message: str, what: str, free: int, total: int) -> str:
 
 
 @contextmanager
-def share_must_fit(rank: int, rows: int):
-    """Around a rank's upload and runs: CuPy's OutOfMemoryError as one sentence that says
-    which rank, which GPU of which host, and the bytes needed and free."""
+def share_must_fit(who: str, rows: int):
+    """Around a worker's upload and runs of its share (`who`: "rank 0", "a chunk"): CuPy's
+    OutOfMemoryError as one sentence that says whose share, on which GPU of which host, and
+    the bytes needed and free."""
     import cupy
 
     try:
         yield
     except cupy.cuda.memory.OutOfMemoryError as exc:
         free, total = cupy.cuda.runtime.memGetInfo()
-        what = f"rank {rank} ({gpu_label()}, {rows:,} points)"
+        what = f"{who} ({gpu_label()}, {rows:,} points)"
         raise ImplementationError(out_of_memory(str(exc), what, free, total)) from None
 
 

@@ -94,7 +94,7 @@ def join(token: str, shard: np.ndarray, uid, rank: int, world: int, points_total
     comm = nccl.NcclCommunicator(world, uid, rank)
     impl = ShardLloyd(comm, points_total, shift)
     problem = Problem(data=shard, initial_centroids=start, iterations=1)
-    with share_must_fit(rank, shard.shape[0]):
+    with share_must_fit(f"rank {rank}", shard.shape[0]):
         impl.prepare(problem)
     _SHARDS[token] = impl
     impl._problem, impl._rank = problem, rank
@@ -105,7 +105,7 @@ def join(token: str, shard: np.ndarray, uid, rank: int, world: int, points_total
 def run_shard(token: str, start: np.ndarray, iterations: int, tol: float | None):
     """One run on this rank: (centroids, iterations, seconds iterating, seconds communicating)."""
     impl = _SHARDS[token]
-    with share_must_fit(impl._rank, impl._problem.n):
+    with share_must_fit(f"rank {impl._rank}", impl._problem.n):
         result = impl.run(replace(impl._problem, initial_centroids=start, iterations=iterations, tol=tol))
     return result.centroids, result.iterations, result.phases["iterate"], result.phases["communicate"]
 
