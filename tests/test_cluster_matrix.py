@@ -111,6 +111,17 @@ def test_workers_running_other_code_are_refused_in_one_sentence(cluster, monkeyp
         Cluster(cluster.scheduler_address)
 
 
+def test_the_workers_are_asked_of_the_scheduler_not_of_the_clients_cache(cluster, monkeypatch):
+    """The client's periodic refresh leaves a cache that lists no worker: read as the truth, every
+    cell in flight looked lost (a sklearn cell was, once, in a full test run)."""
+    monkeypatch.setattr(distributed.Client, "scheduler_info", lambda self, *args, **kwargs: {"workers": {}})
+    found = Cluster(cluster.scheduler_address)
+    try:
+        assert len(found.workers) == 2
+    finally:
+        found.close()
+
+
 class DiesOnAWorker(Implementation):
     """A row whose process ends mid-cell when it runs on a Dask worker (as an out-of-memory
     kill would end it)."""

@@ -155,7 +155,7 @@ class DaskLloyd(Implementation):
         with host_region(phases, "cluster"):
             self._cluster, self._client = (None, connect(address)) if address \
                 else self._start_cluster(problem.options)
-        workers = max(1, len(self._client.scheduler_info()["workers"]))
+        workers = max(1, len(self._client.nthreads()))  # asked of the scheduler, not the client's cache
         rows = max(self.min_chunk_rows, -(-problem.n // (workers * CHUNKS_PER_WORKER)))
         with host_region(phases, "upload"):
             data = np.asarray(problem.data)

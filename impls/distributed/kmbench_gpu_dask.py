@@ -171,7 +171,7 @@ class DaskNcclLloyd(Implementation):
         with host_region(phases, "cluster"):
             self._cluster, self._client = self._start_cluster(problem.options)
         client = self._client
-        self._workers = sorted(client.scheduler_info()["workers"])  # rank = place in this order
+        self._workers = sorted(client.nthreads())  # rank = place in this order; the scheduler's list, not a cache
         world = len(self._workers)
         if world == 0:
             raise ImplementationError("the Dask cluster has no workers")

@@ -111,7 +111,9 @@ class Cluster:
 
     def refresh(self) -> None:
         """Forget the workers that left; ask those that joined what they are and can run."""
-        alive = set(self.client.scheduler_info()["workers"])
+        # Asked of the scheduler each time: scheduler_info() returns the client's cache, which its
+        # periodic refresh replaces with one that lists no worker (all would look lost).
+        alive = set(self.client.nthreads())
         for known in (self.workers, self.strangers):
             for gone in set(known) - alive:
                 del known[gone]
