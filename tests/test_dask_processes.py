@@ -55,10 +55,13 @@ def separate_processes(tmp_path, worker: list, envs: list):
             client.wait_for_workers(len(envs), timeout=START_S)
         yield address
     finally:
-        for process in reversed(started):
+        for process in reversed(started):  # the workers first, while their scheduler can still see them go
             process.terminate()
-        for process in started:
-            process.wait(timeout=60)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # a worker closing gracefully can wait on timeouts: end it
+                process.kill()
+                process.wait()
 
 
 def run(*args):
