@@ -65,10 +65,18 @@ kmcuda:  ## build kmcuda (document 004's library) for this GPU from its PyPI sou
 DASK_GPU_SETS ?= 0 0,1
 # Every n times this (0.1: radial 1e8 and 1e7 x 128; 0.01: a smoke run of the same code).
 SCALING_SCALE ?= 1
+# The multi-GPU rows run on each set (the Dask-reduction row dask-cuda is left out: minutes per
+# iteration at these sizes), and the cells, workload:k, each run by a command of its own.
+SCALING_IMPLS ?= kmbench-gpu-dask,flash-kmeans-multi-gpu
+SCALING_CELLS ?= radial-1e9:3 radial-1e9:1000 blobs-1e8x128:1024
 
-scale-dask-cuda:  ## strong scaling of the Dask GPU rows at 1e9 x 2 (k = 3, 1000) and 1e8 x 128 (k = 1024) per GPU set, against kmbench-gpu alone, into $(GPU_RESULTS)/scaling
-	$(GPU_PATH) $(PYTHON) -m kmbench scale --gpus "$(DASK_GPU_SETS)" --scale $(SCALING_SCALE) \
-	  --store $(GPU_RESULTS)/scaling/records.jsonl --out $(GPU_RESULTS)/scaling/scaling.md
+scale-dask-cuda:  ## strong scaling of the multi-GPU rows at 1e9 x 2 (k = 3, 1000) and 1e8 x 128 (k = 1024) per GPU set, against kmbench-gpu alone, into $(GPU_RESULTS)/scaling; one command per workload and k, finished cells skipped on a re-run
+	@status=0; for cell in $(SCALING_CELLS); do \
+	  echo "kmbench scale --workload $${cell%%:*} --k $${cell##*:} --gpus \"$(DASK_GPU_SETS)\""; \
+	  $(GPU_PATH) $(PYTHON) -m kmbench scale --workload $${cell%%:*} --k $${cell##*:} --gpus "$(DASK_GPU_SETS)" \
+	    --scale $(SCALING_SCALE) --impl $(SCALING_IMPLS) \
+	    --store $(GPU_RESULTS)/scaling/records.jsonl --out $(GPU_RESULTS)/scaling/scaling.md || status=$$?; \
+	done; exit $$status
 
 # Shares of the GPU's memory the out-of-core data take (1.2: larger than the GPU).
 OUT_OF_CORE_SHARES ?= 1.2

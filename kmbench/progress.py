@@ -59,16 +59,22 @@ def judge_text(record: dict) -> str:
     return f", judged in {judge:.1f} s beside {runs:.1f} s of its runs"
 
 
+def cell_of(record: dict) -> tuple[str, str]:
+    """(row, workload name) of a record, as the runner named its cell when it started it."""
+    where = record.get("workload") or (record.get("dataset") or {}).get("name", "")
+    return record.get("impl", ""), where
+
+
 class LineReporter:
-    """Plain lines for logs: start and end of each cell, and a heartbeat while one runs."""
+    """Plain lines for logs: start and end of each cell, and a heartbeat while cells run (on a
+    cluster several run at once, each line names its own cell and, there, its host)."""
 
     def __init__(self, console: Console, total: int, heartbeat_s: float = HEARTBEAT_S):
         self.console, self.total, self.heartbeat_s = console, total, heartbeat_s
         self.finished = 0
-        self.cell = ""
-        self.quiet = False
+        self.running: dict[tuple[str, str], tuple[float, bool]] = {}  # cell -> (started, quiet)
         self.latest_note = ""
-        self.started = self.last_line = time.monotonic()
+        self.last_line = time.monotonic()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="kmbench-heartbeat", daemon=True)
@@ -81,29 +87,38 @@ class LineReporter:
 
     def _beat(self) -> None:
         while not self._stop.wait(min(1.0, self.heartbeat_s)):
-            if self.cell and time.monotonic() - self.last_line >= self.heartbeat_s:
-                elapsed = time.monotonic() - self.started
+            running = dict(self.running)
+            if running and time.monotonic() - self.last_line >= self.heartbeat_s:
+                (impl, where), (started, _) = min(running.items(), key=lambda item: item[1][0])
+                names = f"{impl} on {where}" + (f" and {len(running) - 1} more" if len(running) > 1 else "")
                 note = f"; {self.latest_note}" if self.latest_note else ""
-                self._say(f"[{self.finished}/{self.total}] still running {self.cell} ({elapsed:.0f} s){note}")
+                self._say(f"[{self.finished}/{self.total}] still running {names} "
+                          f"({time.monotonic() - started:.0f} s){note}")
 
     def start(self, impl, where: str):
-        self.cell, self.latest_note, self.started = f"{impl.name} on {where}", "", time.monotonic()
-        self.quiet = not usable(impl)[0]  # skipped at once: counted, not said
-        if not self.quiet:
-            self._say(f"[{self.finished}/{self.total}] {self.cell}: started")
+        quiet = not usable(impl)[0]  # skipped at once: counted, not said
+        self.running[(impl.name, where)] = (time.monotonic(), quiet)
+        self.latest_note = ""
+        if not quiet:
+            self._say(f"[{self.finished}/{self.total}] {impl.name} on {where}: started")
 
     def note(self, text):
         self.latest_note = text  # oracle progress comes per iteration: the heartbeat shows the latest
 
     def done(self, record):
         self.finished += 1
-        if self.quiet and record.get("status") == "skipped":
-            self.cell = ""
+        cell = cell_of(record)
+        if cell not in self.running and len(self.running) == 1:
+            cell = next(iter(self.running))  # a record that names no cell is the one running
+        impl, where = cell
+        _, quiet = self.running.pop(cell, (0.0, False))
+        if quiet and record.get("status") == "skipped":
             return
         per_iteration = record.get("per_iteration_s")
         timing = f", {seconds_text(per_iteration)} per iteration" if per_iteration else ""
-        self._say(f"[{self.finished}/{self.total}] {self.cell}: {record.get('status')}{timing}{judge_text(record)}")
-        self.cell = ""
+        host = f" ({(record.get('env') or {}).get('hostname')})" if record.get("worker") else ""
+        self._say(f"[{self.finished}/{self.total}] {impl} on {where}{host}: {record.get('status')}{timing}"
+                  f"{judge_text(record)}")
 
     def skip(self, count):
         self.finished += count

@@ -4,6 +4,7 @@ in as NumPy Lloyd steps joined by an in-process all-reduce: every rank gets its 
 unique id, its own shard on its own worker, and the ranks together compute the oracle's answer.
 With a GPU (make test-gpu): the real row on a cluster of the GPUs present (one is a valid one)."""
 
+import platform
 import threading
 
 import numpy as np
@@ -113,10 +114,37 @@ def test_collective_set_up_through_dask(monkeypatch, tol):
     assert [seen["rows"] for seen in joined] == [1501, 1500] and {seen["total"] for seen in joined} == {3001}
     np.testing.assert_array_equal(joined[1]["first"], data[1501])
     assert info["gpus"] == 2 and info["bytes_between_gpus_per_iteration"] == 2 * info["allreduce_bytes_per_iteration"]
+    assert set(info["gpu_links"]) == {platform.node()}  # both ranks on this host: its links, once
     oracle = reference.lloyd(data, problem.initial_centroids, 40, tol=tol)
     assert result.iterations == oracle.iterations
     np.testing.assert_allclose(result.centroids, oracle.centroids, rtol=1e-12)
     assert result.phases["iterate"] == 1.0 and result.phases["compute"] == 0.75
+
+
+def test_a_share_that_does_not_fit_says_what_it_needed_and_what_was_free():
+    """The sentence issue 49's full-size run lacked: CuPy said only the allocation and its own total."""
+    from impls.distributed.gpu_share import out_of_memory
+
+    cupy_says = "Out of memory allocating 4,000,000,000 bytes (allocated so far: 133,669,540,352 bytes)."
+    said = out_of_memory(cupy_says, "rank 0 (GPU 0 of h200, 1,000,000,000 points)", 2_500_000_000, 150_000_000_000)
+    assert said == ("rank 0 (GPU 0 of h200, 1,000,000,000 points) cannot hold its share: it needed 4,000,000,000 "
+                    "bytes more, with 2,500,000,000 of the GPU's 150,000,000,000 bytes free, 133,669,540,352 "
+                    "already its own")
+    assert "needed more memory, with 1 of" in out_of_memory("a message CuPy never wrote", "rank 1", 1, 2)
+
+
+@pytest.mark.gpu
+def test_a_rank_that_cannot_hold_its_share_says_so_in_one_sentence():
+    import cupy
+
+    from impls.distributed.gpu_share import share_must_fit
+    from kmbench.errors import ImplementationError
+
+    total = cupy.cuda.runtime.memGetInfo()[1]
+    with pytest.raises(ImplementationError, match=r"^rank 3 \(GPU \d+ of .+, 7 points\) cannot hold its share: it "
+                                                  r"needed [\d,]+ bytes more, with [\d,]+ of the GPU's [\d,]+ bytes free"):
+        with share_must_fit("rank 3", 7):
+            cupy.empty(2 * total, dtype=cupy.uint8)
 
 
 @pytest.mark.gpu

@@ -214,7 +214,8 @@ def test_a_bad_thread_count_in_the_environment_is_one_sentence(monkeypatch):
 
 
 def test_the_harness_hands_options_to_rows_not_through_the_environment(monkeypatch):
-    """--threads and --scheduler reach the rows in their Problem; the run leaves os.environ as it was."""
+    """--threads reaches the rows in their Problem; the run leaves os.environ as it was (--scheduler's
+    address likewise: tests/test_cluster_matrix.py runs on a cluster)."""
     from typer.testing import CliRunner
 
     from kmbench.cli import app
@@ -222,7 +223,7 @@ def test_the_harness_hands_options_to_rows_not_through_the_environment(monkeypat
     for name in ("KMBENCH_THREADS", "KMBENCH_DASK_SCHEDULER"):
         monkeypatch.delenv(name, raising=False)
     out = CliRunner().invoke(app, ["run", "--n", "500", "--k", "3", "--iters", "2", "--repeats", "1", "--impl", "numpy",
-                                   "--threads", "2", "--scheduler", "tcp://127.0.0.1:1"])
+                                   "--threads", "2"])
     assert out.exit_code == 0, out.output
     assert "KMBENCH_THREADS" not in os.environ and "KMBENCH_DASK_SCHEDULER" not in os.environ
 

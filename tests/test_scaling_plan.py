@@ -128,3 +128,33 @@ def test_a_gpu_set_that_fails_to_start_is_filed_under_its_own_worker_count():
     with pytest.raises(RuntimeError):
         row.prepare(problem)
     assert row.build_info()["workers"] == 2
+
+
+def test_each_gpu_set_gets_the_gpus_back_and_a_second_run_skips_what_is_finished(tmp_path, monkeypatch):
+    """The plan's process hands its GPU memory back before each set's cluster starts; run again,
+    the plan makes no data and measures nothing it finished, and --force measures it all again."""
+    distributed = pytest.importorskip("distributed")
+    from impls.distributed.dask_lloyd import DaskLloyd
+
+    def one_worker_per_gpu(self, options):  # the dask row standing in for a GPU row: its workers follow the set
+        cluster = distributed.LocalCluster(n_workers=len(options.gpus.split(",")), threads_per_worker=1,
+                                           processes=False, dashboard_address="127.0.0.1:0")
+        return cluster, distributed.Client(cluster)
+
+    monkeypatch.setattr(DaskLloyd, "_start_cluster", one_worker_per_gpu)
+    given_back, made = [], []
+    monkeypatch.setattr(scaling, "give_back_gpus", lambda: given_back.append(len(results.load(store))) or 2**30)
+    fill = scaling.fill
+    monkeypatch.setattr(scaling, "fill", lambda *args: made.append(args[1]) or fill(*args))
+    store = tmp_path / "records.jsonl"
+    args = ("--workload", "radial-1e9", "--scale", "1e-5", "--k", "3", "--gpus", "0 0,1", "--impl", "dask",
+            "--alone", "numpy", "--repeats", "1", "--store", store)
+    first = scale(*args)
+    assert first.exit_code == 0, first.output
+    assert given_back == [1, 2]  # after the alone row, and after the first set's cell: before each set
+    assert "GPU set 0,1: GPU memory given back; 1.0 GiB of GPU 0 in use" in first.output
+    again = scale(*args)
+    assert again.exit_code == 0 and "3 cells measured before, not run again" in again.output
+    assert made == [10_000] and len(results.load(store)) == 3  # no data made, nothing appended
+    forced = scale(*args, "--force")
+    assert forced.exit_code == 0 and made == [10_000, 10_000] and len(results.load(store)) == 6

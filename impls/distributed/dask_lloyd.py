@@ -4,9 +4,9 @@ label changes) and the reduction of those partials; the centroids go back to eve
 each iteration.
 
 - `dask`: NumPy chunks on a dask.distributed cluster. Without a scheduler address it starts a
-  LocalCluster in this process (one thread per worker); with the problem's options.scheduler
-  (`kmbench run --scheduler ADDRESS`) it uses that cluster, whose workers must be able to
-  import kmbench.
+  LocalCluster in this process (one thread per worker, listening on 127.0.0.1 only); with the
+  problem's options.scheduler (`--scheduler ADDRESS`, or $KMBENCH_DASK_SCHEDULER) it uses that
+  cluster, whose workers must be able to import kmbench.
 - `dask-cuda`: the same step on CuPy chunks, one worker per GPU through dask-cuda's
   LocalCUDACluster; the problem's options.gpus (say "0" or "0,1") picks the GPUs, for a scaling run.
 
@@ -25,8 +25,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from impls.distributed.gpu_share import share_must_fit
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Options, Problem, Result, stop_done
+from kmbench.protocol.cluster import connect, local_only
 from kmbench.protocol.device import cuda_status
 from kmbench.protocol.timing import host_region
 
@@ -80,7 +82,8 @@ def _summary_of(step):
 def _to_device(chunk):
     import cupy
 
-    return cupy.asarray(chunk)
+    with share_must_fit("a chunk", chunk.shape[0]):
+        return cupy.asarray(chunk)
 
 
 @contextmanager
@@ -116,6 +119,7 @@ class DaskLloyd(Implementation):
     description = "Lloyd on dask.distributed: chunked dask array, per-chunk partial sums, reduced on a worker"
     source = "kmbench's own per-chunk step on Dask (an existing engine)"
     dtype = "float64"  # each chunk's distances and sums are float64
+    spans_cluster = True
     cuda = False
     min_chunk_rows = MIN_CHUNK_ROWS
 
@@ -134,14 +138,13 @@ class DaskLloyd(Implementation):
         from distributed import Client, LocalCluster
 
         workers = max(1, min(4, os.cpu_count() or 1))
-        # ":0": the scheduler's HTTP server takes any free port (with None it still tries
-        # 8787 and warns when another cluster holds it).
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False,
-                               dashboard_address=":0")
+        # The dashboard on any free port of 127.0.0.1 (with None it still tries 8787 and warns
+        # when another cluster holds it; ":0" listens on every interface).
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, **local_only(True))
         return cluster, Client(cluster)
 
     def prepare(self, problem: Problem) -> None:
-        from distributed import Client, wait
+        from distributed import wait
 
         # Until the cluster says otherwise, the workers asked for: a prepare that fails must not
         # report the last good cell's count (the count is part of the cell, kmbench.data.cells).
@@ -150,12 +153,9 @@ class DaskLloyd(Implementation):
         phases: dict[str, float] = {}
         address = problem.options.scheduler
         with host_region(phases, "cluster"):
-            try:
-                self._cluster, self._client = (None, Client(address, timeout="10s")) if address \
-                    else self._start_cluster(problem.options)
-            except OSError as exc:
-                raise ImplementationError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-        workers = max(1, len(self._client.scheduler_info()["workers"]))
+            self._cluster, self._client = (None, connect(address)) if address \
+                else self._start_cluster(problem.options)
+        workers = max(1, len(self._client.nthreads()))  # asked of the scheduler, not the client's cache
         rows = max(self.min_chunk_rows, -(-problem.n // (workers * CHUNKS_PER_WORKER)))
         with host_region(phases, "upload"):
             data = np.asarray(problem.data)
@@ -227,7 +227,7 @@ class DaskCudaLloyd(DaskLloyd):
         from distributed import Client
 
         # options.gpus None: every GPU visible
-        cluster = LocalCUDACluster(dashboard_address=":0", CUDA_VISIBLE_DEVICES=options.gpus)
+        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=options.gpus, **local_only())
         return cluster, Client(cluster)
 
 

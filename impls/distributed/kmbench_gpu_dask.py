@@ -12,7 +12,9 @@ All shards are centred by one shift (the data's mean), so their sums add up.
 
 The run's time is the slowest rank's CUDA-event time of its iterations; the all-reduces within
 it are timed by events too, so the record splits each iteration into compute and
-communication. The per-iteration Dask reduction (the `dask-cuda` row) stays as the baseline.
+communication, and names the NCCL version and how each host's GPUs are linked (`nvidia-smi
+topo -m`). A rank whose share does not fit says how many bytes it needed and how many its GPU
+had free (gpu_share.py). The per-iteration Dask reduction (the `dask-cuda` row) stays as the baseline.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from dataclasses import replace
 import numpy as np
 
 from impls.distributed.dask_lloyd import asked_workers, dask_cuda_status, worker_loss_is_one_sentence
+from impls.distributed.gpu_share import gpu_links, share_must_fit
 from impls.gpu.kmbench_gpu import KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Options, Problem, Result, reference
+from kmbench.protocol.cluster import connect, local_only
 from kmbench.protocol.timing import host_region
 
 # This worker process's shards, by run token (a worker may serve several runs in turn).
@@ -90,9 +94,10 @@ def join(token: str, shard: np.ndarray, uid, rank: int, world: int, points_total
     comm = nccl.NcclCommunicator(world, uid, rank)
     impl = ShardLloyd(comm, points_total, shift)
     problem = Problem(data=shard, initial_centroids=start, iterations=1)
-    impl.prepare(problem)
+    with share_must_fit(f"rank {rank}", shard.shape[0]):
+        impl.prepare(problem)
     _SHARDS[token] = impl
-    impl._problem = problem
+    impl._problem, impl._rank = problem, rank
     return {"rank": rank, "rows": shard.shape[0], "gpu": cupy.cuda.runtime.getDeviceProperties(
         cupy.cuda.Device().id)["name"].decode(), "strategy": impl._strategy}
 
@@ -100,7 +105,8 @@ def join(token: str, shard: np.ndarray, uid, rank: int, world: int, points_total
 def run_shard(token: str, start: np.ndarray, iterations: int, tol: float | None):
     """One run on this rank: (centroids, iterations, seconds iterating, seconds communicating)."""
     impl = _SHARDS[token]
-    result = impl.run(replace(impl._problem, initial_centroids=start, iterations=iterations, tol=tol))
+    with share_must_fit(f"rank {impl._rank}", impl._problem.n):
+        result = impl.run(replace(impl._problem, initial_centroids=start, iterations=iterations, tol=tol))
     return result.centroids, result.iterations, result.phases["iterate"], result.phases["communicate"]
 
 
@@ -130,6 +136,7 @@ class DaskNcclLloyd(Implementation):
                    "all-reduced by NCCL between the GPUs every iteration")
     source = "kmbench's own (issue 21: the fast kernels on every GPU of a Dask cluster)"
     dtype = "float32"
+    spans_cluster = True
 
     def available(self):
         ready, why = dask_cuda_status()
@@ -148,13 +155,9 @@ class DaskNcclLloyd(Implementation):
         from dask_cuda import LocalCUDACluster
         from distributed import Client
 
-        address = options.scheduler
-        if address:
-            try:
-                return None, Client(address, timeout="10s")
-            except OSError as exc:
-                raise ImplementationError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-        cluster = LocalCUDACluster(dashboard_address=":0", CUDA_VISIBLE_DEVICES=options.gpus)
+        if options.scheduler:
+            return None, connect(options.scheduler)
+        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=options.gpus, **local_only())
         return cluster, Client(cluster)
 
     def prepare(self, problem: Problem) -> None:
@@ -168,7 +171,7 @@ class DaskNcclLloyd(Implementation):
         with host_region(phases, "cluster"):
             self._cluster, self._client = self._start_cluster(problem.options)
         client = self._client
-        self._workers = sorted(client.scheduler_info()["workers"])  # rank = place in this order
+        self._workers = sorted(client.nthreads())  # rank = place in this order; the scheduler's list, not a cache
         world = len(self._workers)
         if world == 0:
             raise ImplementationError("the Dask cluster has no workers")
@@ -188,11 +191,13 @@ class DaskNcclLloyd(Implementation):
                       for rank, (shard, worker) in enumerate(zip(shards, self._workers))]
             wait(joined)
             self._ranks = client.gather(joined)
+        links = dict(client.run(gpu_links, workers=self._workers).values())  # one per host
         self._setup = phases
         d, k = problem.d, problem.k
         payload = (k * (d + 1) * 8 if d <= 32 else k * d * 8 + k * 4) + 8  # sums (and counts), changed
         self._info = {"gpus": world, "workers": world, "collective": "NCCL all-reduce (cupy.cuda.nccl), in place",
-                      "nccl": _nccl_version(), "scheduler": problem.options.scheduler or "LocalCUDACluster",
+                      "nccl": _nccl_version(), "gpu_links": links,
+                      "scheduler": problem.options.scheduler or "LocalCUDACluster",
                       "strategy": self._ranks[0]["strategy"], "rows_per_gpu": [r["rows"] for r in self._ranks],
                       "gpu_names": sorted({r["gpu"] for r in self._ranks}),
                       "allreduce_bytes_per_iteration": payload,

@@ -43,6 +43,11 @@ STATUS_STYLE = {"ok": "green", "mismatch": "bold red", "approximate": "magenta",
 # "kmbench[plot]" for a style tag and drop it: every bracket is escaped.
 DataDir = typer.Option(None, "--data-dir", help=escape("Dataset cache folder, also where oracle results are cached [default: $KMBENCH_DATA or ./datasets]."))
 Store = typer.Option(None, "--store", help=escape("Record store [default: $KMBENCH_RESULTS or results/records.jsonl]."))
+Scheduler = typer.Option(None, "--scheduler", help=escape(
+    "Measure on this running Dask cluster: tcp://127.0.0.1:PORT on this machine, tls://HOST:PORT over the network "
+    "(Dask's TLS configuration; docs/usage.md). Each cell goes to a worker, one cell per host at a time, and its "
+    "record comes back to --store; the Dask rows run on the whole cluster, one at a time. "
+    "[default: every cell here; $KMBENCH_DASK_SCHEDULER, if set, is the cluster of the Dask rows alone]"))
 
 
 _python_show_warning = warnings.showwarning

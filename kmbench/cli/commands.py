@@ -11,9 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from kmbench import progress, registry
-from kmbench.cli.app import DataDir, Store, app, console, errors, friendly, gen_app
-from kmbench.cli.options import (init_method, numbers, planned_datasets, refuse_ignored, row_options, thread_counts,
-                                 whole_count)
+from kmbench.cli.app import DataDir, Scheduler, Store, app, console, errors, friendly, gen_app
+from kmbench.cli.options import (cells_on, init_method, numbers, planned_datasets, refuse_ignored, row_options,
+                                 thread_counts, whole_count)
 from kmbench.cli.output import execute_plan, made_datasets, run_and_show, write_text, write_plots
 from kmbench.data import datasets, files, results
 from kmbench.errors import UsageError
@@ -95,7 +95,7 @@ def run(
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
     threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of kmbench-cpu [default: $KMBENCH_THREADS, else every core]; several, comma separated (1,2,4), run its cells once per count and the report shows the scaling. Each record says how many ran.")),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help=escape("The dask rows run on this Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a cluster of their own [default: $KMBENCH_DASK_SCHEDULER].")),
+    scheduler: Optional[str] = Scheduler,
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
 ):
@@ -109,11 +109,12 @@ def run(
     impls = registry.select(impl)
     sizes, make = planned_datasets(n or "100000", dataset, d or 2, centers or 5, dtype or "float32", data_dir, label_column)
     plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)
-    data = made_datasets(make)
     # After the first count only the rows that take a thread count run again.
     passes = [(impls if index == 0 else [one for one in impls if one.takes_threads], row_options(count, scheduler))
               for index, count in enumerate(counts or [None])]
-    run_and_show([(chosen, options) for chosen, options in passes if chosen], data, settings, store, data_dir)
+    with cells_on(scheduler) as cluster:
+        run_and_show([(chosen, options) for chosen, options in passes if chosen], made_datasets(make), settings, store,
+                     data_dir, cluster)
 
 
 @app.command("report")
@@ -160,6 +161,7 @@ def reproduce(
     out: Optional[Path] = typer.Option(None, "--out", help=escape("Markdown report to write [default: results/reproduce-NAME.md]; plots go beside it.")),
     force: bool = typer.Option(False, "--force", help="Run cells again even if this code measured them on this machine."),
     no_run: bool = typer.Option(False, "--no-run", help="Run nothing: render the report and plots from the records already stored (say, measured on another machine)."),
+    scheduler: Optional[str] = Scheduler,
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
 ):
@@ -177,8 +179,10 @@ def reproduce(
         return
     chosen = suite.load(name)
     out = out or Path("results") / f"reproduce-{name}.md"
+    if no_run and scheduler:
+        raise UsageError("--scheduler measures cells and --no-run measures none: drop one of them.")
     if isinstance(chosen, tasks.TaskSuite):
-        _reproduce_task(chosen, impl, out, force, no_run, store)
+        _reproduce_task(chosen, impl, out, force, no_run, store, scheduler)
         return
     steps = chosen.steps(impl)
     if not no_run:
@@ -186,8 +190,12 @@ def reproduce(
     files.check_writable_file(out, "--out")
     if chosen.plots:
         require_matplotlib(f"kmbench reproduce {name} (it draws the suite's plots)")
-    records = plan.latest_records(steps, store) if no_run else execute_plan(steps, store, data_dir, force,
-                                                                            row_options())
+    if no_run:
+        records = plan.latest_records(steps, store)
+    else:
+        options = row_options(scheduler=scheduler)
+        with cells_on(scheduler) as cluster:
+            records = execute_plan(steps, store, data_dir, force, options, cluster)
     if not records:
         raise UsageError(f"No stored record of suite {name} in {results.store_path(store)}.")
     # "seconds" and "best-peer" need no published key; the rate comparisons name theirs.
@@ -198,7 +206,8 @@ def reproduce(
     write_plots(report.cells_frame(records), chosen.plots, out.with_suffix(""))
 
 
-def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force: bool, no_run: bool, store):
+def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force: bool, no_run: bool, store,
+                    scheduler: str | None = None):
     """A suite of the assign or batched task: its cells, then its markdown."""
     if impl or not no_run:
         impls = registry.select(impl or ",".join(chosen.impls), task=chosen.task)  # unknown names: one sentence
@@ -207,8 +216,8 @@ def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force:
         records = tasks.latest(chosen, store)
     else:
         results.check_writable(store)
-        with progress.reporting(console, len(chosen.workloads) * len(impls)) as reporter:
-            records = tasks.reproduce(chosen, impl, store, force, reporter=reporter)
+        with cells_on(scheduler) as cluster, progress.reporting(console, len(chosen.workloads) * len(impls)) as reporter:
+            records = tasks.reproduce(chosen, impl, store, force, reporter=reporter, cluster=cluster)
     if not records:
         raise UsageError(f"No stored record of suite {chosen.name} in {results.store_path(store)}.")
     write_text(tasks.task_of(chosen).render(records), out)
@@ -229,6 +238,7 @@ def sweep(
     impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations, comma separated [default: all].")),
     force: bool = typer.Option(False, "--force", help="Run cells again even if this code measured them on this machine."),
     out: Path = typer.Option(Path("results/sweep.md"), "--out", help="Markdown report; the plots go beside it (NAME-log.png, NAME-linear.png)."),
+    scheduler: Optional[str] = Scheduler,
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
 ):
@@ -245,7 +255,9 @@ def sweep(
     plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
     require_matplotlib("kmbench sweep (it draws its plots)")
-    records = execute_plan(steps, store, data_dir, force, row_options())
+    options = row_options(scheduler=scheduler)
+    with cells_on(scheduler) as cluster:
+        records = execute_plan(steps, store, data_dir, force, options, cluster)
     cells = report.cells_frame(records)
     write_text(markdown.render(Contents(records, str(results.store_path(store)), "kmbench sweep", comparisons=())), out)
     write_plots(cells, ["sweep"], out.with_suffix(""))

@@ -47,7 +47,7 @@ def scale_cmd(
     gpus: str = typer.Option("0", "--gpus", help='GPU sets, space separated, each a comma-separated list of GPU numbers: "0 0,1" runs the multi-GPU rows on GPU 0, then on GPUs 0 and 1.'),
     k: Optional[str] = typer.Option(None, "--k", help=escape("Only these k, comma separated [default: each workload's].")),
     scale: float = typer.Option(1.0, "--scale", help="Multiply every n by this, in (0, 1] (0.01: a smoke run of the same code)."),
-    impl: str = typer.Option("kmbench-gpu-dask,dask-cuda", "--impl", help="The multi-GPU rows, run on each GPU set."),
+    impl: str = typer.Option("kmbench-gpu-dask,flash-kmeans-multi-gpu,dask-cuda", "--impl", help="The multi-GPU rows, run on each GPU set."),
     alone: str = typer.Option("kmbench-gpu", "--alone", help='The rows run once, on one GPU, without Dask: the time a GPU set must beat ("" for none).'),
     iters: int = Iters,
     warmup: int = Warmup,
@@ -55,15 +55,16 @@ def scale_cmd(
     seed: int = Seed,
     store: Path = PlanStore,
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the strong-scaling table of the whole store here, as markdown."),
+    force: bool = typer.Option(False, "--force", help="Run cells again even if this code measured them on this machine."),
 ):
     """Strong scaling of the multi-GPU rows per GPU set, at sizes that outgrow one GPU.
 
     The workloads: radial-1e9, the radial tree at 1e9 x 2 (8 GB), k = 3 and 1000; blobs-1e8x128, Gaussian blobs at 1e8 x 128 (51 GB), k = 1024. Each dataset is made once, in memory, and pinned: the radial tree on the CPU as `kmbench gen-data radial` makes it, the blobs on the GPU.
 
-    Per k, one float64 oracle judges every cell: first the --alone rows, then the --impl rows on each GPU set in turn, each set a new cluster. A row that cannot hold its share ends as an error that says so, and the run goes on. The table covers every record in --store; the exit code is 1 if a cell is mismatch or approximate."""
+    Per k, one float64 oracle judges every cell: first the --alone rows, then the --impl rows on each GPU set in turn, each set a new cluster, to which this process first gives its GPU memory back. A row that cannot hold its share ends as an error that says so, and the run goes on. A cell this code measured to the end on this machine before is taken from --store (split a long run by --workload and --k; run it again to go on). The table covers every record in --store; the exit code is 1 if a cell is mismatch or approximate."""
     plan = scaling.check(workload, gpus, k, alone, impl, scale, Counts(iters, warmup, repeats, seed))
     with progress.reporting(console, scaling.cell_count(plan)) as reporter:
-        records = scaling.run(plan, store, row_options(), reporter)
+        records = scaling.run(plan, store, row_options(), reporter, force)
     _finish(markdown.render(Contents(results.read(store, ["lloyd"]), view="scaling")), out, records)
 
 

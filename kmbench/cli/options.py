@@ -1,19 +1,22 @@
 """Options read as people write them, and options that would change nothing refused in one
 sentence (UsageError): counts such as 1e5, k-means++, lists of numbers, the dataset options;
-and the rows' options (threads, Dask scheduler and GPUs), with their environment defaults."""
+the rows' options (threads, Dask scheduler and GPUs), with their environment defaults; and the
+Dask cluster that measures a run's cells (`--scheduler`)."""
 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 from kmbench.data import datasets
-from kmbench.errors import UsageError
+from kmbench.errors import ImplementationError, UsageError
 from kmbench.protocol import Options
+from kmbench.protocol.cluster import check_address
 
 # The user's defaults for the rows' options, read here once: the rows are handed an Options in
 # their Problem and never read the environment themselves.
 THREADS_ENV = "KMBENCH_THREADS"  # kmbench-cpu's threads, as `run --threads`
-SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"  # a running Dask cluster, as `run --scheduler`
+SCHEDULER_ENV = "KMBENCH_DASK_SCHEDULER"  # a running Dask cluster for the Dask rows alone
 GPUS_ENV = "KMBENCH_DASK_GPUS"  # the GPUs ("0,1") of the Dask GPU rows' own cluster
 
 
@@ -51,11 +54,36 @@ def thread_counts(text: str | None) -> list[int]:
 
 
 def row_options(threads: int | None = None, scheduler: str | None = None) -> Options:
-    """What every row is handed: the command's options, else the environment's defaults."""
+    """What every row is handed: the command's options, else the environment's defaults. The
+    Dask rows' cluster is --scheduler's (the whole run's), else $KMBENCH_DASK_SCHEDULER's."""
     if threads is None and os.environ.get(THREADS_ENV):
         threads = whole_count(f"${THREADS_ENV}", os.environ[THREADS_ENV])
-    return Options(threads=threads, scheduler=scheduler or os.environ.get(SCHEDULER_ENV) or None,
-                   gpus=os.environ.get(GPUS_ENV) or None)
+    if scheduler is None and os.environ.get(SCHEDULER_ENV):
+        scheduler = check_address(os.environ[SCHEDULER_ENV], f"${SCHEDULER_ENV}")
+    return Options(threads=threads, scheduler=scheduler, gpus=os.environ.get(GPUS_ENV) or None)
+
+
+@contextmanager
+def cells_on(scheduler: str | None):
+    """The Dask cluster that measures the run's cells (--scheduler), reached before anything
+    runs and closed after; None: every cell here. An address kmbench may not reach, or cannot,
+    is one sentence."""
+    if scheduler is None:
+        yield None
+        return
+    check_address(scheduler, "--scheduler")
+    try:
+        from kmbench.protocol.placement import Cluster
+
+        cluster = Cluster(scheduler)
+    except ImportError:
+        raise UsageError("--scheduler needs Dask: pip install 'kmbench[dask]'.") from None
+    except ImplementationError as exc:
+        raise UsageError(f"--scheduler: {exc}.") from None
+    try:
+        yield cluster
+    finally:
+        cluster.close()
 
 
 def numbers(option: str, text: str) -> list:

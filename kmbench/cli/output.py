@@ -134,15 +134,15 @@ def show_warnings(records: list[dict]) -> None:
                          highlight=False)
 
 
-def run_and_show(passes, data, settings, store, data_dir=None):
+def run_and_show(passes, data, settings, store, data_dir=None, cluster=None):
     """passes: (implementations, the options they are handed: a thread count, say) in turn, all in
-    one table."""
+    one table; cluster: the Dask cluster that measures the cells (kmbench.protocol.placement), or None."""
     rows = sum(usable(impl)[0] for impls, _ in passes for impl in impls)
     warn_long([estimate.Planned(dataset.name, dataset.n, dataset.d, settings, rows) for dataset in data])
     records = []
     with progress.reporting(console, sum(len(impls) for impls, _ in passes) * len(data)) as reporter:
         for impls, options in passes:
-            records += lloyd.run(impls, data, settings, store, reporter, data_dir, options)
+            records += lloyd.run(impls, data, settings, store, reporter, data_dir, options, cluster)
     console.print(summary_table(records))
     show_seeding_times(records)
     show_warnings(records)
@@ -178,19 +178,20 @@ def write_text(text: str, out: Optional[Path]):
     console.print(f"wrote {out}")
 
 
-def execute_plan(steps, store, data_dir, force, options: Options = Options()):
-    """Run a checked plan with one bar over every cell (skipped cells advance it too)."""
+def execute_plan(steps, store, data_dir, force, options: Options = Options(), cluster=None):
+    """Run a checked plan with one bar over every cell (skipped cells advance it too), its cells
+    measured here or by `cluster`'s workers."""
     total = sum(len(step.impls) for step in steps)
-    done = set() if force else plan.finished(store)
+    done = set() if force else plan.finished(store, cluster.machines() if cluster else None)
     warn_long([estimate.Planned(step.name, plan.dataset_name(step.spec)[1], step.spec.get("d", 2), step.settings,
                                 sum(usable(impl)[0] for impl in plan.remaining(step, done, options))) for step in steps])
     with progress.reporting(console, total) as reporter:
-        records, skipped = plan.execute(steps, store, reporter, data_dir, force, options)
+        records, skipped = plan.execute(steps, store, reporter, data_dir, force, options, cluster)
     if records:
         console.print(summary_table(records))
         show_warnings(records)
     console.print(f"{_records(len(records))} appended to {results.store_path(store)}"
-                  + (f"; {skipped} cells skipped, measured before with this code on this machine "
+                  + (f"; {skipped} cells skipped, measured before with this code on {'these machines' if cluster else 'this machine'} "
                      "(--force runs them again)" if skipped else "") + ".")
     return plan.latest_records(steps, store)
 

@@ -104,10 +104,13 @@ class Bank:
 
 
 def _device_budget() -> int:
-    """GPU memory the bank may hold: DEVICE_SHARE of the GPU's."""
+    """GPU memory the bank may hold: DEVICE_SHARE of the GPU's (none while the judge keeps off the
+    GPUs, reference.judge_from_host)."""
     import cupy
 
-    return int(DEVICE_SHARE * cupy.cuda.runtime.memGetInfo()[1])
+    from kmbench.protocol import reference
+
+    return 0 if reference.from_host() else int(DEVICE_SHARE * cupy.cuda.runtime.memGetInfo()[1])
 
 
 def closest_first(candidates, centroids, n: int, xp, most: int = 1) -> list:

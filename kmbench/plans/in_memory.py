@@ -37,10 +37,15 @@ def generate_blobs(n: int, d: int, centers: int, seed: int, out: np.ndarray) -> 
         chunk.get(out=out[first:first + m])
 
 
+def gpu_blobs_name(n: int, d: int, centers: int, seed: int) -> str:
+    """The name of gpu_blobs' data, known before they are made (a plan skips finished cells by it)."""
+    return f"blobs-gpu-n{n}-d{d}-c{centers}-s{seed}-float32"
+
+
 def gpu_blobs(n: int, d: int, centers: int, seed: int, out: np.ndarray, **parameters) -> tuple[str, dict]:
     """generate_blobs into `out`: (the dataset's name, its meta; `parameters` join the meta's)."""
     generate_blobs(n, d, centers, seed, out)
-    return (f"blobs-gpu-n{n}-d{d}-c{centers}-s{seed}-float32",
+    return (gpu_blobs_name(n, d, centers, seed),
             {"generator": "blobs (generated on the GPU, in memory)", "checksum": None,
              "parameters": {"n": n, "d": d, "centers": centers, "std": 1.0, "seed": seed, **parameters}})
 

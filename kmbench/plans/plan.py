@@ -136,10 +136,12 @@ def _planned(impl, dataset: str, settings: runner.Settings, options: Options | N
                             settings.init, settings.seed, threads)
 
 
-def finished(store=None) -> set:
-    """Cells measured to the end with this code on this machine (cells.finished)."""
-    here = environment.identity()
-    return set(cells.finished(results.load(store), lambda record: environment.identity(record.get("env") or {}) == here))
+def finished(store=None, machines: set | None = None) -> dict:
+    """The newest record of each cell measured to the end with this code on this machine, or on
+    one of `machines` (environment identities: a cluster's, kmbench.protocol.placement), by
+    cell (cells.finished)."""
+    machines = machines or {environment.identity()}
+    return cells.finished(results.load(store), lambda record: environment.identity(record.get("env") or {}) in machines)
 
 
 def remaining(step: Step, done: set, options: Options = Options()) -> list:
@@ -148,9 +150,10 @@ def remaining(step: Step, done: set, options: Options = Options()) -> list:
 
 
 def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=False,
-            options: Options = Options()) -> tuple[list[dict], int]:
-    """Run every step, each row handed `options`; returns the new records and the number of cells skipped."""
-    done = set() if force else finished(store)
+            options: Options = Options(), cluster=None) -> tuple[list[dict], int]:
+    """Run every step, each row handed `options`, each cell measured here or by `cluster`'s
+    workers; returns the new records and the number of cells skipped."""
+    done = set() if force else finished(store, cluster.machines() if cluster else None)
     records, skipped = [], 0
     for step in steps:
         dataset = make_dataset(step.spec, data_dir)
@@ -159,7 +162,7 @@ def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=F
         if reporter and len(todo) < len(step.impls):
             reporter.skip(len(step.impls) - len(todo))
         if todo:
-            records += lloyd.run(todo, [dataset], step.settings, store, reporter, data_dir, options)
+            records += lloyd.run(todo, [dataset], step.settings, store, reporter, data_dir, options, cluster)
     return records, skipped
 
 

@@ -38,7 +38,7 @@ class Options:
     (never through environment variables). None: the row's own default."""
 
     threads: int | None = None  # CPU threads of a row that takes_threads; None: every core it may use
-    scheduler: str | None = None  # a running Dask scheduler's address; None: the Dask rows start their own
+    scheduler: str | None = None  # a running Dask scheduler's address for the rows that span a cluster; None: they start their own
     gpus: str | None = None  # the GPUs ("0" or "0,1") of a multi-GPU row's own cluster; None: every one visible
 
 
@@ -134,6 +134,10 @@ class Implementation:
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
     takes_threads: bool = False  # follows Problem.options.threads (`run --threads`), so a scaling run repeats it
+    # Runs on a whole Dask cluster of its own making or at Problem.options.scheduler (the Dask rows):
+    # on a matrix sent to a cluster (`--scheduler`) its cells run in the client, one at a time,
+    # with the whole cluster to themselves, instead of on one worker (kmbench.protocol.placement).
+    spans_cluster: bool = False
     follows_shift: bool = False  # stops by Problem.shift_tol itself (else kmbench.KMeans steps it)
     roofline_on: str = "gpu"  # whose measured ceilings its declared counts are held against ("gpu" or "cpu")
     # Where the row stands in `kmbench list`, in a run of every row and in reports (lower first);

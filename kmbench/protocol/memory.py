@@ -6,10 +6,16 @@ holds it), so CuPy, torch and native libraries are measured alike. Caching alloc
 freed blocks, so each watch starts by emptying CuPy's and torch's caches: otherwise a cell
 would reuse the previous cell's blocks and seem to need nothing. The GPU is read only where
 CuPy is already imported (a GPU cell or a GPU oracle), so a CPU run never opens a context.
+
+`give_back_gpus` hands everything this process holds on its GPUs back to the driver, for a plan
+whose next cell runs in other processes on the same GPUs (the scaling plan's Dask workers):
+garbage that still holds device arrays collected, every module that keeps device memory
+between calls asked to free it (`on_give_back`), the pools emptied.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -47,6 +53,28 @@ def empty_caches() -> None:
             torch.cuda.empty_cache()
     except Exception:
         pass  # a failing cache call must not cost the cell; the figure is then an upper bound
+
+
+_RELEASERS: list = []  # what on_give_back registered, called in that order
+
+
+def on_give_back(release):
+    """Register release() of a module that keeps device memory between calls (a resident copy of
+    the data, cached tiles): give_back_gpus calls it. Returns it, so it can be a decorator."""
+    _RELEASERS.append(release)
+    return release
+
+
+def give_back_gpus() -> int | None:
+    """Free every byte this process holds on its GPUs that nothing running needs, so another
+    process can take them. Returns the bytes then in use on the current GPU (by any process;
+    None without CuPy). Cycles are collected first: a CUDA graph or a bound method in a cycle
+    keeps its arrays alive past a row's release() until the collector runs."""
+    gc.collect()
+    for release in _RELEASERS:
+        release()
+    empty_caches()
+    return gpu_bytes()
 
 
 class MemoryWatch:

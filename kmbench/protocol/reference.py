@@ -16,6 +16,7 @@ far below anything a float32 program can resolve.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,12 +34,31 @@ GPU_ELEMENTS = 1 << 27  # a GPU's chunks of elementwise work: 1 GiB of float64 (
 STAGE_BYTES = 1 << 28  # host data go to a GPU through a page-locked buffer of this size
 
 
+_ON_HOST = [False]  # while set (judge_from_host), host data stay on the host
+
+
+@contextmanager
+def judge_from_host():
+    """While it lasts, the judge keeps host data on the host and streams them to the GPU a block at
+    a time (it holds no copy there): for cells whose rows hold the GPUs themselves (Dask workers)."""
+    _ON_HOST[0] = True
+    try:
+        yield
+    finally:
+        _ON_HOST[0] = False
+
+
+def from_host() -> bool:
+    return _ON_HOST[0]
+
+
 def resident(data, xp=np):
     """The data where xp computes: whole on the GPU when they fit in RESIDENT_SHARE of its free
-    memory, else left in host memory for `blocks` to move a block at a time."""
+    memory (and `judge_from_host` is not in force), else left in host memory for `blocks` to move
+    a block at a time."""
     if _computes_in_place(data, xp):
         return data
-    if data.nbytes <= RESIDENT_SHARE * _free_bytes(xp):
+    if not from_host() and data.nbytes <= RESIDENT_SHARE * _free_bytes(xp):
         return to_device(data, xp)
     return data
 

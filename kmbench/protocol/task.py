@@ -13,11 +13,12 @@ BatchedTask) each fill it in:
     fields(impl, ..., measured, verdict)  the record fields a measured cell makes
     render(records, ...)          the markdown of its tables
 
-`run_cells` is the one runner and `cell_record` the one place a record's header is made; each
+`run_cells` is the one runner and `cell_header` the one place a record's header is made; each
 cell is measured by the one loop, kmbench.protocol.measure.measure_cell. For every workload,
 the problem and oracle are made once, and only when some implementation can run there; each
 implementation's record is written to the store as soon as it exists, so an interrupted run
-keeps every finished cell.
+keeps every finished cell. The cells run here, one after another, or on the workers of a Dask
+cluster (kmbench.protocol.placement), whose records come back here to be stored.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from kmbench.data import results
 from kmbench.protocol import clock, environment
 from kmbench.protocol.measure import Counting, measure_cell, usable
 
-__all__ = ["Counting", "Task", "cell_record", "run_cells", "usable"]
+__all__ = ["Counting", "Inputs", "Task", "cell_header", "cell_record", "measured_here", "run_cells", "usable"]
 
 
 class Task:
@@ -93,52 +94,50 @@ def cell_record(task: Task, impl, problem, oracle, workload, run_id: str, progre
     """One cell's record: the header (the one place it is made), what was measured, and the
     measurement. A row that cannot run here is measured as skipped, possibly before any
     problem exists."""
-    record = {"run_id": run_id, "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "impl": impl.name, "label": task.label(impl, problem), "impl_source": impl.source,
-              **task.describe(workload, problem)}
+    record = cell_header(task, impl, problem, workload, run_id)
     record.update(task.measure(impl, problem, oracle, workload, progress))
     return record
 
 
-def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None, reporter=None) -> list[dict]:
-    """Every implementation on every workload; each record is stored as soon as it exists.
-    stored(workload, impl): an earlier record to reuse instead of measuring, or None.
-    reporter: optional start(impl, workload name), note(text), done(record), skip(count) (kmbench.progress)."""
-    run_id = uuid.uuid4().hex[:12]
-    env = environment.capture()
-    note = reporter.note if reporter else None
-    records = []
-    for workload in workloads:
-        problem = oracle = None
-        floor: dict = {}
-        earlier = [stored(workload, impl) if stored else None for impl in impls]
-        # The reference is computed once for the workload: each cell measured here bears its share.
-        measured = sum(1 for impl, found in zip(impls, earlier) if found is None and usable(impl)[0])
-        for impl, found in zip(impls, earlier):
-            if found is not None:
-                records.append(found)
-                continue
-            if reporter:
-                reporter.start(impl, task.workload_name(workload))
-            if oracle is None and usable(impl)[0]:  # no data or oracle for rows that cannot run
-                problem = task.problem(workload)
-                oracle = task.oracle(workload, problem, progress=note)
-                floor = task.floor(impls, problem, env)
-            record = cell_record(task, impl, problem, oracle, workload, run_id, note)
-            record.update(env=env, **floor)
-            charge_judge(record, getattr(oracle, "seconds", 0.0) / max(1, measured))
-            results.append(record, store)
-            records.append(record)
-            if reporter:
-                reporter.done(record)
-        if hasattr(oracle, "seconds"):
-            oracle.seconds = 0.0  # charged: a later call that reuses this oracle (the in-memory plans) owes none
-        if hasattr(oracle, "release"):
-            oracle.release()  # the judge's GPU memory for this workload, given back
-        reused = sum(found is not None for found in earlier)
-        if reused and reporter:
-            reporter.skip(reused)
-    return records
+def cell_header(task: Task, impl, problem, workload, run_id: str) -> dict:
+    """What every record of a cell starts with: when, which row, what it measured."""
+    return {"run_id": run_id, "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "impl": impl.name, "label": task.label(impl, problem), "impl_source": impl.source,
+            **task.describe(workload, problem)}
+
+
+class Inputs:
+    """A workload's problem, oracle and floor, made once, on first need: never for a workload
+    none of whose rows can run (no data, no oracle). `cells`: how many cells share the oracle
+    (each record bears its share of what computing it cost)."""
+
+    def __init__(self, task: Task, workload, impls: list, env: dict, note=None, cells: int = 1):
+        self.task, self.workload, self.impls, self.env, self.note = task, workload, impls, env, note
+        self.problem = self.oracle = None
+        self.floor: dict = {}
+        self.cells = max(1, cells)
+        self.reference_seconds = 0.0
+
+    def make(self) -> None:
+        if self.oracle is None:
+            self.problem = self.task.problem(self.workload)
+            self.oracle = self.task.oracle(self.workload, self.problem, progress=self.note)
+            self.floor = self.task.floor(self.impls, self.problem, self.env)
+            # Computed here, now (0 where it came from the cache); an in-memory plan's next call
+            # of run_cells that reuses this oracle owes none of it.
+            self.reference_seconds = getattr(self.oracle, "seconds", 0.0)
+            if hasattr(self.oracle, "seconds"):
+                self.oracle.seconds = 0.0
+
+    def charged(self, record: dict) -> dict:
+        """The record with times.judge: its share of the reference beside its own judgement."""
+        charge_judge(record, self.reference_seconds / self.cells)
+        return record
+
+    def release(self) -> None:
+        """What the judge holds for this workload on a GPU, given back (kmbench.protocol.validate)."""
+        if hasattr(self.oracle, "release"):
+            self.oracle.release()
 
 
 def charge_judge(record: dict, reference_share: float) -> None:
@@ -149,3 +148,59 @@ def charge_judge(record: dict, reference_share: float) -> None:
         return
     times["reference_share"] = reference_share
     times["judge"] = reference_share + (times.get("validation") or 0.0)
+
+
+def measured_here(inputs: Inputs, impl, run_id: str) -> dict:
+    """One cell measured in this process, with this machine's environment."""
+    if inputs.oracle is None and usable(impl)[0]:
+        inputs.make()
+    record = cell_record(inputs.task, impl, inputs.problem, inputs.oracle, inputs.workload, run_id, inputs.note)
+    record.update(env=inputs.env, **inputs.floor)
+    return inputs.charged(record)
+
+
+def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None, reporter=None,
+              cluster=None) -> list[dict]:
+    """Every implementation on every workload; each record is stored as soon as it exists.
+    stored(workload, impl): an earlier record to reuse instead of measuring, or None.
+    reporter: optional start(impl, workload name), note(text), done(record), skip(count) (kmbench.progress).
+    cluster: a kmbench.protocol.placement.Cluster whose workers measure the cells (the records
+    come back here, to be stored); None: measured here, one after another."""
+    run_id = uuid.uuid4().hex[:12]
+    env = environment.capture()
+    note = reporter.note if reporter else None
+    records: list[dict] = []
+
+    def keep(record: dict) -> None:
+        results.append(record, store)  # only ever here, by the client: a worker never writes
+        records.append(record)
+        if reporter:
+            reporter.done(record)
+
+    elsewhere = []  # (inputs, rows) for the cluster, which runs them all at once
+    for workload in workloads:
+        earlier = [stored(workload, impl) if stored else None for impl in impls]
+        cells = sum(1 for impl, found in zip(impls, earlier) if found is None and usable(impl)[0])
+        inputs = Inputs(task, workload, impls, env, note, cells)
+        todo, reused = [], 0
+        for impl, found in zip(impls, earlier):
+            if found is not None:
+                records.append(found)
+                reused += 1
+            elif cluster is not None:
+                todo.append(impl)
+            else:
+                if reporter:
+                    reporter.start(impl, task.workload_name(workload))
+                keep(measured_here(inputs, impl, run_id))
+        if todo:
+            elsewhere.append((inputs, todo))
+        else:
+            inputs.release()  # its cells are done: the judge's GPU memory for it goes back
+        if reused and reporter:
+            reporter.skip(reused)
+    if elsewhere:
+        cluster.run(elsewhere, run_id, keep, reporter)  # its records come back charged (Inputs.charged)
+        for inputs, _ in elsewhere:
+            inputs.release()
+    return records

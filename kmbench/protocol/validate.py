@@ -99,6 +99,10 @@ class Oracle:
         oracle.seconds = time.perf_counter() - started
         return oracle
 
+    def __getstate__(self) -> dict:
+        """The oracle as data (a Dask worker's copy): without what this process holds on its GPU."""
+        return {**self.__dict__, "workspace": None, "seeds": Bank()}
+
     def workspace_for(self, data, xp) -> Workspace:
         """The workspace of these data on xp: the one kept, or a new one, kept."""
         if self.workspace is None or self.workspace.source is not data or self.workspace.xp is not xp:

@@ -21,6 +21,12 @@ def _time(seconds: float | None) -> str:
     return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.1f} us"
 
 
+def _communication(record: LloydRecord, per: float | None) -> str:
+    """Time per iteration inside the collective, and its share of the iteration."""
+    inside = record.communication_per_iteration() if per else None
+    return f"{_time(inside)} ({inside / per:.1%})" if inside else "-"
+
+
 def markdown(records: list[LloydRecord]) -> str:
     cells: dict[tuple, LloydRecord] = {}
     for record in records:  # the newest record of each cell wins; a GPU set is part of the cell here
@@ -31,7 +37,7 @@ def markdown(records: list[LloydRecord]) -> str:
              "rank's CUDA-event time for kmbench-gpu-dask, the host clock for the Dask-reduction rows (each "
              f"iteration ends with the reduced partials on the client). `x {ALONE}`: the row's time over "
              f"{ALONE}'s alone on one GPU, same data and k. Communication: time per iteration inside the "
-             "all-reduce.", "",
+             "all-reduce, and its share of the iteration.", "",
              f"| implementation | dataset | n | k | GPUs | time per iteration | speedup over 1 GPU | efficiency "
              f"| x {ALONE} | communication | status |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -44,6 +50,6 @@ def markdown(records: list[LloydRecord]) -> str:
                      f"{_time(per)} | {f'{speedup:.2f}x' if speedup else '-'} | "
                      f"{f'{speedup / gpus:.0%}' if speedup else '-'} | "
                      f"{f'{per / alone:.2f}x' if per and alone and impl != ALONE else '-'} | "
-                     f"{_time(record.communication_per_iteration()) if per else '-'} | {record.status}"
+                     f"{_communication(record, per)} | {record.status}"
                      f"{': ' + record.detail if record.status != 'ok' else ''} |")
     return "\n".join(lines) + "\n"

@@ -13,12 +13,14 @@ from kmbench.protocol.task import run_cells
 
 
 def run(impls: list[Implementation], datasets: list[Dataset], settings: Settings,
-        store=None, reporter=None, data_dir=None, options: Options = Options()) -> list[dict]:
+        store=None, reporter=None, data_dir=None, options: Options = Options(), cluster=None) -> list[dict]:
     """Every implementation on every dataset; each record is stored as soon as it exists.
-    The oracle comes from the cache under `data_dir` where an earlier run left it."""
+    The oracle comes from the cache under `data_dir` where an earlier run left it; the cells are
+    measured here, or by the workers of `cluster` (kmbench.protocol.placement)."""
     check_settings(settings)
     datasets = [verified(dataset) for dataset in datasets]  # before any cell: a stale cache is refused
-    return run_cells(LloydTask(settings, data_dir, options), datasets, impls, store, reporter=reporter)
+    return run_cells(LloydTask(settings, data_dir, options), datasets, impls, store, reporter=reporter,
+                     cluster=cluster)
 
 
 class LloydTask(LloydProtocol):

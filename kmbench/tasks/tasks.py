@@ -204,19 +204,20 @@ def task_of(suite: TaskSuite) -> SuiteTask:
 
 
 def reproduce(suite: TaskSuite, impl_names: str | None, store=None, force: bool = False, data_dir=None,
-              reporter=None) -> list[dict]:
+              reporter=None, cluster=None) -> list[dict]:
     """Every (workload, implementation) cell of a task suite; a cell this code already
-    measured to the end on this machine (cells.finished) is taken from the store unless `force`."""
+    measured to the end on this machine, or on a machine of `cluster` (cells.finished), is
+    taken from the store unless `force`. `cluster`'s workers measure the cells, if given."""
     impls = registry.select(impl_names or ",".join(suite.impls), task=suite.task)
-    here = environment.identity(environment.capture())
+    machines = cluster.machines() if cluster else {environment.identity()}
     earlier = cells.finished(results.load(store, task=suite.task),
-                             lambda record: environment.identity(record.get("env") or {}) == here)
+                             lambda record: environment.identity(record.get("env") or {}) in machines)
 
     def stored(spec: dict, impl):
         return None if force else earlier.get(
             cells.Cell(suite.task, impl.name, f"{suite.name}/{workload_name(suite.task, spec)}"))
 
-    return run_cells(task_of(suite), suite.workloads, impls, store, stored, reporter)
+    return run_cells(task_of(suite), suite.workloads, impls, store, stored, reporter, cluster)
 
 
 def latest(suite: TaskSuite, store=None) -> list[dict]:

@@ -1,0 +1,44 @@
+"""flash-kmeans's own multi-GPU mode as a peer row (impls/peers/flash_kmeans_multi_gpu.py): the
+GPU sets its API can name, and with a GPU, the row judged like every row on the GPUs present."""
+
+import numpy as np
+import pytest
+
+from impls.peers.flash_kmeans_multi_gpu import FlashKMeansMultiGpu, device_argument
+from kmbench.errors import ImplementationError
+from kmbench.protocol import validate
+from tests.conftest import blob_data, gpu_cell
+
+
+@pytest.mark.parametrize("gpus, visible, device", [(None, 2, None), ("0", 2, "cuda:0"), ("1", 4, "cuda:1"),
+                                                   ("0,1", 2, None), ("1,0", 2, None), ("0,1,2,3", 4, None)])
+def test_the_gpu_sets_its_api_can_name(gpus, visible, device):
+    assert device_argument(gpus, visible) == device
+
+
+def test_some_but_not_all_gpus_is_an_error_that_says_how_to_run_them():
+    with pytest.raises(ImplementationError, match=r"one GPU or on every visible one \(4\); GPUs 0,1 cannot be named "
+                                                  r"through its API \(set CUDA_VISIBLE_DEVICES=0,1\)"):
+        device_argument("0,1", 4)
+
+
+def test_without_torch_or_the_library_it_says_why():
+    ready, why = FlashKMeansMultiGpu().available()
+    try:
+        import flash_kmeans.kmeans_large  # noqa: F401
+        import torch
+
+        has_everything = torch.cuda.is_available()
+    except ImportError:
+        has_everything = False
+    assert ready == has_everything and (ready or "pip install" in why or "no CUDA GPU" in why)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d, k", [(2, 20), (128, 64)])
+def test_on_the_gpus_present_it_is_judged_like_every_row(d, k):
+    pytest.importorskip("flash_kmeans")
+    data = blob_data(np.random.default_rng(d), n=3_000_017, d=d, k=k)  # several 2^20-point blocks
+    oracle, record = gpu_cell(FlashKMeansMultiGpu(), data, k, iterations=5)
+    assert record["status"] == validate.OK, record.get("detail")
+    assert record["build"]["workers"] >= 1 and record["iterations_executed"] == 5
