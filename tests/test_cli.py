@@ -67,12 +67,15 @@ def _bad_file(tmp_path, kind):
         path.write_text("1 2\nthree four\n")
     elif kind == "unreadable":
         path.write_bytes(b"garbage")
+    elif kind == "empty-npy":  # np.load raised EOFError, which click took for Ctrl-D: "Aborted.", exit 1
+        path.write_bytes(b"")
     elif kind == "missing":
         path = tmp_path / "nothing-here.npy"
     return path
 
 
-@pytest.mark.parametrize("kind", ["nan", "inf", "1d", "3d", "empty", "text", "unreadable", "missing"])
+@pytest.mark.parametrize("kind", ["nan", "inf", "1d", "3d", "empty", "text", "unreadable", "empty-npy",
+                                  "missing"])
 def test_bad_dataset_exits_2_with_one_sentence(tmp_path, kind):
     out = invoke("run", "--dataset", _bad_file(tmp_path, kind), "--k", 1, "--repeats", 1)
     assert out.exit_code == 2
