@@ -63,6 +63,15 @@ def test_store_that_cannot_be_written_is_found_first(tmp_path):
     assert _written(tmp_path) == []  # no dataset generated, no cell computed
 
 
+@pytest.mark.parametrize("command", [["report"], ["report", "--format", "csv"],
+                                     ["reproduce", "python-cpp-cuda", "--no-run", "--out", "r.md"]])
+def test_a_folder_given_as_the_store_to_read_is_one_sentence(tmp_path, command):
+    """`report --store FOLDER` ended in a 65-line traceback (IsADirectoryError)."""
+    out = invoke(*command, "--store", tmp_path)
+    assert out.exit_code == 2, out.output
+    assert f"The record store {tmp_path} is a folder" in out.output and "Traceback" not in out.output
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_read_only_store_folder(tmp_path):
     folder = tmp_path / "ro"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kmbench.data import files, records
 from kmbench.data.records import SCHEMA_VERSION
+from kmbench.errors import UsageError
 
 DEFAULT_STORE = Path("results") / "records.jsonl"
 
@@ -76,6 +77,8 @@ def _read(path: Path | str | None, tasks: set[str]) -> list[tuple[dict, records.
     parses to something that is not a whole record of its schema (kmbench.data.records), is
     skipped, and one StoreWarning counts the skipped lines."""
     path = store_path(path)
+    if path.is_dir():  # every reader's one check: `report --store FOLDER` ended in IsADirectoryError
+        raise UsageError(f"The record store {path} is a folder; name the file in it (e.g. {path / 'records.jsonl'}).")
     if not path.exists():
         return []
     found, skipped = [], 0
