@@ -23,7 +23,7 @@ DEFAULT_STORE = Path("results") / "records.jsonl"
 
 
 class StoreWarning(UserWarning):
-    """Lines of a record store that were skipped."""
+    """Lines of a record store that were skipped, or a store's folder that will be made."""
 
 
 def store_path(path: Path | str | None = None) -> Path:
@@ -31,9 +31,14 @@ def store_path(path: Path | str | None = None) -> Path:
 
 
 def check_writable(path: Path | str | None = None) -> Path:
-    """Before any cell runs: the store (and its lock beside it) can be written."""
+    """Before any cell runs: the store (and its lock beside it) can be written. A folder that
+    does not exist yet is made at the first record, and said now: a mistyped --store folder
+    was made silently."""
     path = store_path(path)
     files.check_writable_file(path, "the record store")
+    if not path.parent.exists():
+        warnings.warn(f"the folder {path.parent} does not exist; it will be made for the record store {path}",
+                      StoreWarning, stacklevel=2)
     return path
 
 
