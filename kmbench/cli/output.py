@@ -16,19 +16,16 @@ from rich.table import Table
 from kmbench import progress
 from kmbench.cli.app import STATUS_STYLE, console, errors
 from kmbench.data import files, results
-from kmbench.judge import precision
 from kmbench.plans import estimate, plan
 from kmbench.protocol import Options
 from kmbench.protocol.device import nvidia_gpu_present
 from kmbench.protocol.task import usable
-from kmbench.report.formatting import seconds_text
+from kmbench.report.formatting import row_status, seconds_text
 from kmbench.report import report
 from kmbench.report.plot import per_iteration_chart, sweep_charts
 from kmbench.tasks import lloyd
 
 
-# What a cell's status shows beside it when the row computes in less than its data's precision.
-SHORT_PRECISION = {"float32": "f32", "tf32": "tf32", "float16": "f16", "bfloat16": "bf16"}
 # Words of the reasons of rows that need a GPU's software stack (impls' available()).
 GPU_STACK = ("CuPy", "PyTorch", "cuML", "CUDA", "GPU", "Numba")
 VARYING = ("d", "k", "threads")  # shown as columns only where the table's cells differ in them
@@ -36,16 +33,6 @@ VARYING = ("d", "k", "threads")  # shown as columns only where the table's cells
 
 def _records(count: int) -> str:
     return f"{count} record{'' if count == 1 else 's'}"
-
-
-def _precision_mark(record: dict) -> str:
-    computed = (record.get("validation") or {}).get("dtype")
-    narrower = precision.narrower(computed, record["dataset"]["dtype"])
-    return f" ({SHORT_PRECISION.get(computed, computed)})" if narrower else ""
-
-
-def _cell_key(impl, dataset, k, threads) -> tuple:
-    return impl, dataset, int(k), None if threads is None or pd.isna(threads) else int(threads)
 
 
 def _iterations_short(row) -> str:
@@ -71,8 +58,6 @@ def summary_table(records: list[dict]) -> Table:
     column where the cells differ in them, so a sweep's rows do not look like duplicates."""
     shown = [record for record in records if record["status"] != "skipped"]
     cells = report.cells_frame(shown)
-    marks = {_cell_key(r["impl"], r["dataset"]["name"], r["params"]["k"], (r.get("build") or {}).get("threads")):
-             _precision_mark(r) for r in shown}
     varying = [name for name in VARYING if not cells.empty and cells[name].dropna().nunique() > 1]
     # Per iteration: a row that stops early (scikit-learn often does) must not look faster or slower for it.
     title = "kmbench run: Lloyd loop, mean of counted repeats; speedup per iteration vs scikit-learn"
@@ -82,10 +67,9 @@ def summary_table(records: list[dict]) -> Table:
     for _, row in cells.iterrows():
         style = STATUS_STYLE.get(row["status"], "")
         speedup = row["speedup_per_iter_vs_sklearn"]
-        mark = marks.get(_cell_key(row["impl"], row["dataset"], row["k"], row["threads"]), "")
         table.add_row(
             row["impl"], _count_short(int(row["n"])), *("-" if pd.isna(row[name]) else f"{int(row[name]):,}" for name in varying),
-            f"[{style}]{row['status']}[/]{mark}", _iterations_short(row),
+            f"[{style}]{row_status(row)}[/]", _iterations_short(row),
             seconds_text(row["mean_s"]),
             seconds_text(row["per_iter_s"]),
             f"{speedup:.2f}x" if pd.notna(speedup) else "-",

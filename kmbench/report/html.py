@@ -17,7 +17,7 @@ import pandas as pd
 
 from kmbench.errors import UsageError
 from kmbench.report.formatting import (fraction_text, iterations_text, missing, rate_text, ratio_text,
-                                       repeats_text, seconds_text)
+                                       repeats_text, row_status, seconds_text)
 
 STATUS_COLOUR = {"ok": "#2e7d32", "approximate": "#8e24aa", "mismatch": "#c62828", "error": "#6d4c41",
                  "skipped": "#9e9d24"}
@@ -72,8 +72,9 @@ def _categories(rows: pd.DataFrame) -> list[list[str]]:
     return [labels, [f"n={n:,}" for n in rows["n"]]]
 
 
-def _status(status: str) -> str:
-    return f'<span class="status" style="color:{STATUS_COLOUR.get(status, "#000")}">{escape(status)}</span>'
+def _status(status: str, text: str | None = None) -> str:
+    """The verdict in its colour; `text` what the cell reads (the verdict with its precision)."""
+    return f'<span class="status" style="color:{STATUS_COLOUR.get(status, "#000")}">{escape(text or status)}</span>'
 
 
 def _table(group: pd.DataFrame) -> str:
@@ -82,7 +83,7 @@ def _table(group: pd.DataFrame) -> str:
               "per iteration", "distance evals", "per iteration vs scikit-learn"]
     lines = ["<table><tr>" + "".join(f"<th>{escape(name)}</th>" for name in header) + "</tr>"]
     for _, row in group[group["status"] != "skipped"].iterrows():
-        cells = [escape(row["label"]), f"{row['n']:,}", _status(row["status"]), iterations_text(row),
+        cells = [escape(row["label"]), f"{row['n']:,}", _status(row["status"], row_status(row)), iterations_text(row),
                  repeats_text(row), *(seconds_text(row[name]) for name in ("mean_s", "median_s", "min_s", "std_s",
                                                                           "per_iter_s")),
                  rate_text(row["dist_evals_per_s"]), ratio_text(row["speedup_per_iter_vs_sklearn"])]

@@ -9,7 +9,7 @@ import pandas as pd
 
 from kmbench.report.comparisons import peer_markdown, published_markdown, rates_markdown, whole_run_markdown
 from kmbench.report.formatting import (flagged_text, floor_multiple, fraction_text, iterations_text, markdown_table,
-                                       missing, rate_text, ratio_text, repeats_text, seconds_text)
+                                       missing, rate_text, ratio_text, repeats_text, row_status, seconds_text)
 
 
 def _by_size(part: pd.DataFrame, sizes) -> list[str]:
@@ -60,7 +60,7 @@ def _threads_markdown(group: pd.DataFrame) -> list[str]:
             speedup = base / row["per_iter_s"] if base and row["status"] == "ok" and row["per_iter_s"] else None
             scale = row["threads"] / fewest["threads"]
             rows.append([f"{int(row['threads'])}", flagged_text(row, seconds_text(row["per_iter_s"])),
-                         ratio_text(speedup), fraction_text(speedup / scale if speedup else None), row["status"]])
+                         ratio_text(speedup), fraction_text(speedup / scale if speedup else None), row_status(row)])
         out += ["", f"Scaling over threads: {impl}, n = {n:,}; speedup over {int(fewest['threads'])} "
                 "thread(s), efficiency = speedup / (threads over that count):", "",
                 markdown_table(["threads", "per iteration", "speedup", "efficiency", "status"], rows)]
@@ -75,7 +75,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
     out.append(markdown_table(
         ["Implementation", "n", "status", "iterations", "repeats", "mean", "median", "min", "std",
          "per iteration", "distance evals", "vs scikit-learn", "per iteration vs scikit-learn"],
-        [[row["label"], f"{row['n']:,}", row["status"], iterations_text(row), repeats_text(row),
+        [[row["label"], f"{row['n']:,}", row_status(row), iterations_text(row), repeats_text(row),
           seconds_text(row["mean_s"]), seconds_text(row["median_s"]), seconds_text(row["min_s"]),
           seconds_text(row["std_s"]), seconds_text(row["per_iter_s"]), rate_text(row["dist_evals_per_s"]),
           ratio_text(row["speedup_vs_sklearn"]), ratio_text(row["speedup_per_iter_vs_sklearn"])]

@@ -72,6 +72,9 @@ def _row(record: LloydRecord) -> dict:
         "impl": record.impl,
         "label": _label(record),
         "status": record.status,
+        # The precision the judge certified the row in, beside the data's (formatting.row_status).
+        "certified_in": record.validation.get("dtype"),
+        "dtype": data.dtype,
         "detail": record.detail,
         "iters_executed": record.iterations_executed,
         "repeats": record.repeats_done,
