@@ -1,10 +1,13 @@
 """What a run shows while it works. On a terminal: one bar over the cells, the cell in progress
 named beside it with the stage it is in. Off one (a log file, CI): a line when a cell starts and
 ends, and one at least every HEARTBEAT_S seconds while a cell runs, so a nine-minute cell is
-never silent; a row that cannot run here makes no line (the summary below the table counts
-them). Both take the same calls from the one runner (kmbench.protocol.task.run_cells), whatever
-the task: start (a row and the workload's name), note, done, skip; and `say`, a line of its own
-for what a plan does between cells (making a dataset, a new GPU set)."""
+never silent; a row that cannot run here makes no line and is not counted (the summary below
+the table counts them), so the counter climbs one cell at a time. Both take the same calls from
+the one runner (kmbench.protocol.task.run_cells), whatever the task: start (a row and the
+workload's name), note, expect (how long the cell's timed runs will take, once its warm-up has
+shown), done, skip; and `say`, a line of its own for what a plan does between cells (making a
+dataset, a new GPU set). Each reporter keeps the records it was given, so an interrupted run can
+show the cells that finished."""
 
 from __future__ import annotations
 
@@ -17,44 +20,80 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from kmbench.protocol.task import usable
-from kmbench.report.formatting import seconds_text
+from kmbench.report.formatting import rough_duration, seconds_text
 
 HEARTBEAT_S = 30.0
+LONG_S = 60.0  # a step, or a cell's timed runs, expected to take longer is announced with its estimate
 
 
-class BarReporter:
+def runnable(impls) -> int:
+    """The rows that can run here: the cells a reporter counts (the others are summed below the table)."""
+    return sum(usable(impl)[0] for impl in impls)
+
+
+class Reporter:
+    """What both reporters share: the row in progress, whether it can run here at all (`quiet`: it
+    is skipped at once, neither said nor counted), and the records they were given."""
+
+    def __init__(self, total: int):
+        self.total, self.finished = total, 0
+        self.cell, self.name, self.quiet = "", "", False
+        self.records: list[dict] = []
+
+    def start(self, impl, where: str):
+        self.cell, self.name = f"{impl.name} on {where}", impl.name
+        self.quiet = not usable(impl)[0]
+
+    def done(self, record) -> bool:
+        """Keeps the record; whether the cell counts (it could run here)."""
+        self.records.append(record)
+        counts = not (self.quiet and record.get("status") == "skipped")
+        self.finished += counts
+        return counts
+
+    def expect(self, seconds: float, warmup: float):
+        """The cell's timed runs should take `seconds` more, its warm-up having taken `warmup`:
+        a line where that is long (the float64 yardstick of kmbench.plans.estimate cannot know
+        a row ten times slower than it)."""
+        if seconds >= LONG_S:
+            self.say(f"{self.name}: its timed runs take about {rough_duration(seconds)} more "
+                     f"(its warm-up took {rough_duration(warmup)}), then its validation")
+
+
+class BarReporter(Reporter):
     """A rich progress bar (transient: the summary table replaces it)."""
 
     def __init__(self, progress: Progress, total: int):
+        super().__init__(total)
         self.progress = progress
         self.task = progress.add_task("starting", total=total)
-        self.cell = ""
 
     def start(self, impl, where: str):
-        self.cell = f"{impl.name} on {where}"
-        self.progress.update(self.task, description=self.cell)
+        super().start(impl, where)
+        if not self.quiet:
+            self.progress.update(self.task, description=self.cell)
 
     def note(self, text):
         self.progress.update(self.task, description=f"{self.cell}: {text}")
 
     def done(self, record):
-        self.progress.advance(self.task)
+        if super().done(record):
+            self.progress.advance(self.task)
 
     def skip(self, count):
+        self.finished += count
         self.progress.advance(self.task, count)
 
     def say(self, text: str):
         self.progress.console.print(escape(text), highlight=False)
 
 
-class LineReporter:
+class LineReporter(Reporter):
     """Plain lines for logs: start and end of each cell, and a heartbeat while one runs."""
 
     def __init__(self, console: Console, total: int, heartbeat_s: float = HEARTBEAT_S):
-        self.console, self.total, self.heartbeat_s = console, total, heartbeat_s
-        self.finished = 0
-        self.cell = ""
-        self.quiet = False
+        super().__init__(total)
+        self.console, self.heartbeat_s = console, heartbeat_s
         self.latest_note = ""
         self.started = self.last_line = time.monotonic()
         self._lock = threading.Lock()
@@ -72,26 +111,27 @@ class LineReporter:
             if self.cell and time.monotonic() - self.last_line >= self.heartbeat_s:
                 elapsed = time.monotonic() - self.started
                 note = f"; {self.latest_note}" if self.latest_note else ""
-                self._say(f"[{self.finished}/{self.total}] still running {self.cell} ({elapsed:.0f} s){note}")
+                # The row alone: its whole name is on the line above, and a log's lines stay short.
+                self._say(f"[{self.finished}/{self.total}] {self.name}: still running ({elapsed:.0f} s){note}")
 
     def start(self, impl, where: str):
-        self.cell, self.latest_note, self.started = f"{impl.name} on {where}", "", time.monotonic()
-        self.quiet = not usable(impl)[0]  # skipped at once: counted, not said
+        super().start(impl, where)
+        self.latest_note, self.started = "", time.monotonic()
         if not self.quiet:
             self._say(f"[{self.finished}/{self.total}] {self.cell}: started")
+        else:
+            self.cell = ""  # skipped at once: neither said nor beaten for
 
     def note(self, text):
         self.latest_note = text  # oracle progress comes per iteration: the heartbeat shows the latest
 
     def done(self, record):
-        self.finished += 1
-        if self.quiet and record.get("status") == "skipped":
-            self.cell = ""
+        cell, self.cell = self.cell, ""
+        if not super().done(record):
             return
         per_iteration = record.get("per_iteration_s")
         timing = f", {seconds_text(per_iteration)} per iteration" if per_iteration else ""
-        self._say(f"[{self.finished}/{self.total}] {self.cell}: {record.get('status')}{timing}")
-        self.cell = ""
+        self._say(f"[{self.finished}/{self.total}] {cell}: {record.get('status')}{timing}")
 
     def skip(self, count):
         self.finished += count

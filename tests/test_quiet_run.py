@@ -156,7 +156,9 @@ def test_a_long_cell_is_announced_with_its_estimate():
     small = estimate.Planned("small", 1_000, 2, runner.Settings(k=3, iterations=5), rows=3)
     assert estimate.long_cells([small]) == []
     whole, row = estimate.seconds(big)
-    assert whole == pytest.approx(row * 3 + row / 7)  # the reference's 20 iterations, once
+    # The reference's 20 iterations once, then per row 7 runs (warm-up, 5 counted, the judge's
+    # stepping) and the judge's certified steps, so one run is under a seventh of a row.
+    assert row * 3 < whole < row * 3 + row / 7
 
 
 def test_sweep_without_matplotlib_names_itself_not_plot(monkeypatch, tmp_path):

@@ -129,7 +129,10 @@ class Implementation:
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
-    takes_threads: bool = False  # follows Problem.options.threads (`run --threads`), so a scaling run repeats it
+    # Its CPU threads follow Problem.options.threads (`run --threads`), so a scaling run repeats it:
+    # read by the row itself (kmbench-cpu's program), or, for a row that computes in kmbench's
+    # process on BLAS or OpenMP pools, set by the harness's threadpoolctl limit around its runs.
+    takes_threads: bool = False
     follows_shift: bool = False  # stops by Problem.shift_tol itself (else kmbench.KMeans steps it)
     roofline_on: str = "gpu"  # whose measured ceilings its declared counts are held against ("gpu" or "cpu")
     # Where the row stands in `kmbench list`, in a run of every row and in reports (lower first);

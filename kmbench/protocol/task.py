@@ -100,13 +100,30 @@ def cell_record(task: Task, impl, problem, oracle, workload, run_id: str, progre
     return record
 
 
+class _Progress:
+    """What a cell tells the reporter while it runs: a note of the stage it is in (called, as the
+    judge and the oracle call it) and, where the reporter listens, how long its timed runs will
+    take (`expect`, from the measuring loop)."""
+
+    def __init__(self, reporter):
+        self.reporter = reporter
+
+    def __call__(self, text: str) -> None:
+        self.reporter.note(text)
+
+    def expect(self, seconds: float, warmup: float) -> None:
+        if hasattr(self.reporter, "expect"):
+            self.reporter.expect(seconds, warmup)
+
+
 def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None, reporter=None) -> list[dict]:
     """Every implementation on every workload; each record is stored as soon as it exists.
     stored(workload, impl): an earlier record to reuse instead of measuring, or None.
-    reporter: optional start(impl, workload name), note(text), done(record), skip(count) (kmbench.progress)."""
+    reporter: optional start(impl, workload name), note(text), expect(seconds, warm-up), done(record),
+    skip(count) (kmbench.progress)."""
     run_id = uuid.uuid4().hex[:12]
     env = environment.capture()
-    note = reporter.note if reporter else None
+    note = _Progress(reporter) if reporter else None
     records = []
     for workload in workloads:
         problem = oracle = None
@@ -116,7 +133,7 @@ def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None,
             earlier = stored(workload, impl) if stored else None
             if earlier is not None:
                 records.append(earlier)
-                reused += 1
+                reused += usable(impl)[0]  # the reporter counts the cells of rows that can run here
                 continue
             if reporter:
                 reporter.start(impl, task.workload_name(workload))

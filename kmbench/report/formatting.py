@@ -37,6 +37,15 @@ def duration_text(value) -> str:
     return f"{minutes // 60}h {minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m {seconds:02d}s"
 
 
+def rough_duration(value: float) -> str:
+    """An estimate's duration, as rough as it is: 75 s, 4 min, 1.5 h."""
+    if value < 120:
+        return f"{value:.0f} s"
+    if value < 2 * 3600:
+        return f"{value / 60:.0f} min"
+    return f"{value / 3600:.1f} h"
+
+
 def ratio_text(value) -> str:
     return "-" if missing(value) else f"{value:.2f}x"
 
