@@ -14,7 +14,7 @@ from kmbench import progress, registry
 from kmbench.cli.app import DataDir, Store, app, console, errors, friendly, gen_app
 from kmbench.cli.options import (init_method, numbers, planned_datasets, refuse_ignored, row_options, thread_counts,
                                  whole_count)
-from kmbench.cli.output import execute_plan, made_datasets, run_and_show, write_text, write_plots
+from kmbench.cli.output import execute_plan, interruptible, made_datasets, run_and_show, write_text, write_plots
 from kmbench.data import datasets, files, results
 from kmbench.errors import UsageError
 from kmbench.plans import plan, suite
@@ -94,7 +94,7 @@ def run(
     init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++ (also spelled k-means++)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
-    threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of kmbench-cpu [default: $KMBENCH_THREADS, else every core]; several, comma separated (1,2,4), run its cells once per count and the report shows the scaling. Each record says how many ran.")),
+    threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of the rows that take a count: kmbench-cpu's own, and through threadpoolctl the BLAS and OpenMP pools of numpy, sklearn and faiss-cpu [default: $KMBENCH_THREADS, else every core]; several, comma separated (1,2,4), run their cells once per count and the report shows the scaling. Each record says how many ran; the run says which rows the count did not reach.")),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=escape("The dask rows run on this Dask scheduler (e.g. tcp://10.0.0.5:8786) instead of a cluster of their own [default: $KMBENCH_DASK_SCHEDULER].")),
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
@@ -113,7 +113,9 @@ def run(
     # After the first count only the rows that take a thread count run again.
     passes = [(impls if index == 0 else [one for one in impls if one.takes_threads], row_options(count, scheduler))
               for index, count in enumerate(counts or [None])]
-    run_and_show([(chosen, options) for chosen, options in passes if chosen], data, settings, store, data_dir)
+    status = run_and_show([(chosen, options) for chosen, options in passes if chosen], data, settings, store, data_dir)
+    if status:
+        raise typer.Exit(status)
 
 
 @app.command("report")
@@ -207,7 +209,7 @@ def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force:
         records = tasks.latest(chosen, store)
     else:
         results.check_writable(store)
-        with progress.reporting(console, len(chosen.workloads) * len(impls)) as reporter:
+        with interruptible(len(chosen.workloads) * progress.runnable(impls), store) as reporter:
             records = tasks.reproduce(chosen, impl, store, force, reporter=reporter)
     if not records:
         raise UsageError(f"No stored record of suite {chosen.name} in {results.store_path(store)}.")

@@ -4,6 +4,8 @@ the runs themselves with their progress (kmbench.progress picks a bar or plain l
 from __future__ import annotations
 
 import re
+import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -12,6 +14,7 @@ import typer
 from rich import box
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from kmbench import progress
 from kmbench.cli.app import STATUS_STYLE, console, errors
@@ -19,7 +22,7 @@ from kmbench.data import files, results
 from kmbench.plans import estimate, plan
 from kmbench.protocol import Options
 from kmbench.protocol.device import nvidia_gpu_present
-from kmbench.protocol.task import usable
+from kmbench.protocol.statistics import SPREAD, WIDE_SPREAD_CV
 from kmbench.report.formatting import row_status, seconds_text
 from kmbench.report import report
 from kmbench.report.plot import per_iteration_chart, sweep_charts
@@ -29,6 +32,10 @@ from kmbench.tasks import lloyd
 # Words of the reasons of rows that need a GPU's software stack (impls' available()).
 GPU_STACK = ("CuPy", "PyTorch", "cuML", "CUDA", "GPU", "Numba")
 VARYING = ("d", "k", "threads")  # shown as columns only where the table's cells differ in them
+TEXT_WIDTH = 100  # lines below the table wrap here, or at the terminal's width if narrower
+# A machine is called busy where other programs keep this many cores busy before timing, or
+# this share of its cores, whichever is more.
+BUSY_CORES, BUSY_SHARE = 0.5, 0.1
 
 
 def _records(count: int) -> str:
@@ -103,42 +110,127 @@ def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
     return lines
 
 
+def say(prefix: str, text: str, style: str = "yellow", to=errors) -> None:
+    """A line of its own (on stderr unless `to` says): `prefix` in its colour, then the text,
+    wrapped with a hanging indent at 100 columns or the terminal's width, whichever is less (a
+    log's lines are otherwise as long as their sentences)."""
+    line = f"{prefix} {text}" if prefix else text
+    width = max(40, min(to.width, TEXT_WIDTH))
+    out = Text(textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+    if prefix:
+        out.stylize(style, 0, len(prefix))
+    to.print(out, soft_wrap=True, highlight=False)
+
+
+def _busy_line(records: list[dict]) -> str | None:
+    """What the look before timing saw (kmbench.protocol.environment.busy_cores): other programs
+    that keep cores busy slow every row, and the rows that use every core (kmbench-cpu,
+    scikit-learn's OpenMP, BLAS) most, so speedups over them read too large."""
+    env = next((record["env"] for record in records if record.get("env")), {})
+    busy, cores = env.get("busy_cores"), env.get("cores") or 1
+    if busy is None or busy < max(BUSY_CORES, BUSY_SHARE * cores):
+        return None
+    return (f"the machine was busy before timing: other programs kept {busy:.1f} of its {cores} cores busy; "
+            "times and speedups are unreliable (close them and run again)")
+
+
 def show_warnings(records: list[dict]) -> None:
-    """Below the table, where a long sentence has room: why a cell is not ok, and warnings.
-    Rows that cannot run here are summed, one line per reason (`kmbench list` gives each one's)."""
+    """Below the table: a busy machine, why a cell is not ok, and warnings. Rows that cannot run
+    here are summed, one line per reason (`kmbench list` gives each one's); cells of a wide spread
+    share one line, since the advice is the same."""
     for line in skipped_lines(records, nvidia_gpu_present()):
-        errors.print(f"[yellow]{escape(line)}[/]", highlight=False)
+        say("", line)
+    busy = _busy_line(records)
+    if busy:
+        say("warning", busy, "bold yellow")
+    spread = []
     for record in records:
+        where = f"{record['impl']} n={record['dataset']['n']:,}"
         if record["status"] not in ("ok", "skipped"):
-            style = STATUS_STYLE.get(record["status"], "")
-            errors.print(f"[{style}]{record['status']}[/] {record['impl']} n={record['dataset']['n']:,}: "
-                         f"{escape(record.get('detail') or '')}", highlight=False)
+            say(record["status"], f"{where}: {record.get('detail') or ''}", STATUS_STYLE.get(record["status"], ""))
         for warning in record.get("warnings") or []:
-            errors.print(f"[yellow]warning[/] {record['impl']} n={record['dataset']['n']:,}: {escape(warning)}",
-                         highlight=False)
+            if warning.startswith(SPREAD):
+                spread.append(f"{where} ({record['times']['iterate']['cv']:.0%})")
+            else:
+                say("warning", f"{where}: {warning}")
+    if spread:
+        say("warning", f"{SPREAD} (CV above {WIDE_SPREAD_CV:.0%}) in {', '.join(spread)}: close other busy "
+            "programs, or raise --repeats, before trusting these means")
 
 
-def run_and_show(passes, data, settings, store, data_dir=None):
+def threads_line(impls: list, records: list[dict], counts: list[int]) -> str | None:
+    """Which of the rows that ran --threads reached: those that take a thread count (kmbench-cpu
+    itself; the rows in kmbench's process through threadpoolctl's limit on their BLAS and
+    OpenMP pools), and which it did not (they choose their own threads)."""
+    if not counts:
+        return None
+    ran = {record["impl"] for record in records if record["status"] != "skipped"}
+    reached = [impl.name for impl in impls if impl.name in ran and impl.takes_threads]
+    other = [impl.name for impl in impls if impl.name in ran and not impl.takes_threads]
+    text = f"--threads {','.join(map(str, counts))} set the threads of {', '.join(reached) or 'no row that ran'}"
+    return text + (f"; not of {', '.join(other)}, which {'choose their' if len(other) > 1 else 'chooses its'} own"
+                   if other else "")
+
+
+def _exit_status(records: list[dict]) -> tuple[int, str | None]:
+    """1 where a cell is mismatch or error, or where no row asked for could run here; and the
+    last line that says so. kmbench run's exit code, for CI."""
+    failed = [record for record in records if record["status"] in ("mismatch", "error")]
+    if failed:
+        names = ", ".join(f"{record['impl']} ({record['status']})" for record in failed)
+        return 1, f"{len(failed)} cell{'s' if len(failed) > 1 else ''} failed: {names}; exit code 1"
+    if not any(record["status"] != "skipped" for record in records):
+        return 1, "no implementation asked for could run here (the reasons are above); exit code 1"
+    return 0, None
+
+
+@contextmanager
+def interruptible(total: int, store):
+    """progress.reporting over `total` cells; on Ctrl-C, the table of the cells that finished
+    (each stored as it finished; the cell in progress leaves no record) and exit code 130."""
+    reporter = None
+    try:
+        with progress.reporting(console, total) as reporter:
+            yield reporter
+    except KeyboardInterrupt:
+        finished = reporter.records if reporter is not None else []
+        if any(record["status"] != "skipped" for record in finished):
+            console.print(summary_table(finished))
+        show_warnings(finished)
+        say("interrupted", f"(Ctrl-C): {_records(len(finished))} appended to {results.store_path(store)}; "
+            "the cell in progress left none", "bold red")
+        raise typer.Exit(130) from None
+
+
+def run_and_show(passes, data, settings, store, data_dir=None) -> int:
     """passes: (implementations, the options they are handed: a thread count, say) in turn, all in
-    one table."""
-    rows = sum(usable(impl)[0] for impls, _ in passes for impl in impls)
+    one table. Returns the exit code (_exit_status)."""
+    rows = sum(progress.runnable(impls) for impls, _ in passes)
     warn_long([estimate.Planned(dataset.name, dataset.n, dataset.d, settings, rows) for dataset in data])
     records = []
-    with progress.reporting(console, sum(len(impls) for impls, _ in passes) * len(data)) as reporter:
+    with interruptible(rows * len(data), store) as reporter:
         for impls, options in passes:
             records += lloyd.run(impls, data, settings, store, reporter, data_dir, options)
-    console.print(summary_table(records))
+    if any(record["status"] != "skipped" for record in records):
+        console.print(summary_table(records))
     show_seeding_times(records)
     show_warnings(records)
-    console.print(f"{_records(len(records))} appended to {results.store_path(store)}; "
-                  "`kmbench report` renders every stored record.")
-    return records
+    counts = [options.threads for _, options in passes if options.threads is not None]
+    reach = threads_line(passes[0][0] if passes else [], records, counts)
+    if reach:
+        say("", reach)
+    say("", f"{_records(len(records))} appended to {results.store_path(store)}; "
+        "`kmbench report` renders every stored record.", to=console)
+    status, why = _exit_status(records)
+    if why:
+        say("failed:", why, "bold red")
+    return status
 
 
 def warn_long(planned: list) -> None:
     """Before anything runs: how long each long cell will take (kmbench.plans.estimate)."""
     for line in estimate.long_cells(planned):
-        errors.print(f"[yellow]long[/] {escape(line)}", highlight=False)
+        say("long", line)
 
 
 def show_seeding_times(records):
@@ -163,12 +255,13 @@ def write_text(text: str, out: Optional[Path]):
 
 
 def execute_plan(steps, store, data_dir, force, options: Options = Options()):
-    """Run a checked plan with one bar over every cell (skipped cells advance it too)."""
-    total = sum(len(step.impls) for step in steps)
+    """Run a checked plan with one bar over every cell that can run here (cells measured before
+    advance it too)."""
+    total = sum(progress.runnable(step.impls) for step in steps)
     done = set() if force else plan.finished(store)
     warn_long([estimate.Planned(step.name, plan.dataset_name(step.spec)[1], step.spec.get("d", 2), step.settings,
-                                sum(usable(impl)[0] for impl in plan.remaining(step, done, options))) for step in steps])
-    with progress.reporting(console, total) as reporter:
+                                progress.runnable(plan.remaining(step, done, options))) for step in steps])
+    with interruptible(total, store) as reporter:
         records, skipped = plan.execute(steps, store, reporter, data_dir, force, options)
     if records:
         console.print(summary_table(records))
@@ -192,5 +285,5 @@ def made_datasets(make) -> list:
     made = make()
     for dataset in made:
         for note in dataset.meta.get("notes") or []:
-            errors.print(f"[yellow]note[/] {escape(note)}", highlight=False)
+            say("note", note)
     return made
