@@ -158,3 +158,43 @@ def test_flags_show_as_flags_in_help():
         text = invoke(*command).output
         assert "<bool>" not in text, command
     assert "--label-column" in invoke("run", "--help").output
+
+
+def test_version_names_the_package_version():
+    from importlib.metadata import version
+
+    out = invoke("--version")
+    assert out.exit_code == 0 and out.output.startswith(f"kmbench {version('kmbench')}")
+
+
+def test_list_as_json_and_only_what_can_run_here():
+    everything = json.loads(invoke("list", "--json").output)
+    assert {"numpy", "sklearn", "cuda-v1"} <= {row["name"] for row in everything}
+    assert set(everything[0]) == {"name", "tasks", "label", "available", "reason", "description", "source"}
+    runnable = json.loads(invoke("list", "--json", "--available").output)
+    assert runnable and all(row["available"] for row in runnable)
+    assert [row for row in everything if row["available"]] == runnable
+    table = invoke("list", "--available").output
+    assert all(row["name"] not in table for row in everything if not row["available"])
+
+
+def test_the_csv_carries_every_counted_repeat(tmp_path):
+    import csv
+    import io
+
+    assert invoke("run", "--n", 300, "--iters", 4, "--repeats", 3, "--impl", "numpy").exit_code == 0
+    (row,) = csv.DictReader(io.StringIO(invoke("report", "--format", "csv").output))
+    repeats = json.loads(row["repeat_times_s"])
+    assert len(repeats) == 3 and float(row["mean_s"]) == pytest.approx(np.mean(repeats))
+    (cell,) = json.loads(invoke("report", "--format", "json").output)["cells"]
+    assert cell["repeat_times_s"] == pytest.approx(repeats)
+
+
+def test_sweep_progress_lines_name_k(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = invoke("sweep", "--data", "blobs", "--vary", "n=300", "--k", "2,3", "--iters", 3, "--repeats", 1,
+                 "--impl", "numpy", "--out", tmp_path / "sweep.md")
+    assert out.exit_code == 0, out.output
+    started = [line for line in out.output.splitlines() if line.endswith(": started")]
+    assert [line.split(" on ")[1] for line in started] == ["blobs-n300-d2-c5-std1-s0-float32, k=2: started",
+                                                           "blobs-n300-d2-c5-std1-s0-float32, k=3: started"]

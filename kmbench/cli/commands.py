@@ -3,6 +3,7 @@ the harness and prints; no benchmarking logic lives here."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -62,15 +63,27 @@ def gen_radial(
 
 
 @app.command("list")
-def list_impls():
+def list_impls(
+    as_json: bool = typer.Option(False, "--json", help="A JSON list, one object per implementation, for scripts."),
+    available: bool = typer.Option(False, "--available", help="Only the implementations that can run here."),
+):
     """Every implementation, whether it can run here, and why not."""
+    rows = []
+    for impl in registry.discover().values():
+        ready, why = runner.usable(impl)
+        if ready or not available:
+            rows.append({"name": impl.name, "tasks": list(impl.tasks), "label": impl.label, "available": ready,
+                         "reason": "" if ready else why, "description": impl.description, "source": impl.source})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
     table = Table(title="Implementations")
     for column in ("name", "task", "row label", "available", "description / reason", "source"):
         table.add_column(column)
-    for impl in registry.discover().values():
-        ready, why = runner.usable(impl)
-        table.add_row(impl.name, ", ".join(impl.tasks), impl.label, "[green]yes[/]" if ready else "[yellow]no[/]",
-                      escape(impl.description if ready else why), escape(impl.source))
+    for row in rows:
+        table.add_row(row["name"], ", ".join(row["tasks"]), row["label"],
+                      "[green]yes[/]" if row["available"] else "[yellow]no[/]",
+                      escape(row["description"] if row["available"] else row["reason"]), escape(row["source"]))
     console.print(table)
 
 

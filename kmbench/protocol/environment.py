@@ -38,7 +38,7 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
     """The checkout's commit (with -dirty for uncommitted changes), or None outside git."""
     root = Path(__file__).resolve().parents[2]  # the checkout: kmbench/protocol/ is two below
     try:
@@ -188,7 +188,7 @@ def capture() -> dict:
         "gpu": gpu(),
         "cpu_ceilings": {"copy_bandwidth_Bps": ceilings.cpu_copy_bandwidth(),
                          "fp32_issue_rate": ceilings.cpu_fp32_rate()},
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "code_hash": code_hash(),
         "command": shlex.join([Path(sys.argv[0]).name] + sys.argv[1:]),
         "hostname": platform.node(),

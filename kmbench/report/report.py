@@ -79,6 +79,8 @@ def _row(record: LloydRecord) -> dict:
         "iters_executed": record.iterations_executed,
         "repeats": record.repeats_done,
         "stopped_by_budget": record.stopped_by_budget,
+        # Each counted repeat's Lloyd loop, so a CSV reader can run its own statistics.
+        "repeat_times_s": record.times.extra.get("iterate_values"),
         "mean_s": iterate.mean,
         "median_s": iterate.median,
         "min_s": iterate.min,
