@@ -20,7 +20,7 @@ def _by_size(part: pd.DataFrame, sizes) -> list[str]:
     return cells
 
 
-def _libraries_markdown(group: pd.DataFrame) -> list[str]:
+def libraries_markdown(group: pd.DataFrame) -> list[str]:
     """One line per row that declares its library or its precision: which version computed the
     cell, and in what (FP32, TF32, the data's dtype...). Older records may lack both columns."""
     declared = [column for column in ("library", "precision") if column in group]
@@ -95,7 +95,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
               flagged_text(row, f"{row['roofline_fraction']:.1%} of {row['roofline_limit']}")]
              for _, row in group.dropna(subset=["roofline_fraction"]).iterrows()]))
     out += _threads_markdown(group)
-    out += _libraries_markdown(group)
+    out += libraries_markdown(group)
     notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
     notes += [f"- {row['label']} (n={row['n']:,}): {row['warnings']}"
@@ -119,6 +119,14 @@ def page(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title=
         machines = ", ".join(sorted(group["machine"].unique()))
         out += ["", f"## {group_name}", "", f"Machine: {machines}", ""]
         out += _group_markdown(group)
+    out += comparisons_markdown(cells, comparisons)
+    return "\n".join(out + [""])
+
+
+def comparisons_markdown(cells: pd.DataFrame, comparisons) -> list[str]:
+    """The published comparisons asked for, each a section of its own (the HTML page renders the
+    same lines)."""
+    out = []
     for comparison in comparisons:
         if comparison == "seconds":
             out += [""] + published_markdown(cells)
@@ -128,4 +136,4 @@ def page(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title=
             out += [""] + whole_run_markdown(cells, comparison[1])
         else:
             out += [""] + rates_markdown(cells, comparison[1])
-    return "\n".join(out + [""])
+    return out
