@@ -11,6 +11,7 @@ show the cells that finished."""
 
 from __future__ import annotations
 
+import textwrap
 import threading
 import time
 from contextlib import contextmanager
@@ -24,6 +25,13 @@ from kmbench.report.formatting import rough_duration, seconds_text
 
 HEARTBEAT_S = 30.0
 LONG_S = 60.0  # a step, or a cell's timed runs, expected to take longer is announced with its estimate
+TEXT_WIDTH = 100  # lines of prose wrap here, or at the terminal's width where it is narrower
+
+
+def wrapped(line: str, width: int = TEXT_WIDTH) -> str:
+    """A line wrapped at `width` columns, its rest indented: a log's lines are otherwise as long
+    as their sentences (a dataset's name, a row's reason)."""
+    return textwrap.fill(line, max(40, width), subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
 
 
 def runnable(impls) -> int:
@@ -56,8 +64,8 @@ class Reporter:
         a line where that is long (the float64 yardstick of kmbench.plans.estimate cannot know
         a row ten times slower than it)."""
         if seconds >= LONG_S:
-            self.say(f"{self.name}: its timed runs take about {rough_duration(seconds)} more "
-                     f"(its warm-up took {rough_duration(warmup)}), then its validation")
+            self.say(f"{self.name}: timed runs about {rough_duration(seconds)} more "
+                     f"(warm-up {rough_duration(warmup)}), then validation")
 
 
 class BarReporter(Reporter):
@@ -104,7 +112,8 @@ class LineReporter(Reporter):
     def _say(self, text: str) -> None:
         with self._lock:
             self.last_line = time.monotonic()
-            self.console.print(f"{time.strftime('%H:%M:%S')} {escape(text)}", highlight=False, soft_wrap=True)
+            line = wrapped(f"{time.strftime('%H:%M:%S')} {text}", min(self.console.width, TEXT_WIDTH))
+            self.console.print(escape(line), highlight=False, soft_wrap=True)
 
     def _beat(self) -> None:
         while not self._stop.wait(min(1.0, self.heartbeat_s)):

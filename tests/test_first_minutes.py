@@ -142,13 +142,18 @@ def test_the_counter_counts_only_the_cells_that_can_run_here(plugin_rows):
     assert done == sorted(done) and max(done) == 2
 
 
-def test_every_line_fits_100_columns(monkeypatch):
-    """A log's lines ran to 167 columns (the estimate) and 139 (each warning)."""
+def test_every_line_fits_100_columns(monkeypatch, tmp_path):
+    """A log's lines ran to 167 columns (the estimate) and 139 (each warning); a dataset of a long
+    name makes long progress lines too."""
+    import numpy as np
+
     monkeypatch.setattr(estimate, "seconds", lambda planned: (4000.0, 570.0))  # announce the step
     monkeypatch.setattr(environment, "busy_cores", lambda: 2.0, raising=False)  # and a busy machine
     environment.capture.cache_clear()
+    data = tmp_path / f"points-measured-at-the-{'north-' * 8}station.npy"
+    np.save(data, blob_data(np.random.default_rng(1), n=600))
     try:
-        out = invoke("run", *SMALL, "--impl", "numpy,sklearn,cpp")
+        out = invoke("run", "--dataset", data, "--k", 3, "--iters", 4, "--repeats", 2, "--impl", "numpy,sklearn,cpp")
     finally:
         environment.capture.cache_clear()
     assert out.exit_code == 0, out.output
@@ -191,6 +196,6 @@ def test_a_cells_timed_runs_are_estimated_once_its_warm_up_has_shown_its_speed(t
     finally:
         line_reporter.close()
     said = [line for line in sink.getvalue().splitlines() if "timed runs" in line]
-    assert len(said) == 1 and said[0].endswith("[0/1] numpy: its timed runs take about 90 s more "
-                                               "(its warm-up took 15 s), then its validation")
+    assert len(said) == 1 and said[0].endswith("[0/1] numpy: timed runs about 90 s more (warm-up 15 s), "
+                                               "then validation")
 

@@ -4,7 +4,6 @@ the runs themselves with their progress (kmbench.progress picks a bar or plain l
 from __future__ import annotations
 
 import re
-import textwrap
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
@@ -32,7 +31,6 @@ from kmbench.tasks import lloyd
 # Words of the reasons of rows that need a GPU's software stack (impls' available()).
 GPU_STACK = ("CuPy", "PyTorch", "cuML", "CUDA", "GPU", "Numba")
 VARYING = ("d", "k", "threads")  # shown as columns only where the table's cells differ in them
-TEXT_WIDTH = 100  # lines below the table wrap here, or at the terminal's width if narrower
 # A machine is called busy where other programs keep this many cores busy before timing, or
 # this share of its cores, whichever is more.
 BUSY_CORES, BUSY_SHARE = 0.5, 0.1
@@ -114,9 +112,7 @@ def say(prefix: str, text: str, style: str = "yellow", to=errors) -> None:
     """A line of its own (on stderr unless `to` says): `prefix` in its colour, then the text,
     wrapped with a hanging indent at 100 columns or the terminal's width, whichever is less (a
     log's lines are otherwise as long as their sentences)."""
-    line = f"{prefix} {text}" if prefix else text
-    width = max(40, min(to.width, TEXT_WIDTH))
-    out = Text(textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
+    out = Text(progress.wrapped(f"{prefix} {text}" if prefix else text, min(to.width, progress.TEXT_WIDTH)))
     if prefix:
         out.stylize(style, 0, len(prefix))
     to.print(out, soft_wrap=True, highlight=False)
