@@ -1,7 +1,8 @@
 """What a run shows while it works. On a terminal: one bar over the cells, the cell in progress
 named beside it with the stage it is in. Off one (a log file, CI): a line when a cell starts and
-ends, and one at least every HEARTBEAT_S seconds while a cell runs, so a nine-minute cell is
-never silent; a row that cannot run here makes no line and is not counted (the summary below
+ends, and a heartbeat while a cell runs, HEARTBEAT_S seconds after the last line and then at
+twice the gap each time (30 s, 60, 120... at most HEARTBEAT_MAX_S), so a nine-minute cell is
+never silent yet a slow machine's log stays a screen long; a row that cannot run here makes no line and is not counted (the summary below
 the table counts them), so the counter climbs one cell at a time. Both take the same calls from
 the one runner (kmbench.protocol.task.run_cells), whatever the task: start (a row and the
 workload's name), note, expect (how long the cell's timed runs will take, once its warm-up has
@@ -24,6 +25,7 @@ from kmbench.protocol.task import usable
 from kmbench.report.formatting import rough_duration, seconds_text
 
 HEARTBEAT_S = 30.0
+HEARTBEAT_MAX_S = 480.0
 LONG_S = 60.0  # a step, or a cell's timed runs, expected to take longer is announced with its estimate
 TEXT_WIDTH = 100  # lines of prose wrap here, or at the terminal's width where it is narrower
 
@@ -102,6 +104,7 @@ class LineReporter(Reporter):
     def __init__(self, console: Console, total: int, heartbeat_s: float = HEARTBEAT_S):
         super().__init__(total)
         self.console, self.heartbeat_s = console, heartbeat_s
+        self.gap = heartbeat_s  # before the next heartbeat: doubles after each, within a cell
         self.latest_note = ""
         self.started = self.last_line = time.monotonic()
         self._lock = threading.Lock()
@@ -117,7 +120,8 @@ class LineReporter(Reporter):
 
     def _beat(self) -> None:
         while not self._stop.wait(min(1.0, self.heartbeat_s)):
-            if self.cell and time.monotonic() - self.last_line >= self.heartbeat_s:
+            if self.cell and time.monotonic() - self.last_line >= self.gap:
+                self.gap = min(2 * self.gap, max(HEARTBEAT_MAX_S, self.heartbeat_s))
                 elapsed = time.monotonic() - self.started
                 note = f"; {self.latest_note}" if self.latest_note else ""
                 # The row alone: its whole name is on the line above, and a log's lines stay short.
@@ -125,7 +129,7 @@ class LineReporter(Reporter):
 
     def start(self, impl, where: str):
         super().start(impl, where)
-        self.latest_note, self.started = "", time.monotonic()
+        self.latest_note, self.started, self.gap = "", time.monotonic(), self.heartbeat_s
         if not self.quiet:
             self._say(f"[{self.finished}/{self.total}] {self.cell}: started")
         else:

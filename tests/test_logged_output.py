@@ -74,3 +74,25 @@ def test_sklearnex_info_lines_do_not_reach_the_users_log(caplog, capfd):
     assert record["build"]["ran"] == "oneDAL"  # its log was still read
     assert not [entry for entry in caplog.records if entry.name.startswith("sklearnex")]
     assert "running accelerated version" not in capfd.readouterr().err  # nor through its own handler
+
+
+def test_the_heartbeat_slows_down_as_a_cell_goes_on():
+    """A busy machine's make run gave 21 heartbeat lines of 60: each gap now doubles (0.1, 0.2,
+    0.4 s here), so a long cell says it is alive a few times, not once a gap."""
+    sink = io.StringIO()
+    reporter = progress.LineReporter(Console(file=sink, width=200), total=1, heartbeat_s=0.1)
+
+    class Impl:
+        name = "slow"
+
+        def available(self):
+            return True, ""
+
+    try:
+        reporter.start(Impl(), "data")
+        time.sleep(1.2)  # at a fixed gap, about 11 beats; doubling, beats at 0.1, 0.3 and 0.7 s
+        reporter.done({"status": "ok"})
+    finally:
+        reporter.close()
+    beats = sink.getvalue().count("still running")
+    assert 1 <= beats <= 4, sink.getvalue()

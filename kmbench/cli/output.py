@@ -109,12 +109,11 @@ def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
 
 
 def say(prefix: str, text: str, style: str = "yellow", to=errors) -> None:
-    """A line of its own (on stderr unless `to` says): `prefix` in its colour, then the text,
-    wrapped with a hanging indent at 100 columns or the terminal's width, whichever is less (a
-    log's lines are otherwise as long as their sentences)."""
+    """A line of its own (on stderr unless `to` says): `prefix` in its colour (the whole line, where
+    there is none), then the text, wrapped with a hanging indent at 100 columns or the terminal's
+    width, whichever is less (a log's lines are otherwise as long as their sentences)."""
     out = Text(progress.wrapped(f"{prefix} {text}" if prefix else text, min(to.width, progress.TEXT_WIDTH)))
-    if prefix:
-        out.stylize(style, 0, len(prefix))
+    out.stylize(style, 0, len(prefix) if prefix else len(out))
     to.print(out, soft_wrap=True, highlight=False)
 
 
@@ -140,13 +139,14 @@ def show_warnings(records: list[dict]) -> None:
     if busy:
         say("warning", busy, "bold yellow")
     spread = []
+    one_size = len({record["dataset"]["n"] for record in records}) == 1
     for record in records:
         where = f"{record['impl']} n={record['dataset']['n']:,}"
         if record["status"] not in ("ok", "skipped"):
             say(record["status"], f"{where}: {record.get('detail') or ''}", STATUS_STYLE.get(record["status"], ""))
         for warning in record.get("warnings") or []:
             if warning.startswith(SPREAD):
-                spread.append(f"{where} ({record['times']['iterate']['cv']:.0%})")
+                spread.append(f"{record['impl'] if one_size else where} ({record['times']['iterate']['cv']:.0%})")
             else:
                 say("warning", f"{where}: {warning}")
     if spread:
@@ -214,9 +214,9 @@ def run_and_show(passes, data, settings, store, data_dir=None) -> int:
     counts = [options.threads for _, options in passes if options.threads is not None]
     reach = threads_line(passes[0][0] if passes else [], records, counts)
     if reach:
-        say("", reach)
+        say("", reach, "")
     say("", f"{_records(len(records))} appended to {results.store_path(store)}; "
-        "`kmbench report` renders every stored record.", to=console)
+        "`kmbench report` renders every stored record.", "", to=console)
     status, why = _exit_status(records)
     if why:
         say("failed:", why, "bold red")
