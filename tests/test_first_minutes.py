@@ -199,3 +199,22 @@ def test_a_cells_timed_runs_are_estimated_once_its_warm_up_has_shown_its_speed(t
     assert len(said) == 1 and said[0].endswith("[0/1] numpy: timed runs about 90 s more (warm-up 15 s), "
                                                "then validation")
 
+
+
+def test_a_baseline_at_several_thread_counts_is_held_against_each_row_at_its_own_count():
+    """`run --threads 1,2` with sklearn among the rows ended in a TypeError (two baselines per
+    problem); a row with no count is held against the baseline's best."""
+    from kmbench.report import report
+
+    def cell(impl, threads, per_iter):
+        return {"impl": impl, "label": impl, "status": "ok", "dataset": {"name": "b", "n": 1000, "d": 2,
+                "dtype": "float32", "generator": "blobs"}, "params": {"k": 5, "iterations": 10, "init": "random", "seed": 0},
+                "iterations_executed": 10, "per_iteration_s": per_iter,
+                "times": {"iterate": {"mean": 10 * per_iter}}, "build": {"threads": threads} if threads else {}}
+
+    cells = report.cells_frame([cell("sklearn", 1, 1e-3), cell("sklearn", 2, 8e-3), cell("numpy", 1, 5e-4),
+                                cell("numpy", 2, 2e-3), cell("cpp", None, 2.5e-4)])
+    speedup = {(row["impl"], row["threads"] if row["threads"] == row["threads"] else None):
+               row["speedup_per_iter_vs_sklearn"] for _, row in cells.iterrows()}
+    assert speedup[("numpy", 1)] == pytest.approx(2.0) and speedup[("numpy", 2)] == pytest.approx(4.0)
+    assert speedup[("cpp", None)] == pytest.approx(4.0)  # against sklearn's 1 ms, not its 8
