@@ -1,9 +1,11 @@
 """What a run shows while it works. On a terminal: one bar over the cells, the cell in progress
-named beside it with the stage it is in. Off one (a log file, CI): a line when a cell starts and
-ends, and a heartbeat while a cell runs, HEARTBEAT_S seconds after the last line and then at
-twice the gap each time (30 s, 60, 120... at most HEARTBEAT_MAX_S), so a nine-minute cell is
-never silent yet a slow machine's log stays a screen long; a row that cannot run here makes no line and is not counted (the summary below
-the table counts them), so the counter climbs one cell at a time. Both take the same calls from
+named beside it with the stage it is in. Off one (a log file, CI): a line when a cell ends, and a
+heartbeat while it runs, HEARTBEAT_S seconds after the last line and then at twice the gap each
+time (30 s, 60, 120... at most HEARTBEAT_MAX_S), the first naming the cell in full; so a
+nine-minute cell is never silent, yet a slow machine's `make run` stays a screen long (a line
+at each start, and one every 30 s, made it 60 lines). A row that cannot run here makes no line
+and is not counted (the summary below the table counts them), so the counter climbs one cell at
+a time. Both take the same calls from
 the one runner (kmbench.protocol.task.run_cells), whatever the task: start (a row and the
 workload's name), note, expect (how long the cell's timed runs will take, once its warm-up has
 shown), done, skip; and `say`, a line of its own for what a plan does between cells (making a
@@ -99,12 +101,13 @@ class BarReporter(Reporter):
 
 
 class LineReporter(Reporter):
-    """Plain lines for logs: start and end of each cell, and a heartbeat while one runs."""
+    """Plain lines for logs: the end of each cell, and a heartbeat while one runs."""
 
     def __init__(self, console: Console, total: int, heartbeat_s: float = HEARTBEAT_S):
         super().__init__(total)
         self.console, self.heartbeat_s = console, heartbeat_s
         self.gap = heartbeat_s  # before the next heartbeat: doubles after each, within a cell
+        self.named = False  # whether a heartbeat has named the cell in full
         self.latest_note = ""
         self.started = self.last_line = time.monotonic()
         self._lock = threading.Lock()
@@ -124,15 +127,15 @@ class LineReporter(Reporter):
                 self.gap = min(2 * self.gap, max(HEARTBEAT_MAX_S, self.heartbeat_s))
                 elapsed = time.monotonic() - self.started
                 note = f"; {self.latest_note}" if self.latest_note else ""
-                # The row alone: its whole name is on the line above, and a log's lines stay short.
-                self._say(f"[{self.finished}/{self.total}] {self.name}: still running ({elapsed:.0f} s){note}")
+                # The cell in full the first time; then the row alone, so a log's lines stay short.
+                who, self.named = (self.name if self.named else self.cell), True
+                self._say(f"[{self.finished}/{self.total}] {who}: still running ({elapsed:.0f} s){note}")
 
     def start(self, impl, where: str):
         super().start(impl, where)
-        self.latest_note, self.started, self.gap = "", time.monotonic(), self.heartbeat_s
-        if not self.quiet:
-            self._say(f"[{self.finished}/{self.total}] {self.cell}: started")
-        else:
+        self.latest_note, self.gap, self.named = "", self.heartbeat_s, False
+        self.started = self.last_line = time.monotonic()
+        if self.quiet:
             self.cell = ""  # skipped at once: neither said nor beaten for
 
     def note(self, text):

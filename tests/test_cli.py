@@ -195,6 +195,5 @@ def test_sweep_progress_lines_name_k(tmp_path):
     out = invoke("sweep", "--data", "blobs", "--vary", "n=300", "--k", "2,3", "--iters", 3, "--repeats", 1,
                  "--impl", "numpy", "--out", tmp_path / "sweep.md")
     assert out.exit_code == 0, out.output
-    started = [line for line in out.output.splitlines() if line.endswith(": started")]
-    assert [line.split(" on ")[1] for line in started] == ["blobs-n300-d2-c5-std1-s0-float32, k=2: started",
-                                                           "blobs-n300-d2-c5-std1-s0-float32, k=3: started"]
+    ended = [line.split(" on ")[1].split(": ")[0] for line in out.output.splitlines() if ": ok, " in line]
+    assert ended == ["blobs-n300-d2-c5-std1-s0-float32, k=2", "blobs-n300-d2-c5-std1-s0-float32, k=3"]
