@@ -12,17 +12,23 @@ DEV_EXTRAS := [dev$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))]
 
 .PHONY: run test test-gpu mutate-judge bench-gpu reproduce-gpu scale-dask-cuda out-of-core kmcuda report venv clean
 
+# pip and setuptools print dozens of lines even with -q (32 of make run's first 73): they go to
+# a log, shown whole only if the install fails.
+PIP_LOG := $(VENV)/pip.log
+QUIET_PIP = $(BIN)/python -m pip install $(1) >> $(PIP_LOG) 2>&1 || { cat $(PIP_LOG); echo "pip failed: its log is $(PIP_LOG)"; exit 1; }
+
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kmbench needs Python 3.11 or newer; run make with PYTHON=python3.11 (found " + sys.version.split()[0] + ")")'
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	@echo "setting up $(VENV) for kmbench (once; pip's log: $(PIP_LOG))"
+	@$(PYTHON) -m venv $(VENV)
+	@$(call QUIET_PIP,--upgrade pip)
 
 $(VENV)/.run-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".$(RUN_EXTRAS)"
+	@$(call QUIET_PIP,-e ".$(RUN_EXTRAS)")
 	@touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".$(DEV_EXTRAS)"
+	@$(call QUIET_PIP,-e ".$(DEV_EXTRAS)")
 	@touch $@ $(VENV)/.run-installed
 
 venv: $(VENV)/.run-installed

@@ -34,6 +34,7 @@ def isolated_paths(tmp_path, monkeypatch):
     """Every test gets its own dataset cache and record store, never the repository's."""
     monkeypatch.setenv("KMBENCH_DATA", str(tmp_path / "datasets"))
     monkeypatch.setenv("KMBENCH_RESULTS", str(tmp_path / "results" / "records.jsonl"))
+    (tmp_path / "results").mkdir()  # as in a checkout: a store in a folder that exists, no warning to say
     return tmp_path
 
 

@@ -67,12 +67,15 @@ def _bad_file(tmp_path, kind):
         path.write_text("1 2\nthree four\n")
     elif kind == "unreadable":
         path.write_bytes(b"garbage")
+    elif kind == "empty-npy":  # np.load raised EOFError, which click took for Ctrl-D: "Aborted.", exit 1
+        path.write_bytes(b"")
     elif kind == "missing":
         path = tmp_path / "nothing-here.npy"
     return path
 
 
-@pytest.mark.parametrize("kind", ["nan", "inf", "1d", "3d", "empty", "text", "unreadable", "missing"])
+@pytest.mark.parametrize("kind", ["nan", "inf", "1d", "3d", "empty", "text", "unreadable", "empty-npy",
+                                  "missing"])
 def test_bad_dataset_exits_2_with_one_sentence(tmp_path, kind):
     out = invoke("run", "--dataset", _bad_file(tmp_path, kind), "--k", 1, "--repeats", 1)
     assert out.exit_code == 2
@@ -155,3 +158,42 @@ def test_flags_show_as_flags_in_help():
         text = invoke(*command).output
         assert "<bool>" not in text, command
     assert "--label-column" in invoke("run", "--help").output
+
+
+def test_version_names_the_package_version():
+    from importlib.metadata import version
+
+    out = invoke("--version")
+    assert out.exit_code == 0 and out.output.startswith(f"kmbench {version('kmbench')}")
+
+
+def test_list_as_json_and_only_what_can_run_here():
+    everything = json.loads(invoke("list", "--json").output)
+    assert {"numpy", "sklearn", "cuda-v1"} <= {row["name"] for row in everything}
+    assert set(everything[0]) == {"name", "tasks", "label", "available", "reason", "description", "source"}
+    runnable = json.loads(invoke("list", "--json", "--available").output)
+    assert runnable and all(row["available"] for row in runnable)
+    assert [row for row in everything if row["available"]] == runnable
+    table = invoke("list", "--available").output
+    assert all(row["name"] not in table for row in everything if not row["available"])
+
+
+def test_the_csv_carries_every_counted_repeat(tmp_path):
+    import csv
+    import io
+
+    assert invoke("run", "--n", 300, "--iters", 4, "--repeats", 3, "--impl", "numpy").exit_code == 0
+    (row,) = csv.DictReader(io.StringIO(invoke("report", "--format", "csv").output))
+    repeats = json.loads(row["repeat_times_s"])
+    assert len(repeats) == 3 and float(row["mean_s"]) == pytest.approx(np.mean(repeats))
+    (cell,) = json.loads(invoke("report", "--format", "json").output)["cells"]
+    assert cell["repeat_times_s"] == pytest.approx(repeats)
+
+
+def test_sweep_progress_lines_name_k(tmp_path):
+    pytest.importorskip("matplotlib")
+    out = invoke("sweep", "--data", "blobs", "--vary", "n=300", "--k", "2,3", "--iters", 3, "--repeats", 1,
+                 "--impl", "numpy", "--out", tmp_path / "sweep.md")
+    assert out.exit_code == 0, out.output
+    ended = [line.split(" on ")[1].split(": ")[0] for line in out.output.splitlines() if ": ok, " in line]
+    assert ended == ["blobs-n300-d2-c5-std1-s0-float32, k=2", "blobs-n300-d2-c5-std1-s0-float32, k=3"]

@@ -3,6 +3,7 @@
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -61,6 +62,28 @@ def test_store_that_cannot_be_written_is_found_first(tmp_path):
     assert out.exit_code == 2
     assert "Cannot write the record store" in out.output and "Traceback" not in out.output
     assert _written(tmp_path) == []  # no dataset generated, no cell computed
+
+
+@pytest.mark.parametrize("command", [["report"], ["report", "--format", "csv"],
+                                     ["reproduce", "python-cpp-cuda", "--no-run", "--out", "r.md"]])
+def test_a_folder_given_as_the_store_to_read_is_one_sentence(tmp_path, command):
+    """`report --store FOLDER` ended in a 65-line traceback (IsADirectoryError)."""
+    out = invoke(*command, "--store", tmp_path)
+    assert out.exit_code == 2, out.output
+    assert f"The record store {tmp_path} is a folder" in out.output and "Traceback" not in out.output
+
+
+def test_a_store_folder_that_does_not_exist_is_said_before_it_is_made(tmp_path):
+    """A mistyped --store folder was made silently; now a warning names it before any cell runs."""
+    typo = tmp_path / "reslts" / "records.jsonl"
+    with pytest.warns(results.StoreWarning, match=f"the folder {tmp_path / 'reslts'} does not exist"):
+        out = invoke("run", "--n", 100, "--iters", 2, "--repeats", 1, "--impl", "numpy", "--store", typo)
+    assert out.exit_code == 0, out.output
+    assert typo.exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", results.StoreWarning)  # the folder exists now: nothing to say
+        assert invoke("run", "--n", 100, "--iters", 2, "--repeats", 1, "--impl", "numpy",
+                      "--store", typo).exit_code == 0
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")

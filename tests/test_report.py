@@ -72,8 +72,10 @@ def test_ratios_follow_polarity_and_bandwidth_needs_both_figures():
     import pandas as pd
 
     cells = pd.DataFrame([
-        {"group": "g", "n": 10, "impl": "sklearn", "status": "ok", "mean_s": 2.0, "dist_evals_per_s": 100.0},
-        {"group": "g", "n": 10, "impl": "fast", "status": "ok", "mean_s": 0.5, "dist_evals_per_s": 400.0},
+        {"group": "g", "n": 10, "impl": "sklearn", "status": "ok", "mean_s": 2.0, "dist_evals_per_s": 100.0,
+         "threads": None},
+        {"group": "g", "n": 10, "impl": "fast", "status": "ok", "mean_s": 0.5, "dist_evals_per_s": 400.0,
+         "threads": None},
     ])
     assert list(report._speedups(cells, "mean_s")) == [1.0, 4.0]  # lower is better
     assert list(report._speedups(cells, "dist_evals_per_s")) == [1.0, 4.0]  # higher is better

@@ -121,3 +121,24 @@ def test_rows_that_could_not_run_are_summed_by_reason_not_listed_in_the_table():
     assert "Gpu-0" not in table and "Exact" in table
     assert text.count("CuPy is not installed") == 1
     assert "3 rows skipped (Gpu-0, Gpu-1, Gpu-2): CuPy is not installed" in text
+
+
+def test_the_page_has_the_markdowns_sections_error_bars_and_a_name_on_every_point():
+    """Issue 51, item 8: the page dropped "Document 000 reproduced" and the "built on" table that
+    the markdown has; its bars had no error bars; the quality chart named one point."""
+    import plotly.graph_objects as go
+
+    records = [_record("exact", build={"library": "exactlib 1.2", "precision": "fp32 sums"}),
+               _record("other", per_iter=3e-3), _record("third", per_iter=5e-3)]
+    for record in records:
+        record["times"]["iterate"]["std"] = 4e-3
+    cells = report.cells_frame(records)
+    text = html.page(cells, "test store")
+    assert "<h2>Document 000 reproduced: published vs measured</h2>" in text
+    assert "What each row is built on and computes in:" in text
+    assert "<td>Exact</td><td>exactlib 1.2</td><td>fp32 sums</td>" in text
+    times = html._times_chart(go, cells)
+    assert '"error_y":{' in times and '"visible":true' in times
+    quality = html._quality_chart(go, cells)
+    assert '"mode":"markers+text"' in quality
+    assert all(f'"{label}"' in quality for label in ("Exact", "Other", "Third"))  # names, not only hover text

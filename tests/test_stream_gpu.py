@@ -78,6 +78,37 @@ def test_streamed_float64_data_and_offset(monkeypatch):
     assert record["status"] == validate.OK, record.get("detail")
 
 
+def test_a_mapped_or_read_only_array_is_copied_before_pinning(tmp_path):
+    """cudaHostRegister refuses memory the process may not write; an array it can pin is kept."""
+    from kmbench.data import datasets
+    from kmbench.protocol.device import pinnable
+
+    cached = datasets.blobs(1_000, 2, 3, directory=tmp_path).data  # a read-only map of the .npy
+    _, _, problem = memory_problem(cached, 3, 2)  # the run's view of it
+    for mapped in (cached, problem.data):
+        copy = pinnable(mapped)
+        assert copy.flags.writeable and copy.flags.c_contiguous and not isinstance(copy, np.memmap)
+        np.testing.assert_array_equal(copy, cached)
+    writable = np.lib.format.open_memmap(tmp_path / "w.npy", mode="w+", dtype=np.float32, shape=(10, 2))
+    assert pinnable(writable) is not writable  # a file's pages, writable or not, are not pinned
+    own = blob_data(np.random.default_rng(0), n=100)
+    assert pinnable(own) is own
+
+
+@pytest.mark.gpu
+def test_a_cached_dataset_streams(tmp_path):
+    """Issue 51, item 10: `kmbench run --n 100000` read its blobs from the cache, a read-only map of
+    the .npy, and the row ended as error: "cannot pin the 0.0 GiB of points in host memory for
+    streaming (cudaErrorInvalidValue: invalid argument)"."""
+    from kmbench.data import datasets
+
+    datasets.blobs(100_000, 2, 5, directory=tmp_path)  # generated and written
+    cached = datasets.blobs(100_000, 2, 5, directory=tmp_path)  # as the run reads it back
+    assert not cached.data.flags.writeable
+    _, record = gpu_cell(KmbenchGpuStream(), cached.data, 5, iterations=6)
+    assert record["status"] == validate.OK, record.get("detail")
+
+
 @pytest.mark.gpu
 def test_host_memory_is_pinned_for_the_run_and_given_back():
     import cupy

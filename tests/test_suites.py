@@ -240,7 +240,7 @@ def test_a_plan_asked_for_a_thread_count_runs_a_row_stored_only_at_another():
     from kmbench.protocol import Options
     from kmbench.registry import discover
 
-    row, other = discover()["kmbench-cpu"], discover()["numpy"]
+    row, other = discover()["kmbench-cpu"], discover()["scipy"]  # scipy: its threads are its own
     step = plan.Step({"generator": "blobs", "n": 1000, "d": 2, "centers": 5, "seed": 0, "std": 1.0, "dtype": "float32"},
                      runner.Settings(k=5, iterations=10), [row, other])
     stored = [{"impl": impl.name, "status": "ok", "build": {"threads": 1} if impl is row else {},

@@ -226,13 +226,13 @@ WRONG = [ReturnsStart, OneShort, HalfClaimedAll, Float16Sums, FalseDtype, Pertur
 
 
 @contextmanager
-def registered(directory: Path):
-    """These rows as an installed distribution: a dist-info folder with entry points in the
-    `kmbench.impls` group, on sys.path while the context lasts."""
+def registered(directory: Path, rows=(PlainLloyd, *WRONG)):
+    """These rows (or others a test names) as an installed distribution: a dist-info folder with
+    entry points in the `kmbench.impls` group, on sys.path while the context lasts."""
     info = Path(directory) / "kmbench_wrong_rows-0.1.dist-info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: kmbench-wrong-rows\nVersion: 0.1\n")
-    lines = [f"{row.name} = tests.wrong_rows:{row.__name__}" for row in [PlainLloyd, *WRONG]]
+    lines = [f"{row.name} = {row.__module__}:{row.__name__}" for row in rows]
     (info / "entry_points.txt").write_text("[kmbench.impls]\n" + "\n".join(lines) + "\n")
     sys.path.insert(0, str(directory))
     try:

@@ -27,6 +27,7 @@ class NumpyFast(Implementation):
                    "the expansion cancels far from the origin")
     source = "kmbench's own; the algorithm of document 000's Python section, restated"
     traces = True  # a copy of the centroids per iteration costs nothing next to the product
+    takes_threads = True  # its BLAS / OpenMP pools, limited by the harness (threadpoolctl) to --threads
 
     def follows_tolerance(self, tol: float) -> bool:
         return True

@@ -26,6 +26,7 @@ class FaissKMeans(Implementation):
     name = "faiss-cpu"
     row_order = 280
     relocates_empty_clusters = True
+    takes_threads = True  # its BLAS / OpenMP pools, limited by the harness (threadpoolctl) to --threads
     label = "faiss (CPU)"
     description = "faiss.Kmeans on the CPU: given centroids, niter fixed, no subsampling; float32"
     source = "peer users pick (the Yinyang issue): faiss-cpu"

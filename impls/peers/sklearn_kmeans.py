@@ -26,6 +26,7 @@ class SklearnKMeans(Implementation):
     ranked_in_reports = True
     baseline = True
     relocates_empty_clusters = True
+    takes_threads = True  # its BLAS / OpenMP pools, limited by the harness (threadpoolctl) to --threads
     label = "scikit-learn"
     description = "sklearn.cluster.KMeans(algorithm='lloyd', init=given, n_init=1, tol=0)"
     source = "000, section Python (the scikit-learn baseline)"

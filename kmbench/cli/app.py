@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import warnings
+from importlib.metadata import version
 
 import typer
 from rich.console import Console
@@ -14,6 +15,7 @@ from rich.markup import escape
 
 from kmbench.data import datasets, results
 from kmbench.errors import UsageError
+from kmbench.protocol import environment
 
 # Typer 0.29's rich help labels every option with its type, flags too ("--force <bool>"),
 # which reads as if they took a value: a flag shows no type, as in click's plain help.
@@ -32,6 +34,21 @@ app = typer.Typer(
 gen_app = typer.Typer(help="Generate a dataset into the cache (reused when the parameters repeat).",
                       no_args_is_help=True)
 app.add_typer(gen_app, name="gen-data")
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        commit = environment.git_commit()
+        typer.echo(f"kmbench {version('kmbench')}" + (f" (commit {commit})" if commit else ""))
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    _version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                  help="Print kmbench's version (and the checkout's commit) and exit."),
+):
+    pass
 # Off a terminal (a log, a pipe) rich would cut tables at 80 columns: there, lines are as wide
 # as they need to be.
 LOGGED_WIDTH = 10_000

@@ -3,6 +3,7 @@ the harness and prints; no benchmarking logic lives here."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -14,7 +15,7 @@ from kmbench import progress, registry
 from kmbench.cli.app import DataDir, Scheduler, Store, app, console, errors, friendly, gen_app
 from kmbench.cli.options import (cells_on, init_method, numbers, planned_datasets, refuse_ignored, row_options,
                                  thread_counts, whole_count)
-from kmbench.cli.output import execute_plan, made_datasets, run_and_show, write_text, write_plots
+from kmbench.cli.output import execute_plan, interruptible, made_datasets, run_and_show, write_text, write_plots
 from kmbench.data import datasets, files, results
 from kmbench.errors import UsageError
 from kmbench.plans import plan, suite
@@ -62,15 +63,27 @@ def gen_radial(
 
 
 @app.command("list")
-def list_impls():
+def list_impls(
+    as_json: bool = typer.Option(False, "--json", help="A JSON list, one object per implementation, for scripts."),
+    available: bool = typer.Option(False, "--available", help="Only the implementations that can run here."),
+):
     """Every implementation, whether it can run here, and why not."""
+    rows = []
+    for impl in registry.discover().values():
+        ready, why = runner.usable(impl)
+        if ready or not available:
+            rows.append({"name": impl.name, "tasks": list(impl.tasks), "label": impl.label, "available": ready,
+                         "reason": "" if ready else why, "description": impl.description, "source": impl.source})
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
     table = Table(title="Implementations")
     for column in ("name", "task", "row label", "available", "description / reason", "source"):
         table.add_column(column)
-    for impl in registry.discover().values():
-        ready, why = runner.usable(impl)
-        table.add_row(impl.name, ", ".join(impl.tasks), impl.label, "[green]yes[/]" if ready else "[yellow]no[/]",
-                      escape(impl.description if ready else why), escape(impl.source))
+    for row in rows:
+        table.add_row(row["name"], ", ".join(row["tasks"]), row["label"],
+                      "[green]yes[/]" if row["available"] else "[yellow]no[/]",
+                      escape(row["description"] if row["available"] else row["reason"]), escape(row["source"]))
     console.print(table)
 
 
@@ -94,7 +107,7 @@ def run(
     init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++ (also spelled k-means++)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
-    threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of kmbench-cpu [default: $KMBENCH_THREADS, else every core]; several, comma separated (1,2,4), run its cells once per count and the report shows the scaling. Each record says how many ran.")),
+    threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of the rows that take a count: kmbench-cpu's own, and through threadpoolctl the BLAS and OpenMP pools of numpy, sklearn and faiss-cpu [default: $KMBENCH_THREADS, else every core]; several, comma separated (1,2,4), run their cells once per count and the report shows the scaling. Each record says how many ran; the run says which rows the count did not reach.")),
     scheduler: Optional[str] = Scheduler,
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,
@@ -113,8 +126,10 @@ def run(
     passes = [(impls if index == 0 else [one for one in impls if one.takes_threads], row_options(count, scheduler))
               for index, count in enumerate(counts or [None])]
     with cells_on(scheduler) as cluster:
-        run_and_show([(chosen, options) for chosen, options in passes if chosen], made_datasets(make), settings, store,
-                     data_dir, cluster)
+        status = run_and_show([(chosen, options) for chosen, options in passes if chosen], made_datasets(make),
+                              settings, store, data_dir, cluster)
+    if status:
+        raise typer.Exit(status)
 
 
 @app.command("report")
@@ -216,7 +231,8 @@ def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force:
         records = tasks.latest(chosen, store)
     else:
         results.check_writable(store)
-        with cells_on(scheduler) as cluster, progress.reporting(console, len(chosen.workloads) * len(impls)) as reporter:
+        with cells_on(scheduler) as cluster, \
+                interruptible(len(chosen.workloads) * progress.runnable(impls), store) as reporter:
             records = tasks.reproduce(chosen, impl, store, force, reporter=reporter, cluster=cluster)
     if not records:
         raise UsageError(f"No stored record of suite {chosen.name} in {results.store_path(store)}.")

@@ -63,6 +63,7 @@ def scale_cmd(
 
     Per k, one float64 oracle judges every cell: first the --alone rows, then the --impl rows on each GPU set in turn, each set a new cluster, to which this process first gives its GPU memory back. A row that cannot hold its share ends as an error that says so, and the run goes on. A cell this code measured to the end on this machine before is taken from --store (split a long run by --workload and --k; run it again to go on). The table covers every record in --store; the exit code is 1 if a cell is mismatch or approximate."""
     plan = scaling.check(workload, gpus, k, alone, impl, scale, Counts(iters, warmup, repeats, seed))
+    results.check_writable(store)
     with progress.reporting(console, scaling.cell_count(plan)) as reporter:
         records = scaling.run(plan, store, row_options(), reporter, force)
     _finish(markdown.render(Contents(results.read(store, ["lloyd"]), view="scaling")), out, records)
@@ -89,6 +90,7 @@ def out_of_core_cmd(
 
     Every cell is judged against the float64 oracle; a row that cannot hold the data ends as an error that says so, and the exit code is 1 if a cell is mismatch or approximate. Needs a GPU."""
     counts, chosen = Counts(iters, warmup, repeats, seed), out_of_core.shares(share)
+    results.check_writable(store)
     with progress.reporting(console, out_of_core.cell_count(chosen, impl)) as reporter:
         records = out_of_core.run(chosen, d, k, centers, impl, counts, store, reporter)
     _finish(markdown.render(Contents(records, view="out-of-core")), out, records)

@@ -4,6 +4,7 @@ the runs themselves with their progress (kmbench.progress picks a bar or plain l
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -12,40 +13,31 @@ import typer
 from rich import box
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from kmbench import progress
 from kmbench.cli.app import STATUS_STYLE, console, errors
 from kmbench.data import files, results
-from kmbench.judge import precision
 from kmbench.plans import estimate, plan
 from kmbench.protocol import Options
 from kmbench.protocol.device import nvidia_gpu_present
-from kmbench.protocol.task import usable
-from kmbench.report.formatting import seconds_text
+from kmbench.protocol.statistics import SPREAD, WIDE_SPREAD_CV
+from kmbench.report.formatting import row_status, seconds_text
 from kmbench.report import report
 from kmbench.report.plot import per_iteration_chart, sweep_charts
 from kmbench.tasks import lloyd
 
 
-# What a cell's status shows beside it when the row computes in less than its data's precision.
-SHORT_PRECISION = {"float32": "f32", "tf32": "tf32", "float16": "f16", "bfloat16": "bf16"}
 # Words of the reasons of rows that need a GPU's software stack (impls' available()).
 GPU_STACK = ("CuPy", "PyTorch", "cuML", "CUDA", "GPU", "Numba")
 VARYING = ("d", "k", "threads")  # shown as columns only where the table's cells differ in them
+# A machine is called busy where other programs keep this many cores busy before timing, or
+# this share of its cores, whichever is more.
+BUSY_CORES, BUSY_SHARE = 0.5, 0.1
 
 
 def _records(count: int) -> str:
     return f"{count} record{'' if count == 1 else 's'}"
-
-
-def _precision_mark(record: dict) -> str:
-    computed = (record.get("validation") or {}).get("dtype")
-    narrower = precision.narrower(computed, record["dataset"]["dtype"])
-    return f" ({SHORT_PRECISION.get(computed, computed)})" if narrower else ""
-
-
-def _cell_key(impl, dataset, k, threads) -> tuple:
-    return impl, dataset, int(k), None if threads is None or pd.isna(threads) else int(threads)
 
 
 def _iterations_short(row) -> str:
@@ -71,8 +63,6 @@ def summary_table(records: list[dict]) -> Table:
     column where the cells differ in them, so a sweep's rows do not look like duplicates."""
     shown = [record for record in records if record["status"] != "skipped"]
     cells = report.cells_frame(shown)
-    marks = {_cell_key(r["impl"], r["dataset"]["name"], r["params"]["k"], (r.get("build") or {}).get("threads")):
-             _precision_mark(r) for r in shown}
     varying = [name for name in VARYING if not cells.empty and cells[name].dropna().nunique() > 1]
     # Per iteration: a row that stops early (scikit-learn often does) must not look faster or slower for it.
     title = "kmbench run: Lloyd loop, mean of counted repeats; speedup per iteration vs scikit-learn"
@@ -82,10 +72,9 @@ def summary_table(records: list[dict]) -> Table:
     for _, row in cells.iterrows():
         style = STATUS_STYLE.get(row["status"], "")
         speedup = row["speedup_per_iter_vs_sklearn"]
-        mark = marks.get(_cell_key(row["impl"], row["dataset"], row["k"], row["threads"]), "")
         table.add_row(
             row["impl"], _count_short(int(row["n"])), *("-" if pd.isna(row[name]) else f"{int(row[name]):,}" for name in varying),
-            f"[{style}]{row['status']}[/]{mark}", _iterations_short(row),
+            f"[{style}]{row_status(row)}[/]", _iterations_short(row),
             seconds_text(row["mean_s"]),
             seconds_text(row["per_iter_s"]),
             f"{speedup:.2f}x" if pd.notna(speedup) else "-",
@@ -119,42 +108,126 @@ def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
     return lines
 
 
+def say(prefix: str, text: str, style: str = "yellow", to=errors) -> None:
+    """A line of its own (on stderr unless `to` says): `prefix` in its colour (the whole line, where
+    there is none), then the text, wrapped with a hanging indent at 100 columns or the terminal's
+    width, whichever is less (a log's lines are otherwise as long as their sentences)."""
+    out = Text(progress.wrapped(f"{prefix} {text}" if prefix else text, min(to.width, progress.TEXT_WIDTH)))
+    out.stylize(style, 0, len(prefix) if prefix else len(out))
+    to.print(out, soft_wrap=True, highlight=False)
+
+
+def _busy_line(records: list[dict]) -> str | None:
+    """What the look before timing saw (kmbench.protocol.environment.busy_cores): other programs
+    that keep cores busy slow every row, and the rows that use every core (kmbench-cpu,
+    scikit-learn's OpenMP, BLAS) most, so speedups over them read too large."""
+    env = next((record["env"] for record in records if record.get("env")), {})
+    busy, cores = env.get("busy_cores"), env.get("cores") or 1
+    if busy is None or busy < max(BUSY_CORES, BUSY_SHARE * cores):
+        return None
+    return (f"the machine was busy before timing: other programs kept {busy:.1f} of its {cores} cores busy; "
+            "times and speedups are unreliable (close them and run again)")
+
+
 def show_warnings(records: list[dict]) -> None:
-    """Below the table, where a long sentence has room: why a cell is not ok, and warnings.
-    Rows that cannot run here are summed, one line per reason (`kmbench list` gives each one's)."""
+    """Below the table: a busy machine, why a cell is not ok, and warnings. Rows that cannot run
+    here are summed, one line per reason (`kmbench list` gives each one's); cells of a wide spread
+    share one line, since the advice is the same."""
     for line in skipped_lines(records, nvidia_gpu_present()):
-        errors.print(f"[yellow]{escape(line)}[/]", highlight=False)
+        say("", line)
+    busy = _busy_line(records)
+    if busy:
+        say("warning", busy, "bold yellow")
+    spread = []
+    one_size = len({record["dataset"]["n"] for record in records}) == 1
     for record in records:
+        where = f"{record['impl']} n={record['dataset']['n']:,}"
         if record["status"] not in ("ok", "skipped"):
-            style = STATUS_STYLE.get(record["status"], "")
-            errors.print(f"[{style}]{record['status']}[/] {record['impl']} n={record['dataset']['n']:,}: "
-                         f"{escape(record.get('detail') or '')}", highlight=False)
+            say(record["status"], f"{where}: {record.get('detail') or ''}", STATUS_STYLE.get(record["status"], ""))
         for warning in record.get("warnings") or []:
-            errors.print(f"[yellow]warning[/] {record['impl']} n={record['dataset']['n']:,}: {escape(warning)}",
-                         highlight=False)
+            if warning.startswith(SPREAD):
+                spread.append(f"{record['impl'] if one_size else where} ({record['times']['iterate']['cv']:.0%})")
+            else:
+                say("warning", f"{where}: {warning}")
+    if spread:
+        say("warning", f"{SPREAD} (CV above {WIDE_SPREAD_CV:.0%}) in {', '.join(spread)}: close other busy "
+            "programs, or raise --repeats, before trusting these means")
 
 
-def run_and_show(passes, data, settings, store, data_dir=None, cluster=None):
+def threads_line(impls: list, records: list[dict], counts: list[int]) -> str | None:
+    """Which of the rows that ran --threads reached: those that take a thread count (kmbench-cpu
+    itself; the rows in kmbench's process through threadpoolctl's limit on their BLAS and
+    OpenMP pools), and which it did not (they choose their own threads)."""
+    if not counts:
+        return None
+    ran = {record["impl"] for record in records if record["status"] != "skipped"}
+    reached = [impl.name for impl in impls if impl.name in ran and impl.takes_threads]
+    other = [impl.name for impl in impls if impl.name in ran and not impl.takes_threads]
+    text = f"--threads {','.join(map(str, counts))} set the threads of {', '.join(reached) or 'no row that ran'}"
+    return text + (f"; not of {', '.join(other)}, which {'choose their' if len(other) > 1 else 'chooses its'} own"
+                   if other else "")
+
+
+def _exit_status(records: list[dict]) -> tuple[int, str | None]:
+    """1 where a cell is mismatch or error, or where no row asked for could run here; and the
+    last line that says so. kmbench run's exit code, for CI."""
+    failed = [record for record in records if record["status"] in ("mismatch", "error")]
+    if failed:
+        names = ", ".join(f"{record['impl']} ({record['status']})" for record in failed)
+        return 1, f"{len(failed)} cell{'s' if len(failed) > 1 else ''} failed: {names}; exit code 1"
+    if not any(record["status"] != "skipped" for record in records):
+        return 1, "no implementation asked for could run here (the reasons are above); exit code 1"
+    return 0, None
+
+
+@contextmanager
+def interruptible(total: int, store):
+    """progress.reporting over `total` cells; on Ctrl-C, the table of the cells that finished
+    (each stored as it finished; the cell in progress leaves no record) and exit code 130."""
+    reporter = None
+    try:
+        with progress.reporting(console, total) as reporter:
+            yield reporter
+    except KeyboardInterrupt:
+        finished = reporter.records if reporter is not None else []
+        if any(record["status"] != "skipped" for record in finished):
+            console.print(summary_table(finished))
+        show_warnings(finished)
+        say("interrupted", f"(Ctrl-C): {_records(len(finished))} appended to {results.store_path(store)}; "
+            "the cell in progress left none", "bold red")
+        raise typer.Exit(130) from None
+
+
+def run_and_show(passes, data, settings, store, data_dir=None, cluster=None) -> int:
     """passes: (implementations, the options they are handed: a thread count, say) in turn, all in
-    one table; cluster: the Dask cluster that measures the cells (kmbench.protocol.placement), or None."""
-    rows = sum(usable(impl)[0] for impls, _ in passes for impl in impls)
+    one table; cluster: the Dask cluster that measures the cells (kmbench.protocol.placement), or
+    None. Returns the exit code (_exit_status)."""
+    rows = sum(progress.runnable(impls) for impls, _ in passes)
     warn_long([estimate.Planned(dataset.name, dataset.n, dataset.d, settings, rows) for dataset in data])
     records = []
-    with progress.reporting(console, sum(len(impls) for impls, _ in passes) * len(data)) as reporter:
+    with interruptible(rows * len(data), store) as reporter:
         for impls, options in passes:
             records += lloyd.run(impls, data, settings, store, reporter, data_dir, options, cluster)
-    console.print(summary_table(records))
+    if any(record["status"] != "skipped" for record in records):
+        console.print(summary_table(records))
     show_seeding_times(records)
     show_warnings(records)
-    console.print(f"{_records(len(records))} appended to {results.store_path(store)}; "
-                  "`kmbench report` renders every stored record.")
-    return records
+    counts = [options.threads for _, options in passes if options.threads is not None]
+    reach = threads_line(passes[0][0] if passes else [], records, counts)
+    if reach:
+        say("", reach, "")
+    say("", f"{_records(len(records))} appended to {results.store_path(store)}; "
+        "`kmbench report` renders every stored record.", "", to=console)
+    status, why = _exit_status(records)
+    if why:
+        say("failed:", why, "bold red")
+    return status
 
 
 def warn_long(planned: list) -> None:
     """Before anything runs: how long each long cell will take (kmbench.plans.estimate)."""
     for line in estimate.long_cells(planned):
-        errors.print(f"[yellow]long[/] {escape(line)}", highlight=False)
+        say("long", line)
 
 
 def show_seeding_times(records):
@@ -179,13 +252,13 @@ def write_text(text: str, out: Optional[Path]):
 
 
 def execute_plan(steps, store, data_dir, force, options: Options = Options(), cluster=None):
-    """Run a checked plan with one bar over every cell (skipped cells advance it too), its cells
-    measured here or by `cluster`'s workers."""
-    total = sum(len(step.impls) for step in steps)
+    """Run a checked plan with one bar over every cell that can run here (cells measured before
+    advance it too), its cells measured here or by `cluster`'s workers."""
+    total = sum(progress.runnable(step.impls) for step in steps)
     done = set() if force else plan.finished(store, cluster.machines() if cluster else None)
     warn_long([estimate.Planned(step.name, plan.dataset_name(step.spec)[1], step.spec.get("d", 2), step.settings,
-                                sum(usable(impl)[0] for impl in plan.remaining(step, done, options))) for step in steps])
-    with progress.reporting(console, total) as reporter:
+                                progress.runnable(plan.remaining(step, done, options))) for step in steps])
+    with interruptible(total, store) as reporter:
         records, skipped = plan.execute(steps, store, reporter, data_dir, force, options, cluster)
     if records:
         console.print(summary_table(records))
@@ -209,5 +282,5 @@ def made_datasets(make) -> list:
     made = make()
     for dataset in made:
         for note in dataset.meta.get("notes") or []:
-            errors.print(f"[yellow]note[/] {escape(note)}", highlight=False)
+            say("note", note)
     return made

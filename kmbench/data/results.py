@@ -17,12 +17,13 @@ from pathlib import Path
 
 from kmbench.data import files, records
 from kmbench.data.records import SCHEMA_VERSION
+from kmbench.errors import UsageError
 
 DEFAULT_STORE = Path("results") / "records.jsonl"
 
 
 class StoreWarning(UserWarning):
-    """Lines of a record store that were skipped."""
+    """Lines of a record store that were skipped, or a store's folder that will be made."""
 
 
 def store_path(path: Path | str | None = None) -> Path:
@@ -30,9 +31,14 @@ def store_path(path: Path | str | None = None) -> Path:
 
 
 def check_writable(path: Path | str | None = None) -> Path:
-    """Before any cell runs: the store (and its lock beside it) can be written."""
+    """Before any cell runs: the store (and its lock beside it) can be written. A folder that
+    does not exist yet is made at the first record, and said now: a mistyped --store folder
+    was made silently."""
     path = store_path(path)
     files.check_writable_file(path, "the record store")
+    if not path.parent.exists():
+        warnings.warn(f"the folder {path.parent} does not exist; it will be made for the record store {path}",
+                      StoreWarning, stacklevel=2)
     return path
 
 
@@ -76,6 +82,8 @@ def _read(path: Path | str | None, tasks: set[str]) -> list[tuple[dict, records.
     parses to something that is not a whole record of its schema (kmbench.data.records), is
     skipped, and one StoreWarning counts the skipped lines."""
     path = store_path(path)
+    if path.is_dir():  # every reader's one check: `report --store FOLDER` ended in IsADirectoryError
+        raise UsageError(f"The record store {path} is a folder; name the file in it (e.g. {path / 'records.jsonl'}).")
     if not path.exists():
         return []
     found, skipped = [], 0

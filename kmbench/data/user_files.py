@@ -97,6 +97,8 @@ def load_file(path: Path | str, label_column: bool = False, dtype: str | None = 
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"Dataset file {path} does not exist or is not a file.")
+    if path.stat().st_size == 0:  # np.load raises EOFError, which click takes for Ctrl-D ("Aborted.")
+        raise UsageError(f"{path} is empty.")
     notes: list[str] = []
     try:
         if path.suffix == ".npy":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kmbench import registry
+from kmbench import progress, registry
 from kmbench.data import cells, datasets, files, results
 from kmbench.protocol import Options, environment, runner
 from kmbench.errors import UsageError
@@ -159,8 +159,9 @@ def execute(steps: list[Step], store=None, reporter=None, data_dir=None, force=F
         dataset = make_dataset(step.spec, data_dir)
         todo = remaining(step, done, options)
         skipped += len(step.impls) - len(todo)
-        if reporter and len(todo) < len(step.impls):
-            reporter.skip(len(step.impls) - len(todo))
+        measured = progress.runnable([impl for impl in step.impls if impl not in todo])
+        if reporter and measured:
+            reporter.skip(measured)  # it counts the cells of rows that can run here
         if todo:
             records += lloyd.run(todo, [dataset], step.settings, store, reporter, data_dir, options, cluster)
     return records, skipped

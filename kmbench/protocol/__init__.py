@@ -133,7 +133,10 @@ class Implementation:
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
-    takes_threads: bool = False  # follows Problem.options.threads (`run --threads`), so a scaling run repeats it
+    # Its CPU threads follow Problem.options.threads (`run --threads`), so a scaling run repeats it:
+    # read by the row itself (kmbench-cpu's program), or, for a row that computes in kmbench's
+    # process on BLAS or OpenMP pools, set by the harness's threadpoolctl limit around its runs.
+    takes_threads: bool = False
     # Runs on a whole Dask cluster of its own making or at Problem.options.scheduler (the Dask rows):
     # on a matrix sent to a cluster (`--scheduler`) its cells run in the client, one at a time,
     # with the whole cluster to themselves, instead of on one worker (kmbench.protocol.placement).

@@ -8,6 +8,7 @@ plans (which pin the data they make in memory) may not import an implementation,
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,26 @@ def cuda_status() -> tuple[bool, str]:
     if count < 1:
         return False, "no NVIDIA GPU visible"
     return True, ""
+
+
+def pinnable(array: np.ndarray) -> np.ndarray:
+    """The array itself where cudaHostRegister can pin it in place, else a copy in this process's
+    own memory. A read-only or file-mapped array cannot be pinned (cudaErrorInvalidValue): a
+    cached dataset is such a map (np.load's mmap_mode="r"), and `kmbench run`'s streamed row
+    failed on it."""
+    if array.flags.writeable and not _file_mapped(array):
+        return array
+    return np.array(array, order="C")
+
+
+def _file_mapped(array: np.ndarray) -> bool:
+    """Whether the array's memory is a mapped file (np.memmap, or a view of one)."""
+    base = array
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return True
+        base = getattr(base, "base", None)
+    return False
 
 
 class PinnedHost:

@@ -7,6 +7,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import time
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -37,7 +38,7 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def _git_commit() -> str | None:
+def git_commit() -> str | None:
     """The checkout's commit (with -dirty for uncommitted changes), or None outside git."""
     root = Path(__file__).resolve().parents[2]  # the checkout: kmbench/protocol/ is two below
     try:
@@ -130,12 +131,55 @@ def identity(env: dict | None = None) -> tuple:
     return (env.get("code_hash"), env.get("cpu"), env.get("cores"), gpu.get("name"))
 
 
+BUSY_LOOK_S = 0.25  # how long busy_cores watches the CPUs
+
+
+def _cpu_ticks(cpus: set[int]) -> tuple[int, int] | None:
+    """(busy, total) jiffies of these CPUs since boot (Linux's /proc/stat), or None elsewhere."""
+    busy = total = 0
+    try:
+        with open("/proc/stat") as stat:
+            for line in stat:
+                name, *fields = line.split()
+                if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+                    continue
+                ticks = [int(value) for value in fields[:8]]  # user nice system idle iowait irq softirq steal
+                total += sum(ticks)
+                busy += sum(ticks) - ticks[3] - ticks[4]
+    except (OSError, ValueError):
+        return None
+    return busy, total
+
+
+def busy_cores(look_s: float = BUSY_LOOK_S) -> float | None:
+    """How many of the cores this process may use other programs keep busy, watched for
+    `look_s` while this process sleeps (what pyperf checks before it times): 0 on an idle
+    machine, 1.6 where another program holds most of two cores. Where /proc/stat is missing,
+    the 1-minute load average (which counts this process too, while it ran); None if neither."""
+    try:
+        cpus = os.sched_getaffinity(0)
+    except AttributeError:
+        cpus = set(range(os.cpu_count() or 1))
+    before = _cpu_ticks(cpus)
+    if before is None:
+        try:
+            return min(float(os.getloadavg()[0]), float(len(cpus)))
+        except (AttributeError, OSError):
+            return None
+    time.sleep(look_s)
+    after = _cpu_ticks(cpus)
+    spent = after[1] - before[1] if after else 0
+    return len(cpus) * (after[0] - before[0]) / spent if spent > 0 else None
+
+
 @lru_cache(maxsize=1)
 def capture() -> dict:
     """The environment of this process, once per run."""
     return {
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
+        # Before any cell is timed (the first capture starts every run): a busy machine is said.
+        "busy_cores": busy_cores(),
         "ram_bytes": _ram_bytes(),
         "os": platform.platform(),
         "python": sys.version.split()[0],
@@ -144,7 +188,7 @@ def capture() -> dict:
         "gpu": gpu(),
         "cpu_ceilings": {"copy_bandwidth_Bps": ceilings.cpu_copy_bandwidth(),
                          "fp32_issue_rate": ceilings.cpu_fp32_rate()},
-        "git_commit": _git_commit(),
+        "git_commit": git_commit(),
         "code_hash": code_hash(),
         "command": shlex.join([Path(sys.argv[0]).name] + sys.argv[1:]),
         "hostname": platform.node(),

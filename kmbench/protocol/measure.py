@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from kmbench.protocol import clock, usable, validate
@@ -75,13 +76,16 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
     problem, measured.followed = task.followed(impl, problem, oracle)
     record.update(measured.followed)
     watch = MemoryWatch()
+    threads = _threads(impl, problem)
     try:
-        with watch:
-            _runs(task, impl, problem, task.counting(impl, problem), measured)
+        with watch, _thread_limit(threads):
+            _runs(task, impl, problem, task.counting(impl, problem), measured, getattr(progress, "expect", None))
         if not measured.counted or not measured.times:
             raise RuntimeError("the implementation returned no counted repeat")
         # What the timed runs did (strategy, filter counts): before the judge's runs overwrite it.
         record["build"] = build_info(impl)
+        if threads is not None:
+            record["build"]["threads"] = threads  # the count its timed runs were held to
         judging = time.perf_counter()
         verdict = task.judge(measured.counted, oracle, problem, impl, progress)
         measured.validation = time.perf_counter() - judging
@@ -104,13 +108,41 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
     return record
 
 
+def _threads(impl, problem) -> int | None:
+    """The thread count a row that takes one is to run at (Problem.options.threads), else None."""
+    options = getattr(problem, "options", None)
+    return options.threads if impl.takes_threads and options is not None else None
+
+
+def _thread_limit(threads: int | None):
+    """Around the timed runs: the BLAS and OpenMP pools of this process limited to `threads`
+    (threadpoolctl), so `--threads` reaches the rows computing here (numpy's BLAS, scikit-learn's
+    and faiss's OpenMP) as kmbench-cpu's own count reaches its program. The judge's runs are
+    untimed and keep every core."""
+    if threads is None:
+        return nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=threads)
+
+
 def _timed_run(task, impl, problem):
     """(result, wall seconds, the times it claims): one run under the harness's clock."""
     result, wall = clock.timed(lambda: impl.run(problem))
     return result, wall, task.claims(impl, problem, result, wall)
 
 
-def _runs(task, impl, problem, counting: Counting, measured: Measured) -> None:
+def _still_to_time(counting: Counting, wall: float) -> float:
+    """Seconds the cell's other warm-up and counted runs should take, each as long as the first."""
+    counted = counting.repeats * wall
+    if counting.max_time is not None:
+        counted = min(counted, counting.max_time + wall)
+    return (counting.warmup - 1) * wall + counted
+
+
+def _runs(task, impl, problem, counting: Counting, measured: Measured, expect=None) -> None:
+    """expect(seconds, warm-up seconds): told, after the first warm-up run, how long the rest of
+    the timed runs should take (kmbench.progress says so where that is long)."""
     start = time.perf_counter()
     impl.prepare(problem)
     measured.setup = time.perf_counter() - start
@@ -127,6 +159,8 @@ def _runs(task, impl, problem, counting: Counting, measured: Measured) -> None:
         measured.row_calls += wall
         if index == 0:
             measured.first_run = claims[0] if claims else None
+            if expect is not None:
+                expect(_still_to_time(counting, wall), wall)
     budget_start = time.perf_counter()
     for _ in range(counting.repeats):
         result, wall, claims = _timed_run(task, impl, problem)

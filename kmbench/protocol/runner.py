@@ -82,7 +82,7 @@ class LloydProtocol(Task):
                 "seeding": problem.seeding if problem is not None else {}}
 
     def workload_name(self, dataset: Dataset) -> str:
-        return dataset.name
+        return f"{dataset.name}, k={self.settings.k}"  # a sweep runs one dataset at several k
 
     def problem(self, dataset: Dataset) -> Problem:
         return make_problem(dataset, self.settings, self.options)

@@ -7,6 +7,7 @@ import statistics
 from dataclasses import dataclass
 
 WIDE_SPREAD_CV = 0.10  # coefficient of variation above which we warn
+SPREAD = "wide spread"  # how that warning begins (the run's summary gathers them in one line)
 
 
 @dataclass
@@ -53,6 +54,6 @@ def spread_warning(stats: Stats | None) -> str | None:
     if stats is None or stats.count < 2 or stats.cv <= WIDE_SPREAD_CV:
         return None
     return (
-        f"wide spread (CV {stats.cv:.0%} over {stats.count} repeats): close other busy "
+        f"{SPREAD} (CV {stats.cv:.0%} over {stats.count} repeats): close other busy "
         "programs, or raise --repeats, before trusting the mean"
     )

@@ -159,16 +159,33 @@ def measured_here(inputs: Inputs, impl, run_id: str) -> dict:
     return inputs.charged(record)
 
 
+class _Progress:
+    """What a cell tells the reporter while it runs: a note of the stage it is in (called, as the
+    judge and the oracle call it) and, where the reporter listens, how long its timed runs will
+    take (`expect`, from the measuring loop)."""
+
+    def __init__(self, reporter):
+        self.reporter = reporter
+
+    def __call__(self, text: str) -> None:
+        self.reporter.note(text)
+
+    def expect(self, seconds: float, warmup: float) -> None:
+        if hasattr(self.reporter, "expect"):
+            self.reporter.expect(seconds, warmup)
+
+
 def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None, reporter=None,
               cluster=None) -> list[dict]:
     """Every implementation on every workload; each record is stored as soon as it exists.
     stored(workload, impl): an earlier record to reuse instead of measuring, or None.
-    reporter: optional start(impl, workload name), note(text), done(record), skip(count) (kmbench.progress).
+    reporter: optional start(impl, workload name), note(text), expect(seconds, warm-up), done(record),
+    skip(count) (kmbench.progress).
     cluster: a kmbench.protocol.placement.Cluster whose workers measure the cells (the records
     come back here, to be stored); None: measured here, one after another."""
     run_id = uuid.uuid4().hex[:12]
     env = environment.capture()
-    note = reporter.note if reporter else None
+    note = _Progress(reporter) if reporter else None
     records: list[dict] = []
 
     def keep(record: dict) -> None:
@@ -186,7 +203,7 @@ def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None,
         for impl, found in zip(impls, earlier):
             if found is not None:
                 records.append(found)
-                reused += 1
+                reused += usable(impl)[0]  # the reporter counts the cells of rows that can run here
             elif cluster is not None:
                 todo.append(impl)
             else:

@@ -7,7 +7,7 @@ import pandas as pd
 
 from kmbench.report import published, report
 from kmbench.report.formatting import (billions_text, bytes_text, duration_text, flagged_text, floor_multiple,
-                                       iterations_text, markdown_table, missing, ratio_text, seconds_text)
+                                       iterations_text, markdown_table, missing, ratio_text, row_status, seconds_text)
 
 def published_markdown(cells: pd.DataFrame) -> list[str]:
     table = published.table("python-cpp-cuda")
@@ -29,7 +29,7 @@ def published_markdown(cells: pd.DataFrame) -> list[str]:
           flagged_text(row, seconds_text(row["mean_s"])),
           ratio_text(row["mean_s"] / row["published_s"]) if not missing(row["mean_s"]) else "-",
           ratio_text(row["published_speedup_vs_sklearn"]), ratio_text(row["speedup_vs_sklearn"]),
-          ratio_text(row["speedup_per_iter_vs_sklearn"]), row["status"]] for _, row in rows.iterrows()],
+          ratio_text(row["speedup_per_iter_vs_sklearn"]), row_status(row)] for _, row in rows.iterrows()],
     ))
     absent = [row["label"] for row in table["rows"] if row["impl"] not in set(rows["impl"])]
     if absent:
@@ -115,7 +115,7 @@ def whole_run_markdown(cells: pd.DataFrame, key: str) -> list[str]:
             published_time = (("> " if mine.get("more_than") else "") + duration_text(mine["seconds"])) if mine else "-"
             rows.append([row["label"], published_time, bytes_text(mine.get("memory_bytes")), iterations_text(row),
                          flagged_text(row, seconds_text(row["per_iter_s"])), _whole_run(row, reference),
-                         bytes_text(row.get("gpu_memory_bytes")), bytes_text(row.get("host_memory_bytes")), row["status"]])
+                         bytes_text(row.get("gpu_memory_bytes")), bytes_text(row.get("host_memory_bytes")), row_status(row)])
         out += [markdown_table(["Implementation", "published time", "published memory", "iterations", "per iteration",
                         "whole run", "GPU memory", "host memory", "status"], rows), ""]
     missing = [f"{row['label']} ({row.get('note') or 'no row here'})" for row in table["rows"]

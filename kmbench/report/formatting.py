@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import math
 
+from kmbench.judge import precision
+
+# A verdict's precision, where the judge certified it in less than the data's: `ok (tf32)`.
+SHORT_PRECISION = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16"}
+
 
 def missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
@@ -32,6 +37,15 @@ def duration_text(value) -> str:
     return f"{minutes // 60}h {minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m {seconds:02d}s"
 
 
+def rough_duration(value: float) -> str:
+    """An estimate's duration, as rough as it is: 75 s, 4 min, 1.5 h."""
+    if value < 120:
+        return f"{value:.0f} s"
+    if value < 2 * 3600:
+        return f"{value / 60:.0f} min"
+    return f"{value / 3600:.1f} h"
+
+
 def ratio_text(value) -> str:
     return "-" if missing(value) else f"{value:.2f}x"
 
@@ -47,6 +61,25 @@ def rate_text(value) -> str:
         if value >= size:
             return f"{value / size:.2f}{unit}/s"
     return f"{value:.0f}/s"
+
+
+def status_text(status: str, certified, data) -> str:
+    """The verdict, and beside it the precision it was certified in where that is less than the
+    data's (`certified`, `data`: precision names), so that no reader compares a TF32 row's time
+    with a float32 row's unawares: `ok (tf32)`, `ok (fp16)`, `ok (fp32)` on float64 data."""
+    if isinstance(certified, str) and isinstance(data, str) and precision.narrower(certified, data):
+        return f"{status} ({SHORT_PRECISION.get(certified, certified)})"
+    return status
+
+
+def row_status(row) -> str:
+    """status_text of a cells-frame row (kmbench.report.report)."""
+    return status_text(row["status"], row.get("certified_in"), row.get("dtype"))
+
+
+def record_status(record) -> str:
+    """status_text of a typed Lloyd record (kmbench.data.records.LloydRecord)."""
+    return status_text(record.status, record.validation.get("dtype"), record.dataset.dtype)
 
 
 def flagged_text(row, text: str) -> str:

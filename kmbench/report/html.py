@@ -11,13 +11,15 @@ is drawn. Needs plotly (pip install 'kmbench[html]').
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 import pandas as pd
 
 from kmbench.errors import UsageError
+from kmbench.report import lloyd_markdown
 from kmbench.report.formatting import (fraction_text, iterations_text, missing, rate_text, ratio_text,
-                                       repeats_text, seconds_text)
+                                       repeats_text, row_status, seconds_text)
 
 STATUS_COLOUR = {"ok": "#2e7d32", "approximate": "#8e24aa", "mismatch": "#c62828", "error": "#6d4c41",
                  "skipped": "#9e9d24"}
@@ -65,6 +67,47 @@ def _caption(text: str) -> str:
     return f'<p class="note">{text}</p>'
 
 
+def _inline(text: str) -> str:
+    """A markdown line's text as HTML: escaped, `code` and **bold** kept."""
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text))
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+
+
+def markdown_html(lines: list[str]) -> str:
+    """The markdown exporter's own lines (headings, paragraphs, lists, tables) as HTML, so the page
+    carries the sections the markdown has (document 000's comparison, what each row is built
+    on) from the one place that writes them."""
+    out, table, items = [], [], []
+
+    def flush():
+        if table:
+            rows = [[cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", row.strip()[1:-1])]
+                    for row in table if not re.fullmatch(r"\|(---\|)+", row.strip())]
+            out.append("<table><tr>" + "".join(f"<th>{_inline(cell)}</th>" for cell in rows[0]) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{_inline(cell)}</td>" for cell in row) + "</tr>"
+                                 for row in rows[1:]) + "</table>")
+        if items:
+            out.append("<ul>" + "".join(f"<li>{_inline(item)}</li>" for item in items) + "</ul>")
+        table.clear()
+        items.clear()
+
+    for line in (part for entry in lines for part in entry.split("\n")):  # a table is one entry
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if line.startswith("- "):
+            items.append(line[2:])
+            continue
+        flush()
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            out.append(f"<h{level}>{_inline(line.lstrip('#').strip())}</h{level}>")
+        elif line.strip():
+            out.append(f"<p>{_inline(line)}</p>")
+    flush()
+    return "\n".join(out)
+
+
 def _categories(rows: pd.DataFrame) -> list[list[str]]:
     """Two-level x axis: the row (its verdict beside it when not `ok`, so no bad figure stands
     bare), then n."""
@@ -72,8 +115,9 @@ def _categories(rows: pd.DataFrame) -> list[list[str]]:
     return [labels, [f"n={n:,}" for n in rows["n"]]]
 
 
-def _status(status: str) -> str:
-    return f'<span class="status" style="color:{STATUS_COLOUR.get(status, "#000")}">{escape(status)}</span>'
+def _status(status: str, text: str | None = None) -> str:
+    """The verdict in its colour; `text` what the cell reads (the verdict with its precision)."""
+    return f'<span class="status" style="color:{STATUS_COLOUR.get(status, "#000")}">{escape(text or status)}</span>'
 
 
 def _table(group: pd.DataFrame) -> str:
@@ -82,7 +126,7 @@ def _table(group: pd.DataFrame) -> str:
               "per iteration", "distance evals", "per iteration vs scikit-learn"]
     lines = ["<table><tr>" + "".join(f"<th>{escape(name)}</th>" for name in header) + "</tr>"]
     for _, row in group[group["status"] != "skipped"].iterrows():
-        cells = [escape(row["label"]), f"{row['n']:,}", _status(row["status"]), iterations_text(row),
+        cells = [escape(row["label"]), f"{row['n']:,}", _status(row["status"], row_status(row)), iterations_text(row),
                  repeats_text(row), *(seconds_text(row[name]) for name in ("mean_s", "median_s", "min_s", "std_s",
                                                                           "per_iter_s")),
                  rate_text(row["dist_evals_per_s"]), ratio_text(row["speedup_per_iter_vs_sklearn"])]
@@ -111,15 +155,19 @@ def _times_chart(go, group: pd.DataFrame) -> str:
         return ""
     figure = go.Figure()
     for status, rows in timed.groupby("status", sort=False):
+        # One standard deviation of the counted repeats, per iteration as the bar is.
+        spread = (rows["std_s"] / rows["iters_executed"]).fillna(0.0)
         figure.add_bar(x=_categories(rows), y=rows["per_iter_s"], name=status,
                        marker_color=STATUS_COLOUR.get(status), text=[seconds_text(v) for v in rows["per_iter_s"]],
-                       hovertext=rows["detail"], textposition="outside")
+                       hovertext=rows["detail"], textposition="outside",
+                       error_y=dict(type="data", array=spread, visible=True, color="#333"))
     _layout(figure, "Time per iteration; colour: the verdict", "seconds per iteration",
             log_y=_spans_decades(timed["per_iter_s"]))
     figure.update_layout(barmode="overlay")
     untimed = len(group) - len(timed)
     note = f" {untimed} cell(s) without a time (errors in the table, skipped rows below it)." if untimed else ""
-    return _figure(figure) + _caption("The mean of the counted repeats over the iterations run." + note)
+    return _figure(figure) + _caption("The mean of the counted repeats over the iterations run; the error bars, "
+                                      "one standard deviation of the repeats." + note)
 
 
 def _floor_fractions(rows: pd.DataFrame) -> dict[str, pd.Series]:
@@ -199,14 +247,17 @@ def _quality_chart(go, group: pd.DataFrame) -> str:
         return ""
     figure = go.Figure()
     for n, problem in points.groupby("n"):
+        problem = problem.sort_values("per_iter_s")
         symbols = ["circle" if status == "ok" else "diamond" for status in problem["status"]]
-        figure.add_scatter(x=problem["per_iter_s"], y=problem["quality"], mode="markers", name=f"n={n:,}",
-                           legendgroup=str(n), marker=dict(symbol=symbols, size=10),
+        # Every point named, the names above and below it in turn: the certified rows share the
+        # zero line, and one label for the frontier's corner left the others anonymous.
+        figure.add_scatter(x=problem["per_iter_s"], y=problem["quality"], mode="markers+text", name=f"n={n:,}",
+                           legendgroup=str(n), marker=dict(symbol=symbols, size=10), text=problem["label"],
+                           textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(problem))],
                            hovertext=[f"{label} ({status})" for label, status in zip(problem["label"], problem["status"])])
         frontier = pareto_frontier(problem)
-        figure.add_scatter(x=frontier["per_iter_s"], y=frontier["quality"], mode="lines+text", line_shape="hv",
-                           text=frontier["label"], textposition="top right", name=f"Pareto frontier, n={n:,}",
-                           legendgroup=str(n), line=dict(dash="dash"))
+        figure.add_scatter(x=frontier["per_iter_s"], y=frontier["quality"], mode="lines", line_shape="hv",
+                           name=f"Pareto frontier, n={n:,}", legendgroup=str(n), line=dict(dash="dash"))
     figure.add_hline(y=0, line_color="#555")
     _layout(figure, "Quality against time, per problem", "inertia above float64's", log_y=False, height=340)
     figure.update_xaxes(title_text="seconds per iteration", type="log")
@@ -221,8 +272,9 @@ def _quality_chart(go, group: pd.DataFrame) -> str:
         "trajectory's, relative. The dashed line is the Pareto frontier: no row is both faster and better." + note)
 
 
-def page(cells: pd.DataFrame, source: str = "", title: str = "kmbench report") -> str:
-    """The whole page: plotly.js inlined in the head, then every group's table and charts."""
+def page(cells: pd.DataFrame, source: str = "", title: str = "kmbench report", comparisons=("seconds",)) -> str:
+    """The whole page: plotly.js inlined in the head, then every group's table, what its rows are
+    built on, and charts, then the published comparisons asked for (as the markdown's)."""
     go = require_plotly()
     from plotly.offline import get_plotlyjs
 
@@ -240,9 +292,11 @@ def page(cells: pd.DataFrame, source: str = "", title: str = "kmbench report") -
     for i, (name, group) in enumerate(groups):
         machines = ", ".join(sorted(group["machine"].unique()))
         body += [f'<h2 id="group-{i}">{escape(name)}</h2>', f'<p class="note">Machine: {escape(machines)}</p>',
-                 _times_chart(go, group), _table(group), _notes(group), _floors_chart(go, group),
+                 _times_chart(go, group), _table(group), _notes(group),
+                 markdown_html(lloyd_markdown.libraries_markdown(group)), _floors_chart(go, group),
                  _scaling_chart(go, group, "threads"),
                  _scaling_chart(go, group, "workers"), _quality_chart(go, group)]
+    body.append(markdown_html(lloyd_markdown.comparisons_markdown(cells, comparisons)))
     return head + "\n".join(part for part in body if part) + "\n</body></html>\n"
 
 
@@ -250,4 +304,4 @@ def render(contents) -> str:
     """The page of a store's Lloyd records (kmbench.report.exporters' interface)."""
     from kmbench.report import report
 
-    return page(report.cells_frame(contents.of("lloyd")), contents.source, contents.title)
+    return page(report.cells_frame(contents.of("lloyd")), contents.source, contents.title, contents.comparisons)

@@ -9,7 +9,7 @@ import pandas as pd
 
 from kmbench.report.comparisons import peer_markdown, published_markdown, rates_markdown, whole_run_markdown
 from kmbench.report.formatting import (flagged_text, floor_multiple, fraction_text, iterations_text, markdown_table,
-                                       missing, rate_text, ratio_text, repeats_text, seconds_text)
+                                       missing, rate_text, ratio_text, repeats_text, row_status, seconds_text)
 
 
 def _by_size(part: pd.DataFrame, sizes) -> list[str]:
@@ -20,7 +20,7 @@ def _by_size(part: pd.DataFrame, sizes) -> list[str]:
     return cells
 
 
-def _libraries_markdown(group: pd.DataFrame) -> list[str]:
+def libraries_markdown(group: pd.DataFrame) -> list[str]:
     """One line per row that declares its library or its precision: which version computed the
     cell, and in what (FP32, TF32, the data's dtype...). Older records may lack both columns."""
     declared = [column for column in ("library", "precision") if column in group]
@@ -60,7 +60,7 @@ def _threads_markdown(group: pd.DataFrame) -> list[str]:
             speedup = base / row["per_iter_s"] if base and row["status"] == "ok" and row["per_iter_s"] else None
             scale = row["threads"] / fewest["threads"]
             rows.append([f"{int(row['threads'])}", flagged_text(row, seconds_text(row["per_iter_s"])),
-                         ratio_text(speedup), fraction_text(speedup / scale if speedup else None), row["status"]])
+                         ratio_text(speedup), fraction_text(speedup / scale if speedup else None), row_status(row)])
         out += ["", f"Scaling over threads: {impl}, n = {n:,}; speedup over {int(fewest['threads'])} "
                 "thread(s), efficiency = speedup / (threads over that count):", "",
                 markdown_table(["threads", "per iteration", "speedup", "efficiency", "status"], rows)]
@@ -75,7 +75,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
     out.append(markdown_table(
         ["Implementation", "n", "status", "iterations", "repeats", "mean", "median", "min", "std",
          "per iteration", "distance evals", "vs scikit-learn", "per iteration vs scikit-learn"],
-        [[row["label"], f"{row['n']:,}", row["status"], iterations_text(row), repeats_text(row),
+        [[row["label"], f"{row['n']:,}", row_status(row), iterations_text(row), repeats_text(row),
           seconds_text(row["mean_s"]), seconds_text(row["median_s"]), seconds_text(row["min_s"]),
           seconds_text(row["std_s"]), seconds_text(row["per_iter_s"]), rate_text(row["dist_evals_per_s"]),
           ratio_text(row["speedup_vs_sklearn"]), ratio_text(row["speedup_per_iter_vs_sklearn"])]
@@ -95,7 +95,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
               flagged_text(row, f"{row['roofline_fraction']:.1%} of {row['roofline_limit']}")]
              for _, row in group.dropna(subset=["roofline_fraction"]).iterrows()]))
     out += _threads_markdown(group)
-    out += _libraries_markdown(group)
+    out += libraries_markdown(group)
     notes = [f"- {row['label']} (n={row['n']:,}): {row['status']}: {row['detail']}"
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
     notes += [f"- {row['label']} (n={row['n']:,}): {row['warnings']}"
@@ -119,6 +119,14 @@ def page(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title=
         machines = ", ".join(sorted(group["machine"].unique()))
         out += ["", f"## {group_name}", "", f"Machine: {machines}", ""]
         out += _group_markdown(group)
+    out += comparisons_markdown(cells, comparisons)
+    return "\n".join(out + [""])
+
+
+def comparisons_markdown(cells: pd.DataFrame, comparisons) -> list[str]:
+    """The published comparisons asked for, each a section of its own (the HTML page renders the
+    same lines)."""
+    out = []
     for comparison in comparisons:
         if comparison == "seconds":
             out += [""] + published_markdown(cells)
@@ -128,4 +136,4 @@ def page(cells: pd.DataFrame, source: str = "", comparisons=("seconds",), title=
             out += [""] + whole_run_markdown(cells, comparison[1])
         else:
             out += [""] + rates_markdown(cells, comparison[1])
-    return "\n".join(out + [""])
+    return out

@@ -5,6 +5,7 @@ streamed iteration can beat. A cell that is not `ok` shows its status, not a tim
 from __future__ import annotations
 
 from kmbench.data.records import LloydRecord
+from kmbench.report.formatting import record_status
 
 
 def markdown(records: list[LloydRecord]) -> str:
@@ -24,6 +25,6 @@ def markdown(records: list[LloydRecord]) -> str:
                      f"{size / 1e9:.1f} GB | {record.gpu_memory_share or 0:.2f} | "
                      f"{f'{floor * 1e3:.0f} ms' if floor else '-'} | "
                      f"{f'{per * 1e3:.0f} ms' if per and status == 'ok' else '-'} | "
-                     f"{f'{per / floor:.2f}x' if per and floor and status == 'ok' else '-'} | {status}"
+                     f"{f'{per / floor:.2f}x' if per and floor and status == 'ok' else '-'} | {record_status(record)}"
                      f"{': ' + record.detail if status != 'ok' else ''} |")
     return "\n".join(lines) + "\n"

@@ -72,10 +72,15 @@ def _row(record: LloydRecord) -> dict:
         "impl": record.impl,
         "label": _label(record),
         "status": record.status,
+        # The precision the judge certified the row in, beside the data's (formatting.row_status).
+        "certified_in": record.validation.get("dtype"),
+        "dtype": data.dtype,
         "detail": record.detail,
         "iters_executed": record.iterations_executed,
         "repeats": record.repeats_done,
         "stopped_by_budget": record.stopped_by_budget,
+        # Each counted repeat's Lloyd loop, so a CSV reader can run its own statistics.
+        "repeat_times_s": record.times.extra.get("iterate_values"),
         "mean_s": iterate.mean,
         "median_s": iterate.median,
         "min_s": iterate.min,
@@ -104,11 +109,18 @@ def _row(record: LloydRecord) -> dict:
 
 def _speedups(cells: pd.DataFrame, column: str) -> pd.Series:
     """How many times better than the baseline each cell is on `column` (same dataset group
-    and n), the direction taken from POLARITY: above 1 always means better."""
+    and n), the direction taken from POLARITY: above 1 always means better. A baseline measured
+    at several thread counts (`run --threads 1,2`) is held against each row at the row's own
+    count where it has one, else at its best count: scikit-learn at 2 threads beside a busy
+    program was 17 times slower than at 1, and a speedup over that would flatter the row."""
     base = cells[(cells["impl"] == registry.baseline("lloyd")) & (cells["status"] == "ok")]
-    base = base.set_index(["group", "n"])[column]
-    keys = list(zip(cells["group"], cells["n"]))
-    baseline = pd.Series([base.get(key) for key in keys], index=cells.index, dtype=float)
+    by_problem = base.groupby(["group", "n"])[column]
+    strongest = by_problem.min() if POLARITY[column] == "lower" else by_problem.max()
+    counted = base.dropna(subset=["threads"])
+    same = dict(zip(zip(counted["group"], counted["n"], counted["threads"]), counted[column]))
+    keys = zip(cells["group"], cells["n"], cells["threads"])
+    baseline = pd.Series([same.get((group, n, threads), strongest.get((group, n))) for group, n, threads in keys],
+                         index=cells.index, dtype=float)
     value = cells[column].astype(float)
     return baseline / value if POLARITY[column] == "lower" else value / baseline
 

@@ -7,6 +7,7 @@ it) and, for the rows that record it, the collective's share of an iteration. A 
 from __future__ import annotations
 
 from kmbench.data.records import LloydRecord
+from kmbench.report.formatting import record_status
 
 ALONE = "kmbench-gpu"  # the one-GPU row without Dask that every GPU set is held against
 
@@ -50,6 +51,6 @@ def markdown(records: list[LloydRecord]) -> str:
                      f"{_time(per)} | {f'{speedup:.2f}x' if speedup else '-'} | "
                      f"{f'{speedup / gpus:.0%}' if speedup else '-'} | "
                      f"{f'{per / alone:.2f}x' if per and alone and impl != ALONE else '-'} | "
-                     f"{_communication(record, per)} | {record.status}"
+                     f"{_communication(record, per)} | {record_status(record)}"
                      f"{': ' + record.detail if record.status != 'ok' else ''} |")
     return "\n".join(lines) + "\n"

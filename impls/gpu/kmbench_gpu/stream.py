@@ -1,7 +1,8 @@
 """kmbench-gpu-stream: kmbench-gpu for data larger than the GPU's memory.
 
 The points stay in host memory, pinned where they lie (cudaHostRegister: no second copy of
-1e8 rows), and every iteration streams them through the GPU a chunk at a time: two device
+1e8 rows; a dataset mapped read-only from the cache cannot be pinned and is read into memory
+first), and every iteration streams them through the GPU a chunk at a time: two device
 slots, a copy stream and a compute stream, so the copy of chunk i+1 runs while the kernels of
 chunk i do (`ChunkStream`). Each chunk is centred and assigned by kmbench-gpu's own kernels:
 the tensor path for d > 32, the small-k or tiled kernel below. Its float64 sums are added to
@@ -23,7 +24,7 @@ import numpy as np
 from impls.gpu.kmbench_gpu import MAX_K, TILED_MAX_DIM, KmbenchGpu, make, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem, Result, stop_done
-from kmbench.protocol.device import PinnedHost  # the harness pins the data it makes, too
+from kmbench.protocol.device import PinnedHost, pinnable  # the harness pins the data it makes, too
 from kmbench.protocol.timing import CudaEventRegion, host_region
 
 # Bytes of points per chunk. 512 MiB takes 10 ms over a 50 GB/s link: the twenty-odd launches
@@ -145,8 +146,10 @@ class KmbenchGpuStream(KmbenchGpu):
         self._strategy = self.strategy_for(problem)
         chosen = self._chosen = make(self._strategy, d, problem.k, order=self._tensor_order)
         phases: dict[str, float] = {}
-        with host_region(phases, "convert"):  # a float64 dataset is streamed as float32 (a copy)
-            host = np.ascontiguousarray(problem.data, dtype=np.float32)
+        # A float64 dataset is streamed as float32, and a cached one (mapped read-only from its
+        # .npy) is read into memory that can be pinned: copies, both.
+        with host_region(phases, "convert"):
+            host = pinnable(np.ascontiguousarray(problem.data, dtype=np.float32))
         with host_region(phases, "pin"):
             self._pinned = PinnedHost(host)
         self._rows = chunk_rows(n, d)
