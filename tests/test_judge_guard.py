@@ -277,3 +277,13 @@ def test_ties_on_integers_too_large_for_exact_float32_may_go_either_way():
     assert (ordered[:, 0] == ordered[:, 1]).sum() > 500  # exact ties in the reals to decide
     certificate = trajectory.certify(row, problem, [timed], "float32")
     assert certificate.certified, certificate.failure.sentence()
+
+
+def test_a_weak_ok_says_so_in_its_table_cell():
+    from kmbench.report.formatting import status_text
+
+    weak = {"certificate": {"undecided": 0.98}}
+    assert validate.weak(weak) and not validate.weak({"certificate": {"undecided": 0.1}}) and not validate.weak({})
+    assert status_text("ok", "float32", "float32", validate.weak(weak)) == "ok (weak)"
+    assert status_text("ok", "tf32", "float32", True) == "ok (tf32, weak)"
+    assert status_text("mismatch", "float32", "float32", True) == "mismatch"

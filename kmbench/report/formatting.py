@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from kmbench.judge import precision
+from kmbench.protocol import validate
 
 # A verdict's precision, where the judge certified it in less than the data's: `ok (tf32)`.
 SHORT_PRECISION = {"float32": "fp32", "tf32": "tf32", "float16": "fp16", "bfloat16": "bf16"}
@@ -63,23 +64,29 @@ def rate_text(value) -> str:
     return f"{value:.0f}/s"
 
 
-def status_text(status: str, certified, data) -> str:
+def status_text(status: str, certified, data, weak: bool = False) -> str:
     """The verdict, and beside it the precision it was certified in where that is less than the
     data's (`certified`, `data`: precision names), so that no reader compares a TF32 row's time
-    with a float32 row's unawares: `ok (tf32)`, `ok (fp16)`, `ok (fp32)` on float64 data."""
+    with a float32 row's unawares: `ok (tf32)`, `ok (fp16)`, `ok (fp32)` on float64 data; and
+    `weak` where most of its point decisions could go more than one way in that precision, so
+    that the `ok` proves little there (kmbench.protocol.validate.weak): `ok (weak)`."""
+    marks = []
     if isinstance(certified, str) and isinstance(data, str) and precision.narrower(certified, data):
-        return f"{status} ({SHORT_PRECISION.get(certified, certified)})"
-    return status
+        marks.append(SHORT_PRECISION.get(certified, certified))
+    if weak is True and status == "ok":
+        marks.append("weak")
+    return f"{status} ({', '.join(marks)})" if marks else status
 
 
 def row_status(row) -> str:
     """status_text of a cells-frame row (kmbench.report.report)."""
-    return status_text(row["status"], row.get("certified_in"), row.get("dtype"))
+    return status_text(row["status"], row.get("certified_in"), row.get("dtype"), row.get("weak"))
 
 
 def record_status(record) -> str:
     """status_text of a typed Lloyd record (kmbench.data.records.LloydRecord)."""
-    return status_text(record.status, record.validation.get("dtype"), record.dataset.dtype)
+    return status_text(record.status, record.validation.get("dtype"), record.dataset.dtype,
+                       validate.weak(record.validation))
 
 
 def flagged_text(row, text: str) -> str:

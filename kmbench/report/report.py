@@ -8,7 +8,7 @@ import pandas as pd
 from kmbench import registry
 from kmbench.data import cells, records
 from kmbench.data.records import LloydRecord
-from kmbench.protocol import ceilings, environment
+from kmbench.protocol import ceilings, environment, validate
 from kmbench.report import published
 from kmbench.protocol import describe_stop
 
@@ -75,6 +75,7 @@ def _row(record: LloydRecord) -> dict:
         # The precision the judge certified the row in, beside the data's (formatting.row_status).
         "certified_in": record.validation.get("dtype"),
         "dtype": data.dtype,
+        "weak": validate.weak(record.validation),  # most decisions left open: the ok proves little
         "detail": record.detail,
         "iters_executed": record.iterations_executed,
         "repeats": record.repeats_done,
