@@ -11,6 +11,7 @@ from kmbench.judge.precision import FLOAT32, FLOAT64
 from kmbench.judge.scan import assign
 from kmbench.judge.sums import group
 from kmbench.protocol import Problem, runner, validate
+from tests.test_judge_seeds import data_of as seeds_data_of
 from tests.wrong_rows import PlainLloyd
 
 pytestmark = pytest.mark.gpu
@@ -20,12 +21,7 @@ CASES = [("clustered", 20_000, 2, 3), ("clustered", 20_000, 2, 700), ("clustered
 
 
 def data_of(kind, n, d, rng):
-    if kind == "integer":
-        return rng.integers(-6, 7, (n, d)).astype(np.float32)
-    if kind == "far":
-        return (rng.standard_normal((n, d)) + 1000).astype(np.float32)
-    centres = rng.uniform(-10, 10, (12, d))
-    return (centres[rng.integers(0, 12, n)] + rng.standard_normal((n, d))).astype(np.float32)
+    return seeds_data_of(kind, n, d, rng, clusters=12)
 
 
 def pairs(found, to_numpy):

@@ -18,13 +18,14 @@ CASES = [  # (kind, n, d, k)
 ]
 
 
-def data_of(kind, n, d, rng):
+def data_of(kind, n, d, rng, clusters=8):
+    """Points of a kind: integers (exact ties), far from the origin, or clustered."""
     if kind == "integer":
         return rng.integers(-6, 7, (n, d)).astype(np.float32)
     if kind == "far":
         return (rng.standard_normal((n, d)) + 1000).astype(np.float32)
-    centres = rng.uniform(-10, 10, (8, d))
-    return (centres[rng.integers(0, 8, n)] + rng.standard_normal((n, d))).astype(np.float32)
+    centres = rng.uniform(-10, 10, (clusters, d))
+    return (centres[rng.integers(0, clusters, n)] + rng.standard_normal((n, d))).astype(np.float32)
 
 
 def as_pairs(found):
