@@ -287,3 +287,21 @@ def test_a_weak_ok_says_so_in_its_table_cell():
     assert status_text("ok", "float32", "float32", validate.weak(weak)) == "ok (weak)"
     assert status_text("ok", "tf32", "float32", True) == "ok (tf32, weak)"
     assert status_text("mismatch", "float32", "float32", True) == "mismatch"
+
+
+def test_scores_that_overflow_float32_decide_nothing():
+    """float64 data near 1e20: the judge's float32 product overflows (inf - inf is no distance),
+    so it must score those points again in float64, not take an infinite score for a nearest."""
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT32, FLOAT64
+    from kmbench.judge.scan import assign
+
+    rng = np.random.default_rng(0)
+    for scale in (1e18, 1e19, 1e20, 1e21):
+        for declared in (FLOAT64, FLOAT32):
+            data = np.vstack([rng.normal(0, 1, (1000, 10)) + 3, rng.normal(0, 1, (1000, 10)) - 3]) * scale
+            centroids = data[rng.choice(len(data), 5, replace=False)]
+            with np.errstate(over="ignore", invalid="ignore"):
+                found = assign(data, centroids, declared, Geometry.of(data))
+            exact = ((data[:, None, :] / scale - centroids[None] / scale) ** 2).sum(axis=2).argmin(axis=1)
+            np.testing.assert_array_equal(found.nearest, exact, err_msg=f"scale {scale:g}, {declared.name}")

@@ -51,7 +51,7 @@ extern "C" __global__ void best_two_scores(const float* products, long long rows
   if (row >= rows) return;  // the whole warp leaves together: it shares the row
   const float* p = products + row * (long long)k;
   float first = 1.0f / 0.0f, second = 1.0f / 0.0f;
-  int index = 0x7fffffff;
+  int index = lane;  // a row of no finite score keeps a real column (the caller scores it again)
   for (int j = lane; j < k; j += 32) {
     float s = __fsub_rn(half[j], 2.0f * p[j]);
     if (s < first) { second = first; first = s; index = j; }

@@ -114,8 +114,10 @@ def _round_up(values, xp):
 
 
 def _round_down(values, xp):
-    """Non-negative float64 values to a float32 at or below each (the same margins, taken off)."""
-    return xp.maximum(values * (1 - 2.0 ** -22) - 2.0 ** -149, 0.0).astype(xp.float32)
+    """Non-negative float64 values to a float32 at or below each (the same margins, taken off;
+    past float32's largest, its largest: inf would be no bound)."""
+    largest = float(np.finfo(np.float32).max)
+    return xp.clip(values * (1 - 2.0 ** -22) - 2.0 ** -149, 0.0, largest).astype(xp.float32)
 
 
 def _product_precision(xp) -> Precision:
@@ -300,7 +302,11 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
                                                                            precision.accumulate))
                 else:
                     need[rows] = pair_error[rows]
-                return ((d2 - d1) > 2 * judge_error + need[rows]) | xp.isinf(d2)  # inf: no other centroid
+                if k == 1:
+                    return xp.ones(d1.shape, dtype=bool)  # one centroid: one label, whatever the scores
+                # Scores that overflowed (or are NaN) decide nothing: float64 scores those points again.
+                apart = (d2 - d1) > 2 * judge_error + need[rows]
+                return apart & xp.isfinite(d1) & xp.isfinite(d2)
 
             nearest = xp.zeros(x.shape[0], dtype=xp.int32)
             lower = xp.zeros(x.shape[0], dtype=xp.float64)
@@ -318,7 +324,10 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
                 upper = xp.sqrt(reference.row_squares(gap, xp)) * (1 + bound_slack(d))
                 carried_lower = seed.lower[own].astype(xp.float64) * (1 - bound_slack(d))
                 below = carried_lower - other[was]
-                settled = (below > upper) & separated(upper * upper, below * below, index, judge64 * spread_term[index])
+                # 2 je each side: the float64 re-check admits a label whose computed gap is within need +
+                # 2 je, exact gaps up to need + 4 je, and a point must not be settled where it would not be.
+                settled = (below > upper) & separated(upper * upper, below * below, index,
+                                                      2 * judge64 * spread_term[index])
                 if movers.size:
                     open_ = xp.nonzero(~settled)[0]
                     sharper = _measured_lower(carried_lower[open_] - rest[was[open_]], was[open_], here[open_], c64,
@@ -326,7 +335,7 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
                     below[open_] = xp.maximum(below[open_], sharper)  # both bound the same distances from below
                     up = upper[open_]
                     settled[open_] = (below[open_] > up) & separated(up * up, below[open_] ** 2, index[open_],
-                                                                     judge64 * spread_term[index[open_]])
+                                                                     2 * judge64 * spread_term[index[open_]])
                 return settled, was, below
 
             left = slice(None)  # every point of the chunk, until a seed settles some

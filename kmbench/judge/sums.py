@@ -39,6 +39,7 @@ class Groups:
 
 ONE_HOT_MAX_K = 64  # up to here a GPU sums by products with a one-hot matrix; above, by a sparse product
 ONE_HOT_ROWS = 4096  # rows per product of a batch: one long product keeps a GPU's GEMM on one block
+ONE_HOT_ELEMENTS = 1 << 25  # rows x clusters of one-hot at a time (256 MiB of float64)
 
 
 def scatter(labels, values, k: int, xp):
@@ -52,15 +53,18 @@ def scatter(labels, values, k: int, xp):
         return np.asarray(onehot @ values)
     rows, width = values.shape
     if k <= ONE_HOT_MAX_K:
-        whole = rows // ONE_HOT_ROWS * ONE_HOT_ROWS
         out = xp.zeros((k, width), dtype=xp.float64)
-        if whole:
-            onehot = (labels[:whole, None] == xp.arange(k)[None, :]).astype(xp.float64)
-            batches = onehot.reshape(-1, ONE_HOT_ROWS, k).transpose(0, 2, 1) @ values[:whole].reshape(
-                -1, ONE_HOT_ROWS, width)
-            out += batches.sum(axis=0)
-        if whole < rows:
-            out += (labels[whole:, None] == xp.arange(k)[None, :]).astype(xp.float64).T @ values[whole:]
+        step = max(ONE_HOT_ROWS, ONE_HOT_ELEMENTS // k // ONE_HOT_ROWS * ONE_HOT_ROWS)  # the one-hot's memory
+        for start in range(0, rows, step):
+            own, part = labels[start : start + step], values[start : start + step]
+            whole = own.size // ONE_HOT_ROWS * ONE_HOT_ROWS
+            if whole:
+                onehot = (own[:whole, None] == xp.arange(k)[None, :]).astype(xp.float64)
+                batches = onehot.reshape(-1, ONE_HOT_ROWS, k).transpose(0, 2, 1) @ part[:whole].reshape(
+                    -1, ONE_HOT_ROWS, width)
+                out += batches.sum(axis=0)
+            if whole < own.size:
+                out += (own[whole:, None] == xp.arange(k)[None, :]).astype(xp.float64).T @ part[whole:]
         return out
     from cupyx.scipy import sparse
 

@@ -75,6 +75,8 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
     measured = Measured()
     problem, measured.followed = task.followed(impl, problem, oracle)
     record.update(measured.followed)
+    if hasattr(oracle, "make_room"):
+        oracle.make_room()  # the judge's GPU memory for this problem, given back where a row may need it
     watch = MemoryWatch()
     threads = _threads(impl, problem)
     try:

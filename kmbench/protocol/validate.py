@@ -33,6 +33,7 @@ from kmbench.protocol import reference
 OK, MISMATCH, ERROR, SKIPPED, APPROXIMATE = "ok", "mismatch", "error", "skipped", "approximate"
 INERTIA_FLOOR = 1e-9  # of the total sum of squares n * spread^2
 WEAK_SHARE = 0.5  # an ok whose steps left more than this share of point decisions open is marked weak
+KEPT_SHARE = 1 / 8  # of a GPU's memory, the most the judge keeps there while a row runs
 
 
 def start_digest(initial_centroids) -> str:
@@ -53,6 +54,18 @@ class Workspace:
     def of(cls, data, xp) -> "Workspace":
         held = reference.resident(data, xp)
         return cls(data, xp, held, certify.Geometry.of(held, xp))
+
+    def device_nbytes(self) -> int:
+        """GPU memory this workspace holds of its own (a copy of the data, the cached points)."""
+        if self.xp is np:
+            return 0
+        arrays = [self.data] if self.data is not self.source and isinstance(self.data, self.xp.ndarray) else []
+        if self.geometry.full is not None:
+            full = self.geometry.full
+            arrays += [full.norm, full.centred_norm, full.centred64] + ([full.x64] if full.x64 is not full.x else [])
+        elif self.geometry.norms is not None:
+            arrays += list(self.geometry.norms)
+        return sum(int(array.nbytes) for array in arrays)
 
 
 @dataclass
@@ -109,6 +122,16 @@ class Oracle:
             self.workspace = Workspace.of(data, xp)
         return self.workspace
 
+    def make_room(self) -> None:
+        """Before a row's timed runs: what the judge holds on the GPU for this problem goes back if
+        it is more than KEPT_SHARE of the GPU's memory, so that no row finds its memory taken; less
+        stays, for the next verdict on the problem."""
+        if self.workspace is None or self.workspace.xp is np:
+            return
+        total = self.workspace.xp.cuda.runtime.memGetInfo()[1]
+        if self.workspace.device_nbytes() + self.seeds.device_nbytes() > KEPT_SHARE * total:
+            self.release()
+
     def release(self) -> None:
         """Give back what the judge holds for this problem on a GPU (its copy of the data, the
         scans it kept there, the pools' blocks), for a row that needs the memory, or at the end."""
@@ -133,14 +156,10 @@ class Oracle:
         judge's certificate hands over those it computed on the way)."""
         key = certify.digest(centroids)
         if key not in self._inertias:
-            xp = reference.judge_module(data, centroids.shape[0], 1)
-            space = self.workspace_for(data, xp) if data is self.problem_data() else Workspace.of(data, xp)
-            self._inertias[key] = certify.inertia(space.data, centroids, xp, self.seeds, space.geometry)
+            kept = self.workspace is not None and self.workspace.source is data
+            space = self.workspace if kept else Workspace.of(data, reference.judge_module(data, centroids.shape[0], 1))
+            self._inertias[key] = certify.inertia(space.data, centroids, space.xp, self.seeds, space.geometry)
         return self._inertias[key]
-
-    def problem_data(self):
-        """The data the kept workspace was made of (None where none is kept)."""
-        return self.workspace.source if self.workspace is not None else None
 
     def remember(self, inertias: dict) -> None:
         """Inertias the judge computed on the way, by `certify.digest` of their centroids."""
