@@ -126,3 +126,18 @@ def test_the_closest_seeds_come_first_and_foreign_ones_are_left_out():
     assert closest_first([far, None, other_k, near], centroids, 500, np, most=2) == [near, far]
     assert closest_first([far, near], centroids, 500, np) == [near]
     assert closest_first([far, near], centroids, 499, np) == []  # made for other data
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 31])
+def test_the_direct_scan_finds_the_two_nearest_and_the_lowest_index_of_ties(k):
+    from kmbench.judge.scan import _direct_best_two
+
+    rng = np.random.default_rng(k)
+    x = rng.integers(-3, 4, (20_000, 3)).astype(np.float64)  # integers: exact ties, across several blocks
+    c = rng.integers(-3, 4, (k, 3)).astype(np.float64)
+    first, second, nearest = _direct_best_two(x, c)
+    exact = ((x[:, None, :] - c[None]) ** 2).sum(axis=2)
+    order = np.sort(exact, axis=1)
+    np.testing.assert_array_equal(first, order[:, 0])
+    np.testing.assert_array_equal(second, order[:, 1] if k > 1 else np.full(len(x), np.inf))
+    np.testing.assert_array_equal(nearest, exact.argmin(axis=1))  # argmin: the first of equal smallest

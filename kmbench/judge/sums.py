@@ -37,6 +37,7 @@ class Groups:
         return float(self.squares.sum())
 
 
+BINCOUNT_MAX_COLUMNS = 8  # up to here NumPy sums by cluster a column at a time (bincount), not by a sparse product
 ONE_HOT_MAX_K = 64  # up to here a GPU sums by products with a one-hot matrix; above, by a sparse product
 ONE_HOT_ROWS = 4096  # rows per product of a batch: one long product keeps a GPU's GEMM on one block
 ONE_HOT_ELEMENTS = 1 << 25  # rows x clusters of one-hot at a time (256 MiB of float64)
@@ -47,6 +48,9 @@ def scatter(labels, values, k: int, xp):
     clusters: a batch of small products with one-hot blocks, summed (atomics would all meet on k
     addresses); many clusters: a sparse (CSR) product, cuSPARSE's (atomics would be n d)."""
     if xp is np:
+        if values.shape[1] <= BINCOUNT_MAX_COLUMNS:  # a bincount a column: no sparse matrix to build
+            return np.stack([np.bincount(labels, weights=values[:, column], minlength=k)
+                             for column in range(values.shape[1])], axis=1)
         from scipy import sparse
 
         onehot = sparse.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(k, labels.size))
