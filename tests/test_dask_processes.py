@@ -50,7 +50,7 @@ def separate_processes(tmp_path, worker: list, envs: list):
     started = [_dask("scheduler", "--port", "0", "--scheduler-file", str(scheduler_file), *local)]
     try:
         address = _address(scheduler_file, started[0])
-        started += [_dask(*worker, address, "--nthreads", "1", *local, env=env) for env in envs]
+        started += [_dask(*worker, address, "--nthreads", "1", "--memory-limit", "0", *local, env=env) for env in envs]
         with Client(address) as client:
             client.wait_for_workers(len(envs), timeout=START_S)
         yield address

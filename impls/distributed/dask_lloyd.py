@@ -223,11 +223,20 @@ class DaskCudaLloyd(DaskLloyd):
         return (ready, why) if not ready else super().available()
 
     def _start_cluster(self, options: Options):
-        from dask_cuda import LocalCUDACluster
-        from distributed import Client
+        return start_cuda_cluster(options)
 
-        # options.gpus None: every GPU visible
-        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=options.gpus, **local_only())
-        return cluster, Client(cluster)
+
+def start_cuda_cluster(options: Options):
+    """(cluster, client): dask-cuda's LocalCUDACluster, one worker per GPU of options.gpus
+    (None: every GPU visible), on 127.0.0.1 only. No host-memory limit: a worker holds its
+    shard (25 GB at blobs-1e8x128 on two GPUs) in its own memory until the upload, and Dask's
+    limit ("auto": the machine's memory over the workers, read at start, where some machines
+    report a fraction of what they have until it is used) would spill it to disk at 60% and
+    end the worker at 95%."""
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=options.gpus, memory_limit=0, **local_only())
+    return cluster, Client(cluster)
 
 

@@ -24,12 +24,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from impls.distributed.dask_lloyd import asked_workers, dask_cuda_status, worker_loss_is_one_sentence
+from impls.distributed.dask_lloyd import (asked_workers, dask_cuda_status, start_cuda_cluster,
+                                          worker_loss_is_one_sentence)
 from impls.distributed.gpu_share import gpu_links, share_must_fit
 from impls.gpu.kmbench_gpu import KmbenchGpu, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Options, Problem, Result, reference
-from kmbench.protocol.cluster import connect, local_only
+from kmbench.protocol.cluster import connect
 from kmbench.protocol.timing import host_region
 
 # This worker process's shards, by run token (a worker may serve several runs in turn).
@@ -152,13 +153,9 @@ class DaskNcclLloyd(Implementation):
         return True
 
     def _start_cluster(self, options: Options):
-        from dask_cuda import LocalCUDACluster
-        from distributed import Client
-
         if options.scheduler:
             return None, connect(options.scheduler)
-        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=options.gpus, **local_only())
-        return cluster, Client(cluster)
+        return start_cuda_cluster(options)
 
     def prepare(self, problem: Problem) -> None:
         from distributed import wait
