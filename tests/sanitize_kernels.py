@@ -42,7 +42,7 @@ for k in (7, 37, 1100) if "cuda-002" in families else ():
         result = impl.run(big)
         impl.release()
         print("cuda-002", k, tol, result.iterations, "finite" if np.isfinite(result.centroids).all() else "NOT FINITE")
-kmbench_gpu_cases = (("resident", 3, 5), ("resident", 2, 13), ("small-k", 3, 5), ("tiled", 3, 37),
+kmbench_gpu_cases = (("resident", 3, 5), ("resident", 2, 13), ("columns", 2, 13), ("small-k", 3, 5), ("tiled", 3, 37),
                      ("tiled", 3, 300), ("gemm", 40, 37), ("tensor", 64, 300), ("tensor", 160, 600))
 for chosen, d, k in kmbench_gpu_cases if "kmbench-gpu" in families else ():
     points = np.random.default_rng(1).standard_normal((5003, d)).astype(np.float32)

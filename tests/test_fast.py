@@ -10,8 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from impls.gpu.kmbench_gpu import (DIRECT_MAX_DIM, HERE, MAX_K, PRUNE_MAX_DIM, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, make, strategy,
-                                   tiled_distance, tiled_pruning)
+from impls.gpu.kmbench_gpu import (DIRECT_MAX_DIM, HERE, MAX_K, PRUNE_MAX_DIM, RESIDENT_SLOTS, KmbenchGpu, KmbenchGpuTf32, make,
+                                   pass_strategy, strategy, tiled_distance, tiled_pruning)
 from impls.gpu.kmbench_gpu.tensor_path import tensor_status
 from kmbench.protocol import runner, validate
 from kmbench.data.datasets import Dataset, radial
@@ -85,6 +85,17 @@ def test_strategy_follows_n_d_k():
     assert strategy(3 * 10**5, 408, 5000, tensor_cores=True) == "tensor"
 
 
+def test_a_pass_strategy_never_runs_the_whole_run_in_one_launch():
+    """A shard's or a chunk's sums must be seen between passes: resident's accumulation a pass
+    at a time (columns) where resident would run, and otherwise what a whole run takes."""
+    assert pass_strategy(2, 3) == "columns"
+    assert pass_strategy(1, 20) == "columns"  # k (d + 1) = 40: the last that fits
+    assert pass_strategy(2, 14) == "small-k"  # 42 columns
+    assert pass_strategy(9, 3) == "tiled"  # past SMALL_DIM
+    assert pass_strategy(2, 1000) == "tiled"
+    assert pass_strategy(64, 10) == "tensor"
+
+
 def _problem(n=64, d=2, k=3, tol=None):
     data = np.random.default_rng(0).standard_normal((n, d)).astype(np.float32)
     problem = runner.make_problem(Dataset("t", data, None, {}), runner.Settings(k=k, iterations=2))
@@ -96,6 +107,8 @@ def test_limits_are_refused_before_launch():
         KmbenchGpu(force_strategy="small-k").check(_problem(d=16))
     with pytest.raises(ImplementationError, match="resident handles"):
         KmbenchGpu(force_strategy="resident").check(_problem(k=14))
+    with pytest.raises(ImplementationError, match="columns handles"):
+        KmbenchGpu(force_strategy="columns").check(_problem(k=14))
     with pytest.raises(ImplementationError, match="unknown strategy"):
         KmbenchGpu(force_strategy="magic").check(_problem())
     too_many = replace(_problem(), initial_centroids=np.zeros((MAX_K + 1, 2), np.float32))
@@ -140,7 +153,7 @@ def test_agrees_with_the_oracle_for_any_d(d, k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("chosen", ["resident", "small-k", "tiled", "tensor", "gemm"])
+@pytest.mark.parametrize("chosen", ["resident", "columns", "small-k", "tiled", "tensor", "gemm"])
 @pytest.mark.parametrize("graph", ["1", "0"])
 def test_every_strategy_with_and_without_the_graph(chosen, graph, monkeypatch):
     monkeypatch.setenv("KMBENCH_CUDA_GRAPH", graph)

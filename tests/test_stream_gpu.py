@@ -27,7 +27,8 @@ def test_strategies_are_the_ones_that_work_a_chunk_at_a_time():
         return memory_problem(np.zeros((k + 1, d), np.float32), k, 1)[2]
 
     impl = KmbenchGpuStream()
-    assert impl.strategy_for(problem(2, 5)) == "small-k"  # kmbench-gpu would take resident
+    assert impl.strategy_for(problem(2, 5)) == "columns"  # kmbench-gpu would take resident
+    assert impl.strategy_for(problem(2, 20)) == "small-k"
     assert impl.strategy_for(problem(3, 100)) == "tiled"
     assert impl.strategy_for(problem(64, 10)) == "tensor"
 

@@ -175,7 +175,7 @@ class KmbenchGpu(GpuImplementation):
         # runs) launches plainly.
         graph = self._graph if problem.iterations == self._graph_iterations else None
         stream = self._stream if graph is not None and not track else cupy.cuda.get_current_stream()
-        cupy.cuda.Device().synchronize()
+        self.line_up()
         phases: dict[str, float] = {}
         done = problem.iterations
         with stream, _matmul_precision(self.tf32):
@@ -200,6 +200,12 @@ class KmbenchGpu(GpuImplementation):
         notes, fields = chosen.after_run(problem, done)  # outside the timed region
         self._info.update(fields)
         return Result(centroids=centroids, iterations=done, phases=phases, notes=notes)
+
+    def line_up(self) -> None:
+        """Just before the timed region: the GPU idle (a shard's row also waits for every other rank)."""
+        import cupy
+
+        cupy.cuda.Device().synchronize()
 
     def points_total(self, problem: Problem) -> int:
         """Points the tolerance rule counts against: the problem's (a shard counts all shards')."""

@@ -112,6 +112,50 @@ __device__ __forceinline__ int nearest(const float (&p)[DIM], const float* c32) 
   return best;
 }
 
+// One step of the grid: each of this thread's POINTS points (in p, from base) added to its own
+// column of its nearest centroid's slots; under the tolerance rule (labels) its label kept.
+// Returns how many of its points changed cluster.
+__device__ __forceinline__ unsigned add_points(const float (&p)[POINTS][DIM], long long n, long long base,
+                                               const float* c32, double* column, int* __restrict__ labels) {
+  const int tid = threadIdx.x;
+  unsigned changes = 0;
+#pragma unroll
+  for (int q = 0; q < POINTS; ++q) {
+    const long long i = base + (long long)q * RBLOCK + tid;
+    if (i >= n) break;  // no warp-wide operation here: lanes may leave
+    const int best = nearest(p[q], c32);
+    double* slot = &column[best * (DIM + 1) * RBLOCK + tid];
+#pragma unroll
+    for (int j = 0; j < DIM; ++j) slot[j * RBLOCK] += (double)p[q][j];
+    slot[DIM * RBLOCK] += 1.0;
+    if (labels != nullptr) {
+      const int old = labels[i];
+      if (old != best) {
+        labels[i] = best;
+        ++changes;
+      }
+    }
+  }
+  return changes;
+}
+
+// The block's totals, after a __syncthreads: warp w sums the columns of slots w, w + RWARPS,
+// ... (all its loads issued before its first sum; a fixed order); lane 0 holds them in mine.
+__device__ __forceinline__ void block_totals(const double* column, double (&mine)[MINE]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int j = 0; j < MINE; ++j) {
+    const int s = warp + j * RWARPS;
+    mine[j] = 0.0;
+    if (s < SLOTS) {
+#pragma unroll
+      for (int t = 0; t < RBLOCK; t += 32) mine[j] += column[s * RBLOCK + t + lane];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < MINE; ++j) mine[j] = warp_sum_f64(mine[j]);
+}
+
 // centroids: in, the shifted float64 start; out, the shifted float64 result.
 // labels == nullptr: the iterations rule (no labels kept); otherwise the tolerance rule stops
 // after the first iteration in which at most stop_limit (= tol * n) points changed cluster.
@@ -142,39 +186,11 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) resident(
     unsigned changes = 0;
     for (long long base = first; base < n; base += stride) {
       if (!held) load_points(x, n, base, p);
-#pragma unroll
-      for (int q = 0; q < POINTS; ++q) {
-        const long long i = base + (long long)q * RBLOCK + tid;
-        if (i >= n) break;  // no warp-wide operation below: lanes may leave
-        const int best = nearest(p[q], c32);
-        double* slot = &column[best * (DIM + 1) * RBLOCK + tid];
-#pragma unroll
-        for (int j = 0; j < DIM; ++j) slot[j * RBLOCK] += (double)p[q][j];
-        slot[DIM * RBLOCK] += 1.0;
-        if (labels != nullptr) {
-          const int old = labels[i];
-          if (old != best) {
-            labels[i] = best;
-            ++changes;
-          }
-        }
-      }
+      changes += add_points(p, n, base, c32, column, labels);
     }
     __syncthreads();
-    // The block's totals: warp w sums the columns of slots w, w + RWARPS, ... (all its loads
-    // issued before its first sum; a fixed order) and adds them to global memory.
     double mine[MINE];
-#pragma unroll
-    for (int j = 0; j < MINE; ++j) {
-      const int s = warp + j * RWARPS;
-      mine[j] = 0.0;
-      if (s < SLOTS) {
-#pragma unroll
-        for (int t = 0; t < RBLOCK; t += 32) mine[j] += column[s * RBLOCK + t + lane];
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < MINE; ++j) mine[j] = warp_sum_f64(mine[j]);
+    block_totals(column, mine);
     if (lane == 0) {
 #pragma unroll
       for (int j = 0; j < MINE; ++j) {
@@ -223,5 +239,45 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) resident(
   if (blockIdx.x == 0) {
     for (int t = tid; t < KC * DIM; t += RBLOCK) centroids[t] = c64[t];
     if (tid == 0) *done = it;
+  }
+}
+
+// One pass of the same accumulation, where each pass's sums must be seen before the centroids
+// are made (a shard of several GPUs, whose sums are all-reduced first; a streamed chunk):
+// no grid barrier and no update here. The block's totals are added into sums, k x (DIM + 1)
+// float64 with the counts last (lowd.cu's layout, whose `finish` makes the centroids), and
+// the changed count into *changed. centroids: the k x DIM float32 centroids of this pass.
+// lowd.cu's small_k kernel, one warp shuffle sum per cluster and dimension for every 32
+// points, was bound by those shuffles at 1e9 points (6.3 ms an iteration against 2.2 ms here).
+extern "C" __global__ void __launch_bounds__(RBLOCK, 4) columns(
+    const float* __restrict__ x, long long n, const float* __restrict__ centroids, double* __restrict__ sums,
+    int* __restrict__ labels, unsigned long long* __restrict__ changed) {
+  __shared__ double column[SLOTS * RBLOCK];
+  __shared__ float c32[KC * DIM];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int t = tid; t < KC * DIM; t += RBLOCK) c32[t] = centroids[t];
+#pragma unroll
+  for (int s = 0; s < SLOTS; ++s) column[s * RBLOCK + tid] = 0.0;
+  __syncthreads();
+  const long long stride = (long long)gridDim.x * RBLOCK * POINTS;
+  unsigned changes = 0;
+  float p[POINTS][DIM];
+  for (long long base = (long long)blockIdx.x * RBLOCK * POINTS; base < n; base += stride) {
+    load_points(x, n, base, p);
+    changes += add_points(p, n, base, c32, column, labels);
+  }
+  __syncthreads();
+  double mine[MINE];
+  block_totals(column, mine);
+  if (lane == 0) {
+#pragma unroll
+    for (int j = 0; j < MINE; ++j) {
+      const int s = warp + j * RWARPS;
+      if (s < SLOTS && mine[j] != 0.0) atomicAdd(&sums[s], mine[j]);
+    }
+  }
+  if (labels != nullptr) {
+    const unsigned warp_changes = __reduce_add_sync(0xffffffffu, changes);
+    if (lane == 0 && warp_changes) atomicAdd(changed, (unsigned long long)warp_changes);
   }
 }

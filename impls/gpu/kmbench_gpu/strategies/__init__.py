@@ -4,6 +4,8 @@ KMeans picks `_kmeans_single_lloyd` or `_kmeans_single_elkan`): `strategy` is th
 chosen strategy's object. The adapter asks that object everything else.
 
     resident  resident.py  d <= 8 and k * (d + 1) <= 40: the whole run in one launch
+    columns   small_k.py   where resident would be but each pass's sums must be seen (shards,
+                           streamed chunks): resident's accumulation, one pass a launch
     small-k   small_k.py   d <= 8 and k <= 32 otherwise: one fused pass per iteration
     tiled     tiled.py     d <= 32, any k: centroids in shared-memory tiles
     tensor    tensor.py    d > 32 where Triton runs: TF32 scores, certified, FP32 re-check
@@ -16,25 +18,26 @@ from impls.gpu.kmbench_gpu.strategies.base import Strategy
 from impls.gpu.kmbench_gpu.strategies.gemm import Gemm
 from impls.gpu.kmbench_gpu.strategies.lowd import SMALL_DIM, TILED_MAX_DIM
 from impls.gpu.kmbench_gpu.strategies.resident import RESIDENT_SLOTS, Resident
-from impls.gpu.kmbench_gpu.strategies.small_k import SMALL_K, SmallK
+from impls.gpu.kmbench_gpu.strategies.small_k import SMALL_K, Columns, SmallK
 from impls.gpu.kmbench_gpu.strategies.tensor import Tensor
 from impls.gpu.kmbench_gpu.strategies.tiled import Tiled
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
 
-KINDS: dict[str, type[Strategy]] = {kind.name: kind for kind in (Resident, SmallK, Tiled, Tensor, Gemm)}
+KINDS: dict[str, type[Strategy]] = {kind.name: kind for kind in (Resident, Columns, SmallK, Tiled, Tensor, Gemm)}
 STRATEGIES = tuple(KINDS)
 
 
 def strategy(n: int, d: int, k: int, tensor_cores: bool = False, passes: bool = False) -> str:
     """The strategy for (n, d, k); tensor_cores: whether the tensor path can run here.
     passes: each pass's sums must be seen before the centroids are made (a pass over one chunk
-    of streamed data, or one shard of several): never the one-launch resident kernel, and
-    above d = 32 the tensor path (the row refuses where it cannot run)."""
+    of streamed data, or one shard of several): never the one-launch resident kernel but its
+    accumulation a pass at a time (columns), and above d = 32 the tensor path (the row refuses
+    where it cannot run)."""
     if d > TILED_MAX_DIM:
         return "tensor" if tensor_cores or passes else "gemm"
-    if not passes and d <= SMALL_DIM and k * (d + 1) <= RESIDENT_SLOTS:
-        return "resident"
+    if d <= SMALL_DIM and k * (d + 1) <= RESIDENT_SLOTS:
+        return "columns" if passes else "resident"
     if d <= SMALL_DIM and k <= SMALL_K:
         return "small-k"
     return "tiled"

@@ -71,9 +71,13 @@ class LowD(Strategy):
                                 options=("-std=c++17", f"-DDIM={self.d}", f"-DPOINTS={self.points}",
                                          f"-DDIRECT={int(self.form == 'direct')}",
                                          f"-DPRUNE={int(self.pruning == 'box')}"))
-        self.kernel = module.get_function(self.kernel_name)
+        self.kernel = self.assignment_kernel(module)
         self.finish_kernel = module.get_function("finish")
         self.kernel.compile()  # here, not inside the timed region
+
+    def assignment_kernel(self, lowd):
+        """The compiled assignment kernel, from lowd.cu's module `lowd` unless it lives elsewhere."""
+        return lowd.get_function(self.kernel_name)
 
     def allocate(self, x, changed, labels: bool = True) -> None:
         """Besides the points: centroids (float32 and float64), half norms, and the k x (d + 1)
@@ -106,13 +110,13 @@ class LowD(Strategy):
         """The assignment kernel over n centred points `x`: labels (None: not kept) and their
         float64 sums added into self.sums."""
         labels = np.uint64(0) if labels is None else labels  # a null pointer: no labels kept
-        self.kernel((blocks,), (BLOCK,), self.arguments(x, n, labels))
+        self.kernel((blocks,), (self.block_size,), self.arguments(x, n, labels))
 
     # ------------------------------------------------------------------ a pass in chunks
 
     def pass_info(self) -> dict:
         """The streamed row's fields of this strategy."""
-        return {"points_per_thread": self.points, "block_size": BLOCK}
+        return {"points_per_thread": self.points, "block_size": self.block_size}
 
     def load_chunk(self, raw, shift) -> None:
         """A chunk as stored (m x d float32 on the GPU), centred into the kernels' buffer."""
