@@ -114,7 +114,11 @@ __device__ __forceinline__ int nearest(const float (&p)[DIM], const float* c32) 
 
 // One step of the grid: each of this thread's POINTS points (in p, from base) added to its own
 // column of its nearest centroid's slots; under the tolerance rule (labels) its label kept.
-// Returns how many of its points changed cluster.
+// Returns how many of its points changed cluster. WHOLE: the caller knows every point of the
+// step lies below n. Without that promise the compiler may sink each point's load past the
+// check before its use, which leaves one load in flight where there were eight: the columns
+// kernel ran at a third of the resident kernel's speed so (0.65 against 0.22 ms, 1e8 x 2, k = 3).
+template <bool WHOLE>
 __device__ __forceinline__ unsigned add_points(const float (&p)[POINTS][DIM], long long n, long long base,
                                                const float* c32, double* column, int* __restrict__ labels) {
   const int tid = threadIdx.x;
@@ -122,7 +126,7 @@ __device__ __forceinline__ unsigned add_points(const float (&p)[POINTS][DIM], lo
 #pragma unroll
   for (int q = 0; q < POINTS; ++q) {
     const long long i = base + (long long)q * RBLOCK + tid;
-    if (i >= n) break;  // no warp-wide operation here: lanes may leave
+    if (!WHOLE && i >= n) break;  // no warp-wide operation here: lanes may leave
     const int best = nearest(p[q], c32);
     double* slot = &column[best * (DIM + 1) * RBLOCK + tid];
 #pragma unroll
@@ -186,7 +190,7 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) resident(
     unsigned changes = 0;
     for (long long base = first; base < n; base += stride) {
       if (!held) load_points(x, n, base, p);
-      changes += add_points(p, n, base, c32, column, labels);
+      changes += add_points<false>(p, n, base, c32, column, labels);
     }
     __syncthreads();
     double mine[MINE];
@@ -259,12 +263,17 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) columns(
 #pragma unroll
   for (int s = 0; s < SLOTS; ++s) column[s * RBLOCK + tid] = 0.0;
   __syncthreads();
-  const long long stride = (long long)gridDim.x * RBLOCK * POINTS;
+  const long long step = (long long)RBLOCK * POINTS, stride = gridDim.x * step;
   unsigned changes = 0;
   float p[POINTS][DIM];
-  for (long long base = (long long)blockIdx.x * RBLOCK * POINTS; base < n; base += stride) {
+  long long base = blockIdx.x * step;
+  for (; base + step <= n; base += stride) {  // whole steps: no bounds to check
     load_points(x, n, base, p);
-    changes += add_points(p, n, base, c32, column, labels);
+    changes += add_points<true>(p, n, base, c32, column, labels);
+  }
+  if (base < n) {  // the one step of this block that n cuts short
+    load_points(x, n, base, p);
+    changes += add_points<false>(p, n, base, c32, column, labels);
   }
   __syncthreads();
   double mine[MINE];
