@@ -141,3 +141,27 @@ def test_the_direct_scan_finds_the_two_nearest_and_the_lowest_index_of_ties(k):
     np.testing.assert_array_equal(first, order[:, 0])
     np.testing.assert_array_equal(second, order[:, 1] if k > 1 else np.full(len(x), np.inf))
     np.testing.assert_array_equal(nearest, exact.argmin(axis=1))  # argmin: the first of equal smallest
+
+
+def test_the_geometry_keeps_the_norms_not_the_float64_rows(monkeypatch):
+    """Where only the norms fit the judge's cache, only the norms are kept, chunk by chunk: keeping
+    each chunk's float64 rows until the last was made took twice the data's bytes of a GPU at its
+    peak (1e8 x 128 on an H200 ran out of memory)."""
+    import tracemalloc
+
+    from kmbench.judge import points
+    from kmbench.protocol import reference
+
+    n, d = 100_000, 16
+    data = np.random.default_rng(0).standard_normal((n, d)).astype(np.float32)
+    monkeypatch.setattr(points, "CACHE_BYTES", 4 * n * 8)  # the norms fit; the float64 rows do not
+    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", n * d // 10)  # ten chunks
+    tracemalloc.start()
+    try:
+        geometry = Geometry.of(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert geometry.full is None and geometry.norms is not None
+    assert peak < n * d * 8 / 2  # the norms and a chunk or two at a time, not n x d float64 (13 MB)
+    assert np.allclose(geometry.norms[1], np.linalg.norm(data - data.mean(axis=0, dtype=np.float64), axis=1))

@@ -61,9 +61,12 @@ class Geometry:
             geometry.full = geometry._made(data, xp, keep=True)
         elif 2 * n * 8 <= budget:
             step = max(1, reference.chunk_elements(xp) // max(d, 1))
-            made = [geometry._made(data[start : start + step], xp) for start in range(0, n, step)]
-            geometry.norms = (xp.concatenate([part.norm for part in made]),
-                              xp.concatenate([part.centred_norm for part in made]))
+            norms, centred_norms = [], []
+            for start in range(0, n, step):  # only the norms kept: a chunk's Points holds its float64 rows
+                part = geometry._made(data[start : start + step], xp)
+                norms.append(part.norm)
+                centred_norms.append(part.centred_norm)
+            geometry.norms = xp.concatenate(norms), xp.concatenate(centred_norms)
         return geometry
 
     def spread(self, data, xp) -> float:
