@@ -158,3 +158,28 @@ def test_each_gpu_set_gets_the_gpus_back_and_a_second_run_skips_what_is_finished
     assert made == [10_000] and len(results.load(store)) == 3  # no data made, nothing appended
     forced = scale(*args, "--force")
     assert forced.exit_code == 0 and made == [10_000, 10_000] and len(results.load(store)) == 6
+
+
+def test_an_oracle_that_cannot_be_made_is_an_error_in_each_cell_and_the_next_k_still_runs(tmp_path, monkeypatch):
+    """The judge's memory ran out making the 1e8 x 128 oracle on an H200 and the whole command
+    ended with a traceback: a failing oracle is its workload's cells' error, not the run's."""
+    compute = validate.Oracle.compute.__func__
+    tried = []
+
+    def failing_at_k3(cls, data, initial_centroids, *args, **kwargs):
+        tried.append(len(initial_centroids))
+        if len(initial_centroids) == 3:
+            raise MemoryError("Out of memory allocating 1,073,741,824 bytes")
+        return compute(cls, data, initial_centroids, *args, **kwargs)
+
+    monkeypatch.setattr(validate.Oracle, "compute", classmethod(failing_at_k3))
+    store = tmp_path / "records.jsonl"
+    ran = scale("--workload", "radial-1e9", "--scale", "1e-5", "--k", "3,1000", "--gpus", "0", "--impl", "",
+                "--alone", "numpy,sklearn", "--repeats", "1", "--store", store)
+    stored = results.load(store)
+    assert [(r["impl"], r["params"]["k"], r["status"]) for r in stored] == [
+        ("numpy", 3, "error"), ("sklearn", 3, "error"), ("numpy", 1000, "ok"), ("sklearn", 1000, "ok")]
+    assert tried == [3, 1000]  # tried once for both cells of k = 3
+    assert all("float64 reference could not be made: MemoryError: Out of memory" in r["detail"] for r in stored[:2])
+    assert ran.exit_code == 0, ran.output  # an error cell is a cell like any (in_memory.exit_status)
+    assert "| error: the float64 reference could not be made: MemoryError" in ran.output

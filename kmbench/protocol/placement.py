@@ -30,7 +30,7 @@ from kmbench.data.dataset import Dataset
 from kmbench.errors import UsageError
 from kmbench.protocol import Problem, environment
 from kmbench.protocol.cluster import connect
-from kmbench.protocol.task import Inputs, cell_header, cell_record, measured_here, usable
+from kmbench.protocol.task import Inputs, cell_record, failed_record, measured_here, usable
 
 POLL_S = 0.25  # how often the client looks at its cells in flight and at the cluster's workers
 WORKERLESS_S = 60.0  # a cluster without a worker this long ends the run's remaining cells as errors
@@ -235,6 +235,4 @@ class Cluster:
     def _failed(self, inputs: Inputs, impl, worker: Worker | None, run_id: str, why: str) -> dict:
         """The record of a cell whose worker could not give one: a whole record, status error."""
         env = {**(worker.env if worker else environment.capture()), "command": self.command}
-        return {**cell_header(inputs.task, impl, inputs.problem, inputs.workload, run_id), "status": "error",
-                "detail": why, "warnings": [], "build": {}, "env": env,
-                **({"worker": worker.address} if worker else {})}
+        return {**failed_record(inputs, impl, run_id, why, env), **({"worker": worker.address} if worker else {})}

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from kmbench.data import results
 from kmbench.protocol import clock, environment
 from kmbench.protocol.measure import Counting, measure_cell, usable
+from kmbench.protocol.memory import give_back_gpus
 
 __all__ = ["Counting", "Inputs", "Task", "cell_header", "cell_record", "measured_here", "run_cells", "usable"]
 
@@ -106,6 +107,12 @@ def cell_header(task: Task, impl, problem, workload, run_id: str) -> dict:
             **task.describe(workload, problem)}
 
 
+def failed_record(inputs: "Inputs", impl, run_id: str, why: str, env: dict) -> dict:
+    """The whole record of a cell that could not be measured: status error, and why."""
+    return {**cell_header(inputs.task, impl, inputs.problem, inputs.workload, run_id), "status": "error",
+            "detail": why, "warnings": [], "build": {}, "env": env}
+
+
 class Inputs:
     """A workload's problem, oracle and floor, made once, on first need: never for a workload
     none of whose rows can run (no data, no oracle). `cells`: how many cells share the oracle
@@ -117,6 +124,7 @@ class Inputs:
         self.floor: dict = {}
         self.cells = max(1, cells)
         self.reference_seconds = 0.0
+        self.failure: str | None = None  # why the oracle could not be made, once it could not
 
     def make(self) -> None:
         if self.oracle is None:
@@ -151,9 +159,18 @@ def charge_judge(record: dict, reference_share: float) -> None:
 
 
 def measured_here(inputs: Inputs, impl, run_id: str) -> dict:
-    """One cell measured in this process, with this machine's environment."""
-    if inputs.oracle is None and usable(impl)[0]:
-        inputs.make()
+    """One cell measured in this process, with this machine's environment. Where the workload's
+    oracle cannot be made (the judge's memory, say), each of its cells is an error that says why,
+    and the run goes on to the next workload; the oracle is not tried again for each cell."""
+    if inputs.oracle is None and inputs.failure is None and usable(impl)[0]:
+        try:
+            inputs.make()
+        except Exception as exc:  # noqa: BLE001 - any failure of the judge's is one workload's, not the run's
+            inputs.failure = f"the float64 reference could not be made: {type(exc).__name__}: {exc}"
+            inputs.oracle = None
+            give_back_gpus()  # what the failed attempt left in the pools, for the next workload
+    if inputs.failure is not None and usable(impl)[0]:
+        return failed_record(inputs, impl, run_id, inputs.failure, inputs.env)
     record = cell_record(inputs.task, impl, inputs.problem, inputs.oracle, inputs.workload, run_id, inputs.note)
     record.update(env=inputs.env, **inputs.floor)
     return inputs.charged(record)
