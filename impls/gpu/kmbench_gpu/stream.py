@@ -5,7 +5,7 @@ The points stay in host memory, pinned where they lie (cudaHostRegister: no seco
 first), and every iteration streams them through the GPU a chunk at a time: two device
 slots, a copy stream and a compute stream, so the copy of chunk i+1 runs while the kernels of
 chunk i do (`ChunkStream`). Each chunk is centred and assigned by kmbench-gpu's own kernels:
-the tensor path for d > 32, the small-k or tiled kernel below. Its float64 sums are added to
+the tensor path for d > 32, the columns, small-k or tiled kernel below. Its float64 sums are added to
 the iteration's, and the new centroids are made once, after the last chunk. Per point the
 arithmetic is the resident path's; only the order in which float64 sums meet differs.
 
