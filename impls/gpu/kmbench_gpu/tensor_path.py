@@ -42,6 +42,7 @@ from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_PO
                                         WHOLE_MAX_DIM, bound_arguments, candidates_kept, copy_engine, crowded_columns,
                                         default_tilings, device_bytes, kept_tiles, pack_bits, recheck_lanes, slots,
                                         tensor_status, tiered_arguments, tiling_from_env)
+from impls.gpu.kmbench_gpu.tf32_pass import TF32Pass, centroid_descriptor, triton_on_cupy_stream
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -61,7 +62,7 @@ SCATTER_BLOCKS_PER_SM = 2  # long ranges per block: most of k's labels meet in e
 WHOLE_MOST = 0
 
 
-class TensorPath(Renumbering):
+class TensorPath(TF32Pass, Renumbering):
     """The buffers and launches of one problem; `x` is the centred float32 data on the GPU."""
 
     def __init__(self, x, k: int, changed, keep_floor: bool = False):
@@ -167,7 +168,7 @@ class TensorPath(Renumbering):
             self._hopper.load_rows(self.x_tf32, n)
         self.tf32_pass = self._hopper.describe() if self._hopper is not None else "certified_assign (Triton)"
         by_copy_engine = copy_engine(d, self.pack_bits, capability)
-        self._centroid_tiles = (_centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
+        self._centroid_tiles = (centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
                                 if by_copy_engine and self._hopper is None else None)
         self.centroid_loads = "copy engine (TMA)" if by_copy_engine or self._hopper is not None else "pointers"
         self._tiered = tensor_kernels.tiered_assign
@@ -233,26 +234,6 @@ class TensorPath(Renumbering):
         self.flagged_total += self.listed_counts.sum(dtype=self.flagged_total.dtype)
         self.listed_counts.fill(0)
 
-    def certify(self) -> None:
-        """Every point's TF32 winner; the points whose margin is inside the bound listed."""
-        if self._hopper is not None:
-            self._hopper.certify(self)
-            return
-        t = self._torch
-        with _triton_on_cupy_stream():
-            block_m, block_n, block_d, warps, stages = self.tiling[:5]
-            self._certified[((self.n + block_m - 1) // block_m,)](
-                t["x_tf32"], t["x_norm"], t["centroids_tf32"] if self._centroid_tiles is None else self._centroid_tiles,
-                t["half_norms"], t["bound_max"], t["labels"],
-                t["flagged"], t["limits"], t["flagged_count"], t["floor"], t["candidate_rows"], t["candidate_sizes"],
-                t["candidate_index"], t["candidate_count"], t["tile_best"], t["tile_second"], t["tile_labels"],
-                self.n, self.k,
-                self.eps, self.eta, self.margin, bound.packing_unit(-(-self.k // self.slots)), bound.PACKING_FLOOR,
-                DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
-                PACK_BITS=self.pack_bits, CANDIDATES=self.candidates, COLUMNS=self.columns,
-                KEEP_TILES=self.kept_tiles > 0, SLOTS=self.slots, TMA=self._centroid_tiles is not None,
-                num_warps=warps, num_stages=stages)
-
     def recheck_flagged(self) -> None:
         """The listed points' labels again, in FP32 against the centroids the bound leaves in play:
         by one dot product per candidate where the TF32 pass left what says which they are
@@ -285,7 +266,7 @@ class TensorPath(Renumbering):
         tiles = dict(DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=stages)
         listed, limits, precision = t["flagged_sorted"], t["limits_sorted"], self.recheck
         count = t["passed_count"] if self.kept_tiles else t["flagged_count"]
-        with _triton_on_cupy_stream():
+        with triton_on_cupy_stream():
             if self.recheck == "tiered":
                 # tf32x3 settles what its bound certifies; the rest, listed again in the free
                 # flagged/limits buffers (the sorted copies are read now), goes to IEEE.
@@ -381,24 +362,6 @@ class TensorPath(Renumbering):
     def iterate(self, track: bool, combine=None) -> None:
         self.assign()
         self.update(track, combine)
-
-
-def _centroid_descriptor(centroids, tiling):
-    """A TMA descriptor of the TF32 centroids in tiles of BLOCK_N x BLOCK_D (rows 16-byte aligned:
-    d a multiple of 4), for the TF32 pass's copy engine loads."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    return TensorDescriptor.from_tensor(centroids, [tiling[1], tiling[2]])
-
-
-def _triton_on_cupy_stream():
-    """Triton launches on PyTorch's current stream: make that CuPy's current stream (the
-    capture stream too). CuPy's null stream (0) is the legacy default stream, PyTorch's too."""
-    import cupy
-    import torch
-
-    ptr = cupy.cuda.get_current_stream().ptr
-    return torch.cuda.stream(torch.cuda.ExternalStream(ptr) if ptr else torch.cuda.default_stream())
 
 
 def _norms(rows):
