@@ -36,13 +36,14 @@ import numpy as np
 
 from impls.gpu.kmbench_gpu import bound, hopper_pass
 # GROUP is imported from here too (kept so); its home is renumber.py.
+from impls.gpu.kmbench_gpu.recheck import RECHECK_BLOCKS_PER_SM, Recheck
 from impls.gpu.kmbench_gpu.renumber import GROUP, Renumbering  # noqa: F401
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
                                         WHOLE_MAX_DIM, bound_arguments, candidates_kept, copy_engine, crowded_columns,
                                         default_tilings, device_bytes, kept_tiles, pack_bits, recheck_lanes, slots,
                                         tensor_status, tiered_arguments, tiling_from_env)
-from impls.gpu.kmbench_gpu.tf32_pass import TF32Pass, centroid_descriptor, triton_on_cupy_stream
+from impls.gpu.kmbench_gpu.tf32_pass import TF32Pass, centroid_descriptor
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -53,16 +54,10 @@ SHARED_HISTOGRAM_K = 12288  # k int counters in 48 KB of shared memory
 # setting, so bench/tensor_experiments.py update measures one against the other in one process.
 SCATTER = "block"
 SCATTER_THREADS = 512
-RECHECK_BLOCKS_PER_SM = 6  # as recheck.cu's __launch_bounds__(256, 6) on candidate_recheck
 SCATTER_BLOCKS_PER_SM = 2  # long ranges per block: most of k's labels meet in each block's counters
-# Tiles tile_recheck scores whole for one point; past it, the point goes to exact_assign, whose
-# blocks share each tile's loads. None, measured against 1, 2 and 4: 20.0 / 24.2 / 38.4 / 59.7 ms
-# per iteration on crowded centroids (300k x 408, 5,000 starts on 50 blobs), 6.8 / 7.2 / 7.1 /
-# 6.8 ms at the embeddings suite's 300k x 408, 32.8 against 37.0 ms (2) at 1e6 x 768 (NOTES.md).
-WHOLE_MOST = 0
 
 
-class TensorPath(TF32Pass, Renumbering):
+class TensorPath(TF32Pass, Recheck, Renumbering):
     """The buffers and launches of one problem; `x` is the centred float32 data on the GPU."""
 
     def __init__(self, x, k: int, changed, keep_floor: bool = False):
@@ -136,7 +131,7 @@ class TensorPath(TF32Pass, Renumbering):
         self.tile_best = cupy.empty(records, dtype=cupy.float32)
         self.tile_second = cupy.empty(records, dtype=cupy.float32)
         self.tile_labels = cupy.empty(records, dtype=cupy.int32)
-        # Points tile_recheck passes on to exact_assign (more than WHOLE_MOST tiles to score whole).
+        # Points tile_recheck passes on to exact_assign (more than recheck.WHOLE_MOST tiles to score whole).
         self.passed = cupy.empty(n if self.kept_tiles else 1, dtype=cupy.int32)
         self.passed_limits = cupy.empty(n if self.kept_tiles else 1, dtype=cupy.float32)
         self.passed_count = cupy.zeros(1, dtype=cupy.uint32)
@@ -216,10 +211,6 @@ class TensorPath(TF32Pass, Renumbering):
         self.bound_max[0] = bound.round_up(cupy.sqrt(squares), cupy).max()
         self.bound_max[1] = half.max()
 
-    def rechecked(self) -> int:
-        """Points re-checked in FP32 over the run so far (every iteration's count added)."""
-        return int(self.flagged_total.get()[0])
-
     # ------------------------------------------------------------------ one iteration
 
     def assign(self) -> None:
@@ -233,52 +224,6 @@ class TensorPath(TF32Pass, Renumbering):
         self.assign()
         self.flagged_total += self.listed_counts.sum(dtype=self.flagged_total.dtype)
         self.listed_counts.fill(0)
-
-    def recheck_flagged(self) -> None:
-        """The listed points' labels again, in FP32 against the centroids the bound leaves in play:
-        by one dot product per candidate where the TF32 pass left what says which they are
-        (recheck.cu); the others against every tile that holds one, the list ordered by TF32
-        winner first (update.cu), so each block's points share candidates."""
-        launch, blocks = self._update, (self._stream_blocks,)
-        k, block_n = np.int32(self.k), np.int32(self.tiling[1])
-        scanned, scanned_limits, scanned_count = self.flagged, self.limits, self.flagged_count
-        if self.kept_tiles:
-            self.passed_count.fill(0)
-            self._tile_recheck(
-                blocks, (256,), (self.x, np.int32(self.d), np.int64(self.n), self.centroids, self.half_norms,
-                                 self.order_of, k, block_n, self.tile_best, self.tile_second, self.tile_labels,
-                                 self.flagged, self.limits, self.flagged_count, self.labels, np.int32(WHOLE_MOST),
-                                 self.passed, self.passed_limits, self.passed_count))
-            scanned, scanned_limits, scanned_count = self.passed, self.passed_limits, self.passed_count
-        elif self.candidates:
-            self._candidate_recheck(
-                (self._recheck_blocks,), (256,),
-                (self.x, np.int32(self.d), self.centroids, self.half_norms, self.order_of, k, np.int32(self.slots),
-                 self.candidate_rows, self.candidate_sizes, self.candidate_index, np.int32(self.candidates),
-                 self.candidate_count, *self._recheck_split, self.labels))
-        launch["flagged_histogram"](blocks, (256,), (self.labels, scanned, scanned_count, self.flagged_counts))
-        launch["flagged_scan"]((1,), (1024,), (self.flagged_counts, np.int32(self.k), self.flagged_starts,
-                                               self.flagged_cursor))
-        launch["flagged_scatter"](blocks, (256,), (self.labels, scanned, scanned_limits, scanned_count,
-                                                   self.flagged_cursor, self.flagged_sorted, self.limits_sorted))
-        t = self._torch
-        block_m, block_n, block_d, warps, stages = self.exact_tiling
-        tiles = dict(DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=stages)
-        listed, limits, precision = t["flagged_sorted"], t["limits_sorted"], self.recheck
-        count = t["passed_count"] if self.kept_tiles else t["flagged_count"]
-        with triton_on_cupy_stream():
-            if self.recheck == "tiered":
-                # tf32x3 settles what its bound certifies; the rest, listed again in the free
-                # flagged/limits buffers (the sorted copies are read now), goes to IEEE.
-                self.left_count.fill(0)
-                self._tiered[(self._exact_programs,)](
-                    t["x"], t["x_tf32"], t["x_norm"], t["centroids"], t["centroids_tf32"], t["half_norms"],
-                    t["bound_max"], t["labels"], listed, limits, count, t["flagged"], t["limits"], t["left_count"],
-                    self.k, *self.tiered, **tiles)
-                listed, limits, count, precision = t["flagged"], t["limits"], t["left_count"], "ieee"
-            self._exact[(self._exact_programs,)](
-                t["x"], t["x_tf32"], t["centroids"], t["centroids_tf32"], t["half_norms"], t["order_of"], t["labels"],
-                listed, limits, count, self.k, PRECISION=precision, **tiles)
 
     def update(self, track: bool, combine=None) -> None:
         """New centroids from the labels: counting sort by cluster, float64 segment sums;
