@@ -317,10 +317,10 @@ def _per_kernel(variable: str, values: list[str], shapes: str) -> None:
 def update() -> None:
     """The update's kernels one by one (CUDA events, steady iterations) at the shapes of 1e6
     points and at 1e7 x 128, beside the time to read the points once at 3 TB/s; each ordering
-    of the points (tensor_path.SCATTER: "block" and "warp") in turn."""
+    of the points (update.SCATTER: "block" and "warp") in turn."""
     import cupy
 
-    from impls.gpu.kmbench_gpu import tensor_path
+    from impls.gpu.kmbench_gpu import update as update_stage  # this function is `update`
 
     for n, d, k in ((1_000_000, 128, 1024), (1_000_000, 64, 1000), (10_000_000, 128, 4096), (1_000_000, 768, 4096)):
         problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
@@ -330,7 +330,7 @@ def update() -> None:
         path = impl._chosen.path  # the tensor strategy's TensorPath
         path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
         for scatter in ("block", "warp"):
-            tensor_path.SCATTER = scatter
+            update_stage.SCATTER = scatter
             steps = path.sort_and_sum_steps(False, path.previous, "scan",
                                             (path.listed_counts, path.flagged_total, path.bound_max))
             steps.append(("finish", lambda: path._finish(path.counts)))
@@ -348,7 +348,7 @@ def update() -> None:
             parts = " ".join(f"{name} {value:7.1f}" for (name, _), value in zip(steps, mean))
             print(f"{n}x{d} k={k}: {parts} us (total {mean.sum():7.1f}); points read once at 3 TB/s "
                   f"{n * d * 4 / 3e12 * 1e6:7.1f} us", flush=True)
-        tensor_path.SCATTER = "block"
+        update_stage.SCATTER = "block"
         impl.release()
 
 

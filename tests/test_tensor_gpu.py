@@ -563,9 +563,9 @@ def test_the_update_orders_every_point_by_cluster_and_sums_each(n, k, scatter, m
     the float64 sums over those runs are each cluster's sum (fewer points than blocks, too)."""
     import cupy
 
-    from impls.gpu.kmbench_gpu import tensor_path
+    from impls.gpu.kmbench_gpu import tensor_path, update
 
-    monkeypatch.setattr(tensor_path, "SCATTER", scatter)
+    monkeypatch.setattr(update, "SCATTER", scatter)
     rng = np.random.default_rng(10)
     data = rng.standard_normal((n, 40)).astype(np.float32)
     labels = np.where(rng.random(n) < 0.5, 0, rng.integers(0, k, n)).astype(np.int32)
