@@ -25,6 +25,13 @@ are kept: strategies/tensor.py); centroids_in_order undoes it.
 The Triton kernels take the CuPy buffers through DLPack (the same memory) and launch on the
 CuPy stream in use, the capture stream included. What the path is set up with (tilings, the
 re-check's precision, the bound's arguments, its limits and memory) is tensor_settings.py's.
+
+Each stage's launches are a module of their own, whose class TensorPath is built from:
+tf32_pass.py (certify), recheck.py (recheck_flagged), update.py (update, and a streamed
+iteration's accumulate and finish_streamed), renumber.py (order_by_neighbourhood,
+crowded_fraction, centroids_in_order). This module has the buffers they share, the kernels
+they launch, the run's first centroids, the chunks a streamed iteration loads, and the
+iteration itself (assign, then update).
 """
 
 from __future__ import annotations
@@ -35,7 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from impls.gpu.kmbench_gpu import bound, hopper_pass
-# GROUP is imported from here too (kept so); its home is renumber.py.
+# GROUP, CHUNK and SHARED_HISTOGRAM_K lived here before their stages had modules: still importable
+# from here. The settings experiments change (update.SCATTER, recheck.WHOLE_MOST) are not: set
+# here, they would change nothing.
 from impls.gpu.kmbench_gpu.recheck import RECHECK_BLOCKS_PER_SM, Recheck
 from impls.gpu.kmbench_gpu.renumber import GROUP, Renumbering  # noqa: F401
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
@@ -44,14 +53,16 @@ from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_PO
                                         default_tilings, device_bytes, kept_tiles, pack_bits, recheck_lanes, slots,
                                         tensor_status, tiered_arguments, tiling_from_env)
 from impls.gpu.kmbench_gpu.tf32_pass import TF32Pass, centroid_descriptor
-from impls.gpu.kmbench_gpu.update import SCATTER_BLOCKS_PER_SM, SCATTER_THREADS, Update
+from impls.gpu.kmbench_gpu.update import (CHUNK, SCATTER_BLOCKS_PER_SM, SCATTER_THREADS, SHARED_HISTOGRAM_K,  # noqa: F401
+                                          Update)
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
 
 
 class TensorPath(TF32Pass, Recheck, Update, Renumbering):
-    """The buffers and launches of one problem; `x` is the centred float32 data on the GPU."""
+    """The buffers and launches of one problem; `x` is the centred float32 data on the GPU. The
+    stages' methods come from the classes it is built from, one module each."""
 
     def __init__(self, x, k: int, changed, keep_floor: bool = False):
         """keep_floor: also keep, per point, a lower bound on the exact score of every centroid

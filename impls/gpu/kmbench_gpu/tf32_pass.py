@@ -1,6 +1,6 @@
 """The tensor path's TF32 pass (TensorPath.certify, on the buffers its __init__ makes): every
 point's TF32 winner and best two scores, the points whose margin is inside the bound of
-bound.py listed for the re-check (TensorPath.recheck_flagged). Triton's certified_assign (tensor_kernels.py),
+bound.py listed for the re-check (recheck.py). Triton's certified_assign (tensor_kernels.py),
 or where it applies the hand-written Hopper pass (hopper_pass.py) with the same results.
 The Triton kernels take the CuPy buffers through DLPack (the same memory) and launch on the
 CuPy stream in use, the capture stream included (triton_on_cupy_stream)."""
