@@ -3,7 +3,7 @@ points the TF32 pass (tf32_pass.py) listed get their labels again in FP32, again
 centroids the bound leaves in play. Points listed with their candidates, or whose every tile's
 best two were kept, are settled by recheck.cu; what they leave is ordered by TF32 winner
 (update.cu's flagged_* kernels) and scanned tile by tile by Triton's exact_assign
-(tensor_kernels.py), or first by tiered_assign where KMBENCH_TENSOR_RECHECK=tiered."""
+(recheck_kernels.py), or first by tiered_assign where KMBENCH_TENSOR_RECHECK=tiered."""
 
 from __future__ import annotations
 

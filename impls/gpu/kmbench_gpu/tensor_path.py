@@ -70,7 +70,7 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         import cupy
         import torch
 
-        from impls.gpu.kmbench_gpu import tensor_kernels
+        from impls.gpu.kmbench_gpu import recheck_kernels, tensor_kernels
 
         n, d = x.shape
         if n > MAX_POINTS:
@@ -157,7 +157,7 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
                         "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of",
                         "left_count", "candidate_rows", "candidate_sizes", "candidate_index", "candidate_count",
                         "tile_best", "tile_second", "tile_labels", "passed_count")}
-        self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
+        self._certified, self._exact = tensor_kernels.certified_assign, recheck_kernels.exact_assign
         # The hand-written Hopper pass stands in for certified_assign where it applies (hopper_pass.py).
         # Its bulk copies go through the same copy engine (TMA), but it lays out its own tiles, so
         # Triton's descriptor is built only for Triton's pass.
@@ -170,7 +170,7 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         self._centroid_tiles = (centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
                                 if by_copy_engine and self._hopper is None else None)
         self.centroid_loads = "copy engine (TMA)" if by_copy_engine or self._hopper is not None else "pointers"
-        self._tiered = tensor_kernels.tiered_assign
+        self._tiered = recheck_kernels.tiered_assign
         self.tiered = tiered_arguments(d)
         self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
         self.recheck = os.environ.get("KMBENCH_TENSOR_RECHECK", RECHECK)
