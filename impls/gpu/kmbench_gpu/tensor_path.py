@@ -53,8 +53,8 @@ from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_PO
                                         default_tilings, device_bytes, kept_tiles, pack_bits, recheck_lanes, slots,
                                         tensor_status, tiered_arguments, tiling_from_env)
 from impls.gpu.kmbench_gpu.tf32_pass import TF32Pass, centroid_descriptor
-from impls.gpu.kmbench_gpu.update import (CHUNK, SCATTER_BLOCKS_PER_SM, SCATTER_THREADS, SHARED_HISTOGRAM_K,  # noqa: F401
-                                          Update)
+from impls.gpu.kmbench_gpu.update import (CHUNK, SCATTER_BLOCKS_PER_SM, SCATTER_THREADS,  # noqa: F401
+                                          SHARED_HISTOGRAM_K, Update)
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
