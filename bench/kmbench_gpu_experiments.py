@@ -15,8 +15,8 @@ oracle), run from the repository root with it on the path:
                                               # lists or not, sums on chip or not, no update
 
 They patch the strategies (grid size, points per thread, a copy of the sources) in this
-process only; the benchmark itself is `kmbench reproduce fast-gpu`. tensor_experiments.py and
-triton_experiments.py beside this file use its cell and show."""
+process only; the benchmark itself is `kmbench reproduce fast-gpu`. tensor_experiments.py (with
+the tensor_*.py modules it runs) and triton_experiments.py beside this file use its cell and show."""
 
 import shutil
 import sys

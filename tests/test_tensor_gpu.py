@@ -563,9 +563,9 @@ def test_the_update_orders_every_point_by_cluster_and_sums_each(n, k, scatter, m
     the float64 sums over those runs are each cluster's sum (fewer points than blocks, too)."""
     import cupy
 
-    from impls.gpu.kmbench_gpu import tensor_path
+    from impls.gpu.kmbench_gpu import tensor_path, update
 
-    monkeypatch.setattr(tensor_path, "SCATTER", scatter)
+    monkeypatch.setattr(update, "SCATTER", scatter)
     rng = np.random.default_rng(10)
     data = rng.standard_normal((n, 40)).astype(np.float32)
     labels = np.where(rng.random(n) < 0.5, 0, rng.integers(0, k, n)).astype(np.int32)
@@ -600,14 +600,14 @@ def _exact_where_clear(x: np.ndarray, start: np.ndarray, labels: np.ndarray) -> 
 @pytest.mark.parametrize("whole_most", [0, 2])
 def test_points_with_many_whole_tiles_are_passed_on_to_the_scan(whole_most, monkeypatch):
     """Where every tile's best two are kept (Triton's pass at d = 200), a point with more than
-    WHOLE_MOST tiles to score whole goes to exact_assign instead. Crowded centroids (2,000 starts on
+    recheck.WHOLE_MOST tiles to score whole goes to exact_assign instead. Crowded centroids (2,000 starts on
     10 blobs, each point's candidates in many tiles): points are passed on, every one of them once,
     and the labels are still the float64 winners wherever the margin is past rounding."""
     import cupy
 
-    from impls.gpu.kmbench_gpu import tensor_path
+    from impls.gpu.kmbench_gpu import recheck, tensor_path
 
-    monkeypatch.setattr(tensor_path, "WHOLE_MOST", whole_most)
+    monkeypatch.setattr(recheck, "WHOLE_MOST", whole_most)
     monkeypatch.setenv("KMBENCH_TENSOR_PASS", "triton")  # hopper_wide.cu lists candidates instead
     rng = np.random.default_rng(8)
     centres = 20.0 * rng.standard_normal((10, 200))

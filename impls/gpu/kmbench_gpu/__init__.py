@@ -82,7 +82,7 @@ class KmbenchGpu(GpuImplementation):
     def __init__(self, force_strategy: str | None = None):
         self.force_strategy = force_strategy or os.environ.get("KMBENCH_FAST_STRATEGY") or None
         self.use_graph = os.environ.get("KMBENCH_CUDA_GRAPH", "1") != "0"
-        # The tensor path renumbers the centroids by neighbourhood (tensor_path.py); 0 keeps the given order.
+        # The tensor path renumbers the centroids by neighbourhood (renumber.py); 0 keeps the given order.
         self._tensor_order = os.environ.get("KMBENCH_TENSOR_ORDER", "1") != "0"
         self._info: dict = {}
 

@@ -34,7 +34,7 @@ Where the pass packs tile numbers into its scores (each moved by at most P, pack
 uses E + P for E, so the packed score of w is at most the packed best + 2 (E + P). The re-check
 scores in FP32 only the centroids within the limit: from the candidates the pass listed, from
 every tile's best two the pass kept, or, for the rest, in the tiles that hold one
-(listed_candidates and recheck.cu, or tensor_kernels.exact_assign).
+(listed_candidates and recheck.cu, or recheck_kernels.exact_assign).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The TF32 pass written for Hopper: where it applies, TensorPath.certify launches it instead of
+"""The TF32 pass written for Hopper: where it applies, TensorPath.certify (tf32_pass.py) launches it instead of
 Triton's certified_assign, with the same buffers and the same results (labels, the certificate,
 the lists with their limits and candidates, the floor). Up to d = 128 it is `hopper_pass.cu`
 (rows in registers); above, `hopper_wide.cu` (rows from shared memory, copied from a tiled copy

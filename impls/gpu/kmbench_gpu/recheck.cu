@@ -134,7 +134,7 @@ __device__ __forceinline__ void recheck_rows(const float* __restrict__ x, int d,
 
 // vec4: d a multiple of 4 and x, centroids 16-byte aligned (16-byte loads); lanes: a power of two
 // from 8 to 32 (tensor_settings.recheck_lanes). Six blocks an SM, launched in one wave
-// (tensor_path.RECHECK_BLOCKS_PER_SM): each warp walks a fixed share of the list, and with 1,056
+// (recheck.RECHECK_BLOCKS_PER_SM): each warp walks a fixed share of the list, and with 1,056
 // blocks of 48 registers a second wave started a third of the shares late.
 extern "C" __global__ void __launch_bounds__(256, 6) candidate_recheck(const float* __restrict__ x, int d, const float* __restrict__ centroids,
                                              const float* __restrict__ half_norms, const int* __restrict__ order_of,

@@ -1,5 +1,5 @@
 // kmbench-gpu's tensor-core path: the centroids renumbered by neighbourhood before the first
-// iteration (tensor_path.order_by_neighbourhood), in three launches and one sort. Done with
+// iteration (renumber.py's order_by_neighbourhood), in three launches and one sort. Done with
 // CuPy array expressions it was about 25 launches, 1.3 to 2.3 ms of the host's time inside the
 // run's timed region, where the GPU's share was about 0.1 ms (NOTES.md, "The renumbering").
 

@@ -25,6 +25,13 @@ are kept: strategies/tensor.py); centroids_in_order undoes it.
 The Triton kernels take the CuPy buffers through DLPack (the same memory) and launch on the
 CuPy stream in use, the capture stream included. What the path is set up with (tilings, the
 re-check's precision, the bound's arguments, its limits and memory) is tensor_settings.py's.
+
+Each stage's launches are a module of their own, whose class TensorPath is built from:
+tf32_pass.py (certify), recheck.py (recheck_flagged), update.py (update, and a streamed
+iteration's accumulate and finish_streamed), renumber.py (order_by_neighbourhood,
+crowded_fraction, centroids_in_order). This module has the buffers they share, the kernels
+they launch, the run's first centroids, the chunks a streamed iteration loads, and the
+iteration itself (assign, then update).
 """
 
 from __future__ import annotations
@@ -35,33 +42,27 @@ from pathlib import Path
 import numpy as np
 
 from impls.gpu.kmbench_gpu import bound, hopper_pass
+# GROUP, CHUNK and SHARED_HISTOGRAM_K lived here before their stages had modules: still importable
+# from here. The settings experiments change (update.SCATTER, recheck.WHOLE_MOST) are not: set
+# here, they would change nothing.
+from impls.gpu.kmbench_gpu.recheck import RECHECK_BLOCKS_PER_SM, Recheck
+from impls.gpu.kmbench_gpu.renumber import GROUP, Renumbering  # noqa: F401
 # WHOLE_MAX_DIM, device_bytes and tensor_status are imported from here too (tests, scripts): kept so.
 from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_POINTS, RECHECK, RECHECKS,  # noqa: F401
                                         WHOLE_MAX_DIM, bound_arguments, candidates_kept, copy_engine, crowded_columns,
                                         default_tilings, device_bytes, kept_tiles, pack_bits, recheck_lanes, slots,
                                         tensor_status, tiered_arguments, tiling_from_env)
+from impls.gpu.kmbench_gpu.tf32_pass import TF32Pass, centroid_descriptor
+from impls.gpu.kmbench_gpu.update import (CHUNK, SCATTER_BLOCKS_PER_SM, SCATTER_THREADS,  # noqa: F401
+                                          SHARED_HISTOGRAM_K, Update)
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
-CHUNK = 256  # as in update.cu
-SHARED_HISTOGRAM_K = 12288  # k int counters in 48 KB of shared memory
-# How the update orders the points where k fits in shared memory: "block" (block_scatter, one
-# global atomic per block and label) or "warp" (scatter, one per warp and label). A module
-# setting, so bench/tensor_experiments.py update measures one against the other in one process.
-SCATTER = "block"
-SCATTER_THREADS = 512
-RECHECK_BLOCKS_PER_SM = 6  # as recheck.cu's __launch_bounds__(256, 6) on candidate_recheck
-SCATTER_BLOCKS_PER_SM = 2  # long ranges per block: most of k's labels meet in each block's counters
-GROUP = 32  # centroids per neighbourhood when they are renumbered (a quarter of a re-check tile)
-# Tiles tile_recheck scores whole for one point; past it, the point goes to exact_assign, whose
-# blocks share each tile's loads. None, measured against 1, 2 and 4: 20.0 / 24.2 / 38.4 / 59.7 ms
-# per iteration on crowded centroids (300k x 408, 5,000 starts on 50 blobs), 6.8 / 7.2 / 7.1 /
-# 6.8 ms at the embeddings suite's 300k x 408, 32.8 against 37.0 ms (2) at 1e6 x 768 (NOTES.md).
-WHOLE_MOST = 0
 
 
-class TensorPath:
-    """The buffers and launches of one problem; `x` is the centred float32 data on the GPU."""
+class TensorPath(TF32Pass, Recheck, Update, Renumbering):
+    """The buffers and launches of one problem; `x` is the centred float32 data on the GPU. The
+    stages' methods come from the classes it is built from, one module each."""
 
     def __init__(self, x, k: int, changed, keep_floor: bool = False):
         """keep_floor: also keep, per point, a lower bound on the exact score of every centroid
@@ -69,7 +70,7 @@ class TensorPath:
         import cupy
         import torch
 
-        from impls.gpu.kmbench_gpu import tensor_kernels
+        from impls.gpu.kmbench_gpu import recheck_kernels, tensor_kernels
 
         n, d = x.shape
         if n > MAX_POINTS:
@@ -134,7 +135,7 @@ class TensorPath:
         self.tile_best = cupy.empty(records, dtype=cupy.float32)
         self.tile_second = cupy.empty(records, dtype=cupy.float32)
         self.tile_labels = cupy.empty(records, dtype=cupy.int32)
-        # Points tile_recheck passes on to exact_assign (more than WHOLE_MOST tiles to score whole).
+        # Points tile_recheck passes on to exact_assign (more than recheck.WHOLE_MOST tiles to score whole).
         self.passed = cupy.empty(n if self.kept_tiles else 1, dtype=cupy.int32)
         self.passed_limits = cupy.empty(n if self.kept_tiles else 1, dtype=cupy.float32)
         self.passed_count = cupy.zeros(1, dtype=cupy.uint32)
@@ -156,7 +157,7 @@ class TensorPath:
                         "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of",
                         "left_count", "candidate_rows", "candidate_sizes", "candidate_index", "candidate_count",
                         "tile_best", "tile_second", "tile_labels", "passed_count")}
-        self._certified, self._exact = tensor_kernels.certified_assign, tensor_kernels.exact_assign
+        self._certified, self._exact = tensor_kernels.certified_assign, recheck_kernels.exact_assign
         # The hand-written Hopper pass stands in for certified_assign where it applies (hopper_pass.py).
         # Its bulk copies go through the same copy engine (TMA), but it lays out its own tiles, so
         # Triton's descriptor is built only for Triton's pass.
@@ -166,10 +167,10 @@ class TensorPath:
             self._hopper.load_rows(self.x_tf32, n)
         self.tf32_pass = self._hopper.describe() if self._hopper is not None else "certified_assign (Triton)"
         by_copy_engine = copy_engine(d, self.pack_bits, capability)
-        self._centroid_tiles = (_centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
+        self._centroid_tiles = (centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
                                 if by_copy_engine and self._hopper is None else None)
         self.centroid_loads = "copy engine (TMA)" if by_copy_engine or self._hopper is not None else "pointers"
-        self._tiered = tensor_kernels.tiered_assign
+        self._tiered = recheck_kernels.tiered_assign
         self.tiered = tiered_arguments(d)
         self.exact_tiling = tiling_from_env("KMBENCH_TENSOR_EXACT_TILING", exact_tiling)
         self.recheck = os.environ.get("KMBENCH_TENSOR_RECHECK", RECHECK)
@@ -214,65 +215,6 @@ class TensorPath:
         self.bound_max[0] = bound.round_up(cupy.sqrt(squares), cupy).max()
         self.bound_max[1] = half.max()
 
-    def order_by_neighbourhood(self) -> None:
-        """Renumber the centroids so that near ones sit in the same tiles: each goes with the
-        nearest of every GROUP-th centroid (float32 products; only the order depends on them),
-        and the groups are laid out one after another, each by distance to its pivot. A
-        re-checked point's candidates are the centroids near its winner, so they then fall in
-        one or two tiles instead of anywhere in k. Part of the run (inside its timed region),
-        hence renumber.cu's few launches; ties still go to the lower index of the harness's
-        numbering (order_of), and centroids_in_order() undoes it."""
-        import cupy
-
-        if self.k <= GROUP:
-            return
-        k, d = np.int32(self.k), np.int32(self.d)
-        keys = cupy.empty(self.k, dtype=cupy.uint64)
-        self._renumber["neighbourhood_keys"]((-(-self.k // 8),), (256,),
-                                             (self.centroids, self.half_norms, k, d, np.int32(GROUP), keys))
-        order = cupy.argsort(keys)
-        buffers = (self.centroids64, self.centroids, self.centroids_tf32, self.half_norms, self.order_of)
-        scratch = tuple(cupy.empty_like(buffer) for buffer in buffers)
-        blocks = (max(1, min(-(-self.k * self.d // 256), self._stream_blocks)),)
-        gather = self._renumber["gather_centroids"]
-        gather(blocks, (256,), (order, k, d) + buffers + scratch)
-        gather(blocks, (256,), (np.uint64(0), k, d) + scratch + buffers)  # back where the graph reads them
-
-    def crowded_fraction(self, sample: int = 1024) -> float:
-        """The share of the centroids that, taken as points, the TF32 pass could not certify:
-        their two nearest other centroids score within 2 E(c) (bound.score_error) of each other.
-        High where many centroids sit on one blob (5,000 centroids on 50 blobs: 98.5%). There a
-        point's candidates are its blob's centroids; unless near centroids are renumbered into
-        the same tiles, they spread over every tile, and each tile is then scored whole.
-        Estimated from every (k / sample)-th centroid: one FP32 product of sample x k, inside
-        the run's timed region."""
-        import cupy
-
-        taken = cupy.arange(0, self.k, -(-self.k // sample))
-        points = self.centroids[taken]
-        norms = cupy.sqrt((points.astype(cupy.float64) ** 2).sum(axis=1))
-        c_max, h_max = self.bound_max[0].astype(cupy.float64), self.bound_max[1].astype(cupy.float64)
-        scores = self.half_norms[None, :] - points @ self.centroids.T
-        rows = cupy.arange(taken.shape[0])
-        scores[rows, taken] = cupy.inf  # not itself
-        nearest = scores.argmin(axis=1)
-        best = scores[rows, nearest]
-        scores[rows, nearest] = cupy.inf
-        error = self.eps * norms * c_max + self.eta * h_max
-        return int(cupy.count_nonzero(scores.min(axis=1) - best <= 2 * error)) / taken.shape[0]
-
-    def centroids_in_order(self):
-        """The float64 centroids in the harness's numbering."""
-        import cupy
-
-        back = cupy.empty_like(self.centroids64)
-        back[self.order_of] = self.centroids64
-        return back
-
-    def rechecked(self) -> int:
-        """Points re-checked in FP32 over the run so far (every iteration's count added)."""
-        return int(self.flagged_total.get()[0])
-
     # ------------------------------------------------------------------ one iteration
 
     def assign(self) -> None:
@@ -286,80 +228,6 @@ class TensorPath:
         self.assign()
         self.flagged_total += self.listed_counts.sum(dtype=self.flagged_total.dtype)
         self.listed_counts.fill(0)
-
-    def certify(self) -> None:
-        """Every point's TF32 winner; the points whose margin is inside the bound listed."""
-        if self._hopper is not None:
-            self._hopper.certify(self)
-            return
-        t = self._torch
-        with _triton_on_cupy_stream():
-            block_m, block_n, block_d, warps, stages = self.tiling[:5]
-            self._certified[((self.n + block_m - 1) // block_m,)](
-                t["x_tf32"], t["x_norm"], t["centroids_tf32"] if self._centroid_tiles is None else self._centroid_tiles,
-                t["half_norms"], t["bound_max"], t["labels"],
-                t["flagged"], t["limits"], t["flagged_count"], t["floor"], t["candidate_rows"], t["candidate_sizes"],
-                t["candidate_index"], t["candidate_count"], t["tile_best"], t["tile_second"], t["tile_labels"],
-                self.n, self.k,
-                self.eps, self.eta, self.margin, bound.packing_unit(-(-self.k // self.slots)), bound.PACKING_FLOOR,
-                DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, KEEP_FLOOR=self.keep_floor,
-                PACK_BITS=self.pack_bits, CANDIDATES=self.candidates, COLUMNS=self.columns,
-                KEEP_TILES=self.kept_tiles > 0, SLOTS=self.slots, TMA=self._centroid_tiles is not None,
-                num_warps=warps, num_stages=stages)
-
-    def recheck_flagged(self) -> None:
-        """The listed points' labels again, in FP32 against the centroids the bound leaves in play:
-        by one dot product per candidate where the TF32 pass left what says which they are
-        (recheck.cu); the others against every tile that holds one, the list ordered by TF32
-        winner first (update.cu), so each block's points share candidates."""
-        launch, blocks = self._update, (self._stream_blocks,)
-        k, block_n = np.int32(self.k), np.int32(self.tiling[1])
-        scanned, scanned_limits, scanned_count = self.flagged, self.limits, self.flagged_count
-        if self.kept_tiles:
-            self.passed_count.fill(0)
-            self._tile_recheck(
-                blocks, (256,), (self.x, np.int32(self.d), np.int64(self.n), self.centroids, self.half_norms,
-                                 self.order_of, k, block_n, self.tile_best, self.tile_second, self.tile_labels,
-                                 self.flagged, self.limits, self.flagged_count, self.labels, np.int32(WHOLE_MOST),
-                                 self.passed, self.passed_limits, self.passed_count))
-            scanned, scanned_limits, scanned_count = self.passed, self.passed_limits, self.passed_count
-        elif self.candidates:
-            self._candidate_recheck(
-                (self._recheck_blocks,), (256,),
-                (self.x, np.int32(self.d), self.centroids, self.half_norms, self.order_of, k, np.int32(self.slots),
-                 self.candidate_rows, self.candidate_sizes, self.candidate_index, np.int32(self.candidates),
-                 self.candidate_count, *self._recheck_split, self.labels))
-        launch["flagged_histogram"](blocks, (256,), (self.labels, scanned, scanned_count, self.flagged_counts))
-        launch["flagged_scan"]((1,), (1024,), (self.flagged_counts, np.int32(self.k), self.flagged_starts,
-                                               self.flagged_cursor))
-        launch["flagged_scatter"](blocks, (256,), (self.labels, scanned, scanned_limits, scanned_count,
-                                                   self.flagged_cursor, self.flagged_sorted, self.limits_sorted))
-        t = self._torch
-        block_m, block_n, block_d, warps, stages = self.exact_tiling
-        tiles = dict(DIM=self.d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, num_warps=warps, num_stages=stages)
-        listed, limits, precision = t["flagged_sorted"], t["limits_sorted"], self.recheck
-        count = t["passed_count"] if self.kept_tiles else t["flagged_count"]
-        with _triton_on_cupy_stream():
-            if self.recheck == "tiered":
-                # tf32x3 settles what its bound certifies; the rest, listed again in the free
-                # flagged/limits buffers (the sorted copies are read now), goes to IEEE.
-                self.left_count.fill(0)
-                self._tiered[(self._exact_programs,)](
-                    t["x"], t["x_tf32"], t["x_norm"], t["centroids"], t["centroids_tf32"], t["half_norms"],
-                    t["bound_max"], t["labels"], listed, limits, count, t["flagged"], t["limits"], t["left_count"],
-                    self.k, *self.tiered, **tiles)
-                listed, limits, count, precision = t["flagged"], t["limits"], t["left_count"], "ieee"
-            self._exact[(self._exact_programs,)](
-                t["x"], t["x_tf32"], t["centroids"], t["centroids_tf32"], t["half_norms"], t["order_of"], t["labels"],
-                listed, limits, count, self.k, PRECISION=precision, **tiles)
-
-    def update(self, track: bool, combine=None) -> None:
-        """New centroids from the labels: counting sort by cluster, float64 segment sums;
-        combine(), where given, adds every shard's sums and counts to these first."""
-        self._sorted_sums(track, self.previous, "scan", (self.listed_counts, self.flagged_total, self.bound_max))
-        if combine is not None:
-            combine()
-        self._finish(self.counts)
 
     # A streamed iteration (stream.py) sees the points a chunk at a time in the same buffers:
     # load_chunk, assign and accumulate per chunk, then finish_streamed once.
@@ -380,79 +248,9 @@ class TensorPath:
         if m:
             self.norm_max[...] = self.x_norm[:m].max()
 
-    def accumulate(self, track: bool, previous) -> None:
-        """The loaded chunk's share of the update: its points summed by cluster into sums, its
-        counts added to totals; `previous`: its rows of the run's labels (tolerance rule)."""
-        self._sorted_sums(track, previous, "chunk_scan", (self.totals, self.listed_counts, self.flagged_total))
-
-    def finish_streamed(self) -> None:
-        """New centroids from every chunk's sums and totals; the bound's maxima start again."""
-        self.bound_max.fill(0)
-        self._finish(self.totals)
-
-    def _sorted_sums(self, track: bool, previous, scan: str, scan_tail: tuple) -> None:
-        """Counting sort of the points by cluster, then float64 sums over runs of one cluster."""
-        for _, step in self.sort_and_sum_steps(track, previous, scan, scan_tail):
-            step()
-
-    def sort_and_sum_steps(self, track: bool, previous, scan: str, scan_tail: tuple) -> list:
-        """The update's launches before finish, as (name, launch) pairs: the counting sort
-        (histogram, scan, scatter) and the sums. bench/tensor_experiments.py update times each."""
-        n, d, k = np.int64(self.n), np.int32(self.d), np.int32(self.k)
-        shared_k = self.k if self.k <= SHARED_HISTOGRAM_K else 0
-        launch = self._update
-        if shared_k and SCATTER == "block":
-            per_block = -(-self.n // self._scatter_blocks)
-            scatter = ("block_scatter", lambda: launch["block_scatter"](
-                (self._scatter_blocks,), (SCATTER_THREADS,), (self.labels, n, k, np.int64(per_block), self.cursor,
-                                                              self.order), shared_mem=shared_k * 4))
-        else:
-            scatter = ("scatter", lambda: launch["scatter"]((self._stream_blocks * 2,), (256,),
-                                                            (self.labels, n, self.cursor, self.order)))
-        # With counts in shared memory each block adds its k counts to global memory once, so the
-        # histogram takes the scatter's few long ranges: 1,056 blocks made it about one global atomic
-        # a point at 1e6 points, k = 1,000 (20 us, NOTES.md).
-        histogram_grid = ((self._scatter_blocks,), (SCATTER_THREADS,)) if shared_k else ((self._stream_blocks,), (256,))
-        return [
-            ("histogram", lambda: launch["histogram"](*histogram_grid,
-                                                      (self.labels, n, k, self.counts, np.int32(shared_k), previous,
-                                                       self.changed, np.int32(track)), shared_mem=shared_k * 4)),
-            (scan, lambda: launch[scan]((1,), (1024,), (self.counts, k, self.starts, self.cursor) + scan_tail)),
-            scatter,
-            ("segment_sums", lambda: launch["segment_sums"](((self.n + CHUNK - 1) // CHUNK,), (self._sum_threads,),
-                                                            (self.x, d, self.order, self.labels, n, self.sums)))]
-
-    def _finish(self, counts) -> None:
-        self._update["finish"]((self.k,), (self._sum_threads,),
-                               (self.sums, counts, np.int32(self.k), np.int32(self.d), self.centroids64,
-                                self.centroids, self.centroids_tf32, self.half_norms, self.bound_max))
-
-    @property
-    def _sum_threads(self) -> int:
-        """Threads of segment_sums and finish: one per dimension, whole warps, at most 256."""
-        return int(min(256, max(32, (self.d + 31) // 32 * 32)))
-
     def iterate(self, track: bool, combine=None) -> None:
         self.assign()
         self.update(track, combine)
-
-
-def _centroid_descriptor(centroids, tiling):
-    """A TMA descriptor of the TF32 centroids in tiles of BLOCK_N x BLOCK_D (rows 16-byte aligned:
-    d a multiple of 4), for the TF32 pass's copy engine loads."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-    return TensorDescriptor.from_tensor(centroids, [tiling[1], tiling[2]])
-
-
-def _triton_on_cupy_stream():
-    """Triton launches on PyTorch's current stream: make that CuPy's current stream (the
-    capture stream too). CuPy's null stream (0) is the legacy default stream, PyTorch's too."""
-    import cupy
-    import torch
-
-    ptr = cupy.cuda.get_current_stream().ptr
-    return torch.cuda.stream(torch.cuda.ExternalStream(ptr) if ptr else torch.cuda.default_stream())
 
 
 def _norms(rows):

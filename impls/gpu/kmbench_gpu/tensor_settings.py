@@ -1,7 +1,8 @@
 """The tensor-core path's settings, decided on the host in plain Python before anything runs
 (so the CPU tests check them): whether the path can run here, the Triton kernels' tilings and
 their overrides, the re-check's precision, the bound's arguments the TF32 pass receives, the
-most points it counts and the GPU memory it holds. tensor_path.py has the buffers and launches.
+most points it counts and the GPU memory it holds. tensor_path.py has the buffers, and each
+stage's launches a module of its own (tf32_pass.py, recheck.py, update.py, renumber.py).
 """
 
 from __future__ import annotations

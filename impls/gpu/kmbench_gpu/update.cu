@@ -238,7 +238,7 @@ extern "C" __global__ void finish(double* __restrict__ sums, int* __restrict__ c
 // ---------------------------------------------------------------- the re-check's list
 // The points the TF32 pass could not certify, ordered by their TF32 winner before the re-check:
 // points with one winner have nearly the same candidates, so a block of the re-check meets few
-// centroid tiles that hold one (tensor_kernels.py). The list's length is read on the device
+// centroid tiles that hold one (recheck_kernels.py). The list's length is read on the device
 // (the launches sit in the run's CUDA graph). Launch order: flagged_histogram, flagged_scan,
 // flagged_scatter; flagged_scan leaves the counts at zero for the next iteration.
 

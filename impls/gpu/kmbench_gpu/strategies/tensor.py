@@ -2,7 +2,7 @@
 argmin, exact by a certified margin (bound.py) and an FP32 re-check of the uncertain points;
 centroids renumbered by neighbourhood at the start of each run, so a point's candidates share
 tiles; float64 sums over points sorted by cluster. The buffers and launches are TensorPath's
-(tensor_path.py); this module is what the adapter asks of them."""
+(tensor_path.py and the stage modules it names); this module is what the adapter asks of them."""
 
 from __future__ import annotations
 
