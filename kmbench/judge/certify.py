@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kmbench.judge.precision import FLOAT64, Precision
-from kmbench.judge.scan import Assignment, Geometry, admissible, assign
+from kmbench.judge.scan import Assignment, Geometry, admissible, as_labels, assign
 from kmbench.judge.seeds import Bank, closest_first
 from kmbench.judge.sums import (Groups, chosen_chunks, cluster_sum_factors, group, kept_bound, rounding_bound, rows_of,
                                 widen_boxes)
@@ -165,7 +165,7 @@ class Certifier:
 
     def _with_labels(self, iteration, found: Assignment, previous, new, labels, result: StepResult, slack):
         xp, k = self.xp, previous.shape[0]
-        labels = xp.asarray(labels).astype(xp.int64)
+        labels = as_labels(labels, xp)
         if labels.shape != found.nearest.shape or (labels.size and (int(labels.min()) < 0 or int(labels.max()) >= k)):
             return Failure(iteration, "assignment", text=f"labels of shape {labels.shape} or out of range 0..{k - 1}")
         good = admissible(found, labels, k, xp)
