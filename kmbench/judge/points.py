@@ -60,10 +60,14 @@ class Geometry:
         if 2 * n * (d + 1) * 8 <= budget:
             geometry.full = geometry._made(data, xp, keep=True)
         elif 2 * n * 8 <= budget:
+            # Filled a chunk at a time: a chunk's float64 and centred rows go before the next's
+            # (kept for every chunk until joined, they would be 8 (d + 2) bytes a point more).
             step = max(1, reference.chunk_elements(xp) // max(d, 1))
-            made = [geometry._made(data[start : start + step], xp) for start in range(0, n, step)]
-            geometry.norms = (xp.concatenate([part.norm for part in made]),
-                              xp.concatenate([part.centred_norm for part in made]))
+            geometry.norms = (xp.empty(n, dtype=xp.float64), xp.empty(n, dtype=xp.float64))
+            for start in range(0, n, step):
+                part = geometry._made(data[start : start + step], xp)
+                geometry.norms[0][start : start + step] = part.norm
+                geometry.norms[1][start : start + step] = part.centred_norm
         return geometry
 
     def spread(self, data, xp) -> float:
