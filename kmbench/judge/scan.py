@@ -511,7 +511,9 @@ def admissible(assignment: Assignment, labels, k: int, xp=np):
     ok = assignment.unique & (labels == assignment.nearest)
     tied = xp.nonzero(~assignment.unique)[0]
     if tied.size:
-        keys = assignment.pair_points.astype(xp.int64) * k + assignment.pair_centroids
+        keys = assignment.pair_points.astype(xp.int64)  # in place from here: 8 bytes a pair
+        keys *= k
+        keys += assignment.pair_centroids
         wanted = tied * k + labels[tied]
         place = xp.minimum(xp.searchsorted(keys, wanted), keys.size - 1)
         ok[tied] = keys[place] == wanted  # every tied point has at least two pairs
