@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kmbench.judge.precision import FLOAT64, Precision
-from kmbench.judge.scan import Assignment, Geometry, admissible, assign
-from kmbench.judge.seeds import Bank, closest_first
+from kmbench.judge.scan import Assignment, Geometry, admissible, as_labels, assign
+from kmbench.judge.seeds import Bank, Seed, closest_first
 from kmbench.judge.sums import (Groups, chosen_chunks, cluster_sum_factors, group, kept_bound, rounding_bound, rows_of,
                                 widen_boxes)
 from kmbench.protocol import reference
@@ -84,7 +84,7 @@ class Certifier:
     xp: object = np
     direct: bool = False  # the row declares direct distances, sum of (x - c)^2 (scan.assign)
     bank: Bank = field(default_factory=Bank)  # the problem's scans by step (kmbench.judge.seeds)
-    recent: list = field(default_factory=list)  # this certifier's last scans, newest first
+    last: Seed | None = None  # this certifier's last scan along its trajectory
 
     @classmethod
     def of(cls, data, precision: Precision, xp=np, direct: bool = False, bank: Bank | None = None,
@@ -95,32 +95,41 @@ class Certifier:
                    geometry if geometry is not None else Geometry.of(data, xp), xp, direct,
                    bank if bank is not None else Bank())
 
-    def scan(self, iteration: int, previous):
-        """The judge's assignment from `previous` at this step, started from the closest kept
-        scans (the bank's of this step, this trajectory's last); kept in turn. With few centroids
-        a scan costs no more than carrying bounds does: none are kept."""
+    def scan(self, iteration: int, previous, keep: bool = True):
+        """The judge's assignment from `previous` at this step, started from the closer of two kept
+        scans (the bank's of this step, this trajectory's last); kept in turn (as the trajectory's
+        last unless `keep` is off: a check off the trajectory, whose scan no later step starts
+        near). With few centroids a scan costs no more than carrying bounds does: none are kept,
+        nor the lower bounds they would need. One scan of the trajectory is kept, not one a step:
+        the next step starts near it, and a step kept longer would hold 8 bytes a point each."""
         n, k = self.data.shape[0], previous.shape[0]
         if k <= SEEDS_FROM_K:
-            return assign(self.data, previous, self.precision, self.geometry, self.xp, self.direct)
-        seeds = closest_first([self.bank.get(iteration), *self.recent], previous, n, self.xp)
+            return assign(self.data, previous, self.precision, self.geometry, self.xp, self.direct, bounds=False)
+        seeds = closest_first([self.bank.get(iteration), self.last], previous, n, self.xp)
         found = assign(self.data, previous, self.precision, self.geometry, self.xp, self.direct, seeds)
         seed = found.seed(previous)
-        self.recent = [seed, *self.recent[:1]]
+        if self.xp is not np and reference.from_host():
+            # Judged from host memory (the GPUs are the rows'): between scans the judge holds nothing
+            # per point on a GPU; the next scan takes the seed back a chunk at a time.
+            seed = seed.on(np)
+        if keep:
+            self.last = seed
         self.bank.keep(iteration, seed)
         return found
 
     def _spreads(self, value) -> float:
         return float(value) / max(self.spread, 1e-300)
 
-    def step(self, iteration: int, previous, new, labels=None, end: bool = False) -> StepResult:
+    def step(self, iteration: int, previous, new, labels=None, end: bool = False, keep: bool = True) -> StepResult:
         """Certify `new` as a step from `previous`. end: a timed run's end checked against the
         validated trajectory's last-but-one centroids; a row whose sums are not deterministic
         froze its empty clusters at centroids of its own, off those by up to one step's
-        rounding, so an empty cluster may be off by the step's largest mean bound."""
+        rounding, so an empty cluster may be off by the step's largest mean bound. keep: the
+        step's scan becomes the trajectory's last (`scan`)."""
         xp, k = self.xp, previous.shape[0]
         previous = xp.asarray(previous, dtype=xp.float64)
         new = xp.asarray(new, dtype=xp.float64)
-        found = self.scan(iteration, previous)
+        found = self.scan(iteration, previous, keep)
         by_float64 = group(self.data, found.nearest, previous, self.geometry, xp)
         float64_step, _ = by_float64.means(previous, xp)
         own_bound = rounding_bound(by_float64, float64_step, self.precision, xp)
@@ -165,7 +174,7 @@ class Certifier:
 
     def _with_labels(self, iteration, found: Assignment, previous, new, labels, result: StepResult, slack):
         xp, k = self.xp, previous.shape[0]
-        labels = xp.asarray(labels).astype(xp.int64)
+        labels = as_labels(labels, xp)
         if labels.shape != found.nearest.shape or (labels.size and (int(labels.min()) < 0 or int(labels.max()) >= k)):
             return Failure(iteration, "assignment", text=f"labels of shape {labels.shape} or out of range 0..{k - 1}")
         good = admissible(found, labels, k, xp)
@@ -312,6 +321,8 @@ def float64_lloyd(data, start, iterations: int, tol=None, xp=np, progress=None, 
             progress(done, iterations)
         if stop_done(changed, found.nearest.size, tol):
             break
+        found = groups = None  # the step's assignment goes before the next is made (its labels stay)
+    found = groups = None  # the same where the tolerance rule ended the loop
     last = walker.scan(done + 1, centroids)
     value = group(walker.data, last.nearest, centroids, walker.geometry, xp).inertia()
     return centroids, done, int(emptied.sum()), labels, value
@@ -324,5 +335,5 @@ def inertia(data, centroids, xp=np, bank: Bank | None = None, geometry: Geometry
     geometry = geometry if geometry is not None else Geometry.of(certifier_data, xp)
     centroids = xp.asarray(centroids, dtype=xp.float64)
     seeds = closest_first(bank.by_step.values(), centroids, certifier_data.shape[0], xp) if bank else []
-    found = assign(certifier_data, centroids, FLOAT64, geometry, xp, seeds=seeds)
+    found = assign(certifier_data, centroids, FLOAT64, geometry, xp, seeds=seeds, bounds=False)
     return group(certifier_data, found.nearest, centroids, geometry, xp).inertia()

@@ -60,13 +60,14 @@ class Geometry:
         if 2 * n * (d + 1) * 8 <= budget:
             geometry.full = geometry._made(data, xp, keep=True)
         elif 2 * n * 8 <= budget:
+            # Filled a chunk at a time: a chunk's float64 and centred rows go before the next's
+            # (kept for every chunk until joined, they would be 8 (d + 2) bytes a point more).
             step = max(1, reference.chunk_elements(xp) // max(d, 1))
-            norms, centred_norms = [], []
-            for start in range(0, n, step):  # only the norms kept: a chunk's Points holds its float64 rows
+            geometry.norms = (xp.empty(n, dtype=xp.float64), xp.empty(n, dtype=xp.float64))
+            for start in range(0, n, step):
                 part = geometry._made(data[start : start + step], xp)
-                norms.append(part.norm)
-                centred_norms.append(part.centred_norm)
-            geometry.norms = xp.concatenate(norms), xp.concatenate(centred_norms)
+                geometry.norms[0][start : start + step] = part.norm
+                geometry.norms[1][start : start + step] = part.centred_norm
         return geometry
 
     def spread(self, data, xp) -> float:

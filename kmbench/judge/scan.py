@@ -293,12 +293,31 @@ def _measured_lower(below, was, x, c64, movers, xp):
     return below
 
 
+def _rows_of_seed(array, start: int, stop: int, xp):
+    """Rows start:stop of a seed's array where xp computes: a view where it is already there, else
+    a copy of those rows only (a seed kept in host memory goes to a GPU a chunk at a time)."""
+    part = array[start:stop]
+    return reference.to_numpy(part) if xp is np else xp.asarray(part)
+
+
+def _index_type(n: int):
+    """The narrowest integer type that numbers n points (pairs name their point in it)."""
+    return np.int32 if n < 2**31 else np.int64
+
+
 def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, direct: bool = False,
-           seeds=()) -> Assignment:
+           seeds=(), bounds: bool = True) -> Assignment:
     """The judge's assignment from `centroids` (k, d) for a row of `precision`; direct: the row
     declares that it computes sum of (x - c)^2 (a bound relative to each distance, not to |x|^2);
-    seeds: earlier scans of the same data whose carried bounds may settle points unscanned."""
+    seeds: earlier scans of the same data whose carried bounds may settle points unscanned;
+    bounds: keep each point's lower bound (`Assignment.lower`), for a scan to start from later.
+
+    Its per-point fields are filled in place, chunk by chunk, in arrays of n made once (13 bytes
+    a point: the chunks' parts and their concatenation would be twice that at the end); the pairs,
+    of unknown number, are gathered by chunk, sorted within it (chunks come in point order, so
+    that sorts them all) and joined once (NOTES.md, "The judge's memory")."""
     k, d = centroids.shape
+    n = data.shape[0]
     direct = direct and precision.input == precision.accumulate == precision.store
     direct_factor = gamma(d + 2, precision.accumulate)
     c64 = xp.asarray(centroids, dtype=xp.float64)
@@ -308,9 +327,14 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
     c_centred_max = float(xp.sqrt((c_centred * c_centred).sum(axis=1)).max())
     judge64 = distance_factor(FLOAT64, d)
     scorer = _Scorer(c_centred, mean, xp)
-    carried = [(seed, *_carried(seed, c64, xp)) for seed in (s.on(xp) for s in seeds)
+    # A seed's per-point arrays stay where they are kept (a GPU, or host memory) and come to xp
+    # a chunk at a time (`_rows_of_seed`).
+    carried = [(seed, *_carried(seed, c64, xp)) for seed in seeds
                if tuple(seed.centroids.shape) == (k, d)]  # (seed, other, movers, rest)
-    parts = {name: [] for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance", "lower")}
+    out = Assignment(xp.empty(n, dtype=xp.int32), xp.empty(n, dtype=bool), None, None,
+                     xp.empty(n, dtype=xp.float32), xp.empty(n, dtype=xp.float32) if bounds else None)
+    pairs = {"pair_points": [], "pair_centroids": []}  # by chunk, each sorted by point, then centroid
+    point_type = _index_type(n)
     # Per-point work in large chunks (a chunk costs launches on a GPU); the scorer takes its rows
     # in batches of its own within a chunk.
     step = scorer.rows_per_chunk(xp) if xp is np else max(1, reference.chunk_elements(xp) // (d + 1))
@@ -349,18 +373,20 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
             nearest = xp.zeros(x.shape[0], dtype=xp.int32)
             lower = xp.zeros(x.shape[0], dtype=xp.float64)
             clear = xp.zeros(x.shape[0], dtype=bool)
-            left = xp.arange(x.shape[0])
-            def carry(seed, other, movers, rest, rows):
+            chunk_pairs = {"pair_points": [], "pair_centroids": []}
+
+            def carry(seed_rows, other, movers, rest, rows):
                 """(settled, nearest, lower bound) of these points (a slice, or their indices in the
-                chunk) by the seed's carried bounds alone: every other centroid bounded by the
-                largest move first; then, for the points that leaves open, the movers measured."""
-                own = slice(offset, offset + x.shape[0]) if isinstance(rows, slice) else offset + rows
+                chunk) by the seed's carried bounds alone (`seed_rows`: its nearest and lower bounds
+                of the chunk's points): every other centroid bounded by the largest move first;
+                then, for the points that leaves open, the movers measured."""
+                seed_nearest, seed_lower = seed_rows
                 index = xp.arange(x.shape[0]) if isinstance(rows, slice) else rows
-                was = seed.nearest[own].astype(xp.int64)
+                was = seed_nearest[rows].astype(xp.int64)
                 here = x[rows]
                 gap = here - c64[was]  # float64, whatever the data's dtype
                 upper = xp.sqrt(reference.row_squares(gap, xp)) * (1 + bound_slack(d))
-                carried_lower = seed.lower[own].astype(xp.float64) * (1 - bound_slack(d))
+                carried_lower = seed_lower[rows].astype(xp.float64) * (1 - bound_slack(d))
                 below = carried_lower - other[was]
                 # 2 je each side: the float64 re-check admits a label whose computed gap is within need +
                 # 2 je, exact gaps up to need + 4 je, and a point must not be settled where it would not be.
@@ -381,12 +407,13 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
                 count = x.shape[0] if isinstance(left, slice) else left.size
                 if count == 0:
                     break
+                seed_rows = tuple(_rows_of_seed(a, offset, offset + x.shape[0], xp) for a in (seed.nearest, seed.lower))
                 if count > PROBE_FROM:  # try a few first: a seed that settles almost none costs a pass
                     sample = xp.arange(0, x.shape[0], x.shape[0] // PROBE_POINTS) if isinstance(left, slice) \
                         else left[:: count // PROBE_POINTS]
-                    if float(carry(seed, other, movers, rest, sample)[0].mean()) < PROBE_SETTLED:
+                    if float(carry(seed_rows, other, movers, rest, sample)[0].mean()) < PROBE_SETTLED:
                         continue
-                settled, was, below = carry(seed, other, movers, rest, left)
+                settled, was, below = carry(seed_rows, other, movers, rest, left)
                 chosen = xp.nonzero(settled)[0] if isinstance(left, slice) else left[settled]
                 nearest[chosen], lower[chosen], clear[chosen] = was[settled], below[settled], True
                 left = xp.nonzero(~settled)[0] if isinstance(left, slice) else left[~settled]
@@ -432,8 +459,8 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
                 unique[pending] = ~several_mask
                 several = xp.nonzero(several_mask)[0]
                 point_index, column = xp.nonzero(allowed[several])
-                parts["pair_points"].append(pending[several][point_index] + offset)
-                parts["pair_centroids"].append(column if columns is None else columns[several][point_index, column])
+                chunk_pairs["pair_points"].append(pending[several][point_index] + offset)
+                chunk_pairs["pair_centroids"].append(column if columns is None else columns[several][point_index, column])
                 if columns is None:
                     distances[xp.arange(pending.size), closest] = xp.inf
                     second = distances.min(axis=1)
@@ -452,25 +479,41 @@ def assign(data, centroids, precision: Precision, geometry: Geometry, xp=np, dir
                     near = points.centred(pending)
                     settle(pending, (near * near).sum(axis=1)[:, None] - 2 * (near @ c_centred.T)
                            + (c_centred * c_centred).sum(axis=1)[None, :], None)
-            parts["nearest"].append(nearest)
-            parts["unique"].append(unique)
-            parts["allowance"].append(_round_up(allowance, xp))
-            parts["lower"].append(_round_down(lower, xp))
-    joined = {name: (xp.concatenate(values) if values else xp.zeros(0, dtype=xp.int64))
-              for name, values in parts.items()}
-    if scorer.tree is not False:  # `admissible` looks pairs up by point, then centroid: the tree's come by distance
-        order = np.argsort(joined["pair_points"].astype(np.int64) * k + joined["pair_centroids"], kind="stable")
-        joined["pair_points"], joined["pair_centroids"] = joined["pair_points"][order], joined["pair_centroids"][order]
-    return Assignment(**joined)
+            mine = slice(offset, offset + x.shape[0])
+            out.nearest[mine] = nearest
+            out.unique[mine] = unique
+            out.allowance[mine] = _round_up(allowance, xp)
+            if bounds:
+                out.lower[mine] = _round_down(lower, xp)
+            if chunk_pairs["pair_points"]:
+                points_of, centroids_of = (xp.concatenate(chunk_pairs[name]) for name in chunk_pairs)
+                if scorer.tree is not False:  # `admissible` looks pairs up by point, then centroid: the tree's come by distance
+                    order = np.argsort(points_of.astype(np.int64) * k + centroids_of, kind="stable")
+                    points_of, centroids_of = points_of[order], centroids_of[order]
+                pairs["pair_points"].append(points_of.astype(point_type))
+                pairs["pair_centroids"].append(centroids_of.astype(xp.int32))
+    for name, kind in (("pair_points", point_type), ("pair_centroids", np.int32)):
+        setattr(out, name, xp.concatenate(pairs[name]) if pairs[name] else xp.zeros(0, dtype=kind))
+        pairs[name] = None
+    return out
+
+
+def as_labels(labels, xp=np):
+    """A row's labels on xp as integers: as given where they are int32 or int64 (no copy of n on
+    the judge's side), else as int64."""
+    labels = xp.asarray(labels)
+    return labels if labels.dtype in (np.int32, np.int64) else labels.astype(xp.int64)
 
 
 def admissible(assignment: Assignment, labels, k: int, xp=np):
     """Per point: may a row of the declared precision give it `labels`?"""
-    labels = xp.asarray(labels).astype(xp.int64)
+    labels = as_labels(labels, xp)
     ok = assignment.unique & (labels == assignment.nearest)
     tied = xp.nonzero(~assignment.unique)[0]
     if tied.size:
-        keys = assignment.pair_points * k + assignment.pair_centroids
+        keys = assignment.pair_points.astype(xp.int64)  # in place from here: 8 bytes a pair
+        keys *= k
+        keys += assignment.pair_centroids
         wanted = tied * k + labels[tied]
         place = xp.minimum(xp.searchsorted(keys, wanted), keys.size - 1)
         ok[tied] = keys[place] == wanted  # every tied point has at least two pairs

@@ -125,10 +125,10 @@ def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, 
         step = certifier.step(iteration, previous, centroids, labels)
         certificate.inertias[digest(previous)] = step.inertia_before
         _count(certificate, step, labels is not None)
-        if problem.tol is not None:  # only the tolerance rule counts changes (and keeps the last assignment)
+        if problem.tol is not None:  # only the tolerance rule counts changes (and keeps the last decisions)
             changes[iteration] = _changes(before, step.assignment, problem.n)
             step.failure = step.failure or _stop_failure(problem, iteration, length, changes[iteration])
-            before = step.assignment
+            before = replace(step.assignment, pair_points=None, pair_centroids=None, allowance=None, lower=None)
         if step.failure is not None:
             certificate.failure = step.failure
             return certificate
@@ -138,13 +138,15 @@ def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, 
         if iteration in wanted:
             kept[iteration] = centroids
         previous = centroids
+        step = None  # its assignment (13 bytes a point, and its pairs) goes before the next step's scan
     if certificate.steps < length:
         certificate.failure = Failure(certificate.steps + 1, "iterations",
                                       text=f"the validation run gave {certificate.steps} steps of {length}")
         return certificate
     fixed = {}
     for count in counts:  # one more step from each end: a fixed point, and the end's inertia
-        step = certifier.step(count + 1, kept[count], kept[count])
+        # Off the trajectory: the trajectory's last scan stays the one a timed end is checked from.
+        step = certifier.step(count + 1, kept[count], kept[count], keep=False)
         fixed[count] = step.failure is None
         certificate.inertias[digest(kept[count])] = step.inertia_before
     certificate.fixed_point = fixed[length]
