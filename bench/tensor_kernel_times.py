@@ -4,7 +4,6 @@ CUDA events, per setting, and a cell's timed region in parts."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
@@ -12,6 +11,7 @@ import numpy as np
 from impls.gpu.kmbench_gpu import KmbenchGpu
 from kmbench.protocol import runner
 from kmbench.data.datasets import blobs
+from tensor_cells import with_settings  # beside this script
 
 
 def _timed_iteration(path) -> list:
@@ -42,8 +42,7 @@ def breakdown() -> None:
     settings = runner.Settings(k=1024, iterations=10)
     problem = runner.make_problem(blobs(1_000_000, d=128, centers=1024), settings)
     for recheck in RECHECKS:
-        os.environ["KMBENCH_TENSOR_RECHECK"] = recheck
-        impl = KmbenchGpu(force_strategy="tensor")
+        impl = with_settings(KMBENCH_TENSOR_RECHECK=recheck)
         impl.use_graph = False
         impl.prepare(problem)
         path = impl._chosen.path  # the tensor strategy's TensorPath
@@ -54,7 +53,6 @@ def breakdown() -> None:
             print(f"{recheck:7s} iteration {iteration}: tf32 pass {times[0]:8.1f} us, re-check {times[1]:8.1f} us "
                   f"({flagged} points, {flagged / problem.n:.2%}), update {times[2]:8.1f} us", flush=True)
         impl.release()
-        os.environ.pop("KMBENCH_TENSOR_RECHECK")
 
 
 def candidates() -> None:
@@ -81,13 +79,9 @@ def _per_kernel(variable: str, values: list[str], shapes: str) -> None:
     for n, d, k in (tuple(int(v) for v in shape.split(",")) for shape in shapes.split(";")):
         problem = runner.make_problem(blobs(n, d=d, centers=k), runner.Settings(k=k, iterations=10))
         for value in values:
-            os.environ[variable] = value
-            try:
-                impl = KmbenchGpu(force_strategy="tensor")
-                impl.use_graph = False
-                impl.prepare(problem)
-            finally:
-                os.environ.pop(variable)
+            impl = with_settings(**{variable: value})
+            impl.use_graph = False
+            impl.prepare(problem)
             path = impl._chosen.path  # the tensor strategy's TensorPath
             path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
             rows = [_timed_iteration(path) for _ in range(7)]

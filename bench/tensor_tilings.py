@@ -4,14 +4,12 @@ events (tilings: validated cells beside flash-kmeans)."""
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
 
 from kmbench_gpu_experiments import show  # beside this script
-from tensor_cells import cells, with_tiling  # beside this script
-from impls.gpu.kmbench_gpu import KmbenchGpu
+from tensor_cells import cells, with_settings, with_tiling  # beside this script
 from kmbench.protocol import runner
 from kmbench.data.datasets import blobs
 
@@ -34,13 +32,9 @@ def _pass_times(problem, setting: str, value: str, iterations: int = 6) -> tuple
     first iteration's re-check, with one tiling variable set while the path is built."""
     import cupy
 
-    os.environ[setting] = value
-    try:
-        impl = KmbenchGpu(force_strategy="tensor")
-        impl.use_graph = False
-        impl.prepare(problem)
-    finally:
-        os.environ.pop(setting, None)
+    impl = with_settings(**{setting: value})
+    impl.use_graph = False
+    impl.prepare(problem)
     path = impl._chosen.path  # the tensor strategy's TensorPath
     path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
     events = [cupy.cuda.Event() for _ in range(3)]

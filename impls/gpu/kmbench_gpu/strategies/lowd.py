@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from impls.gpu.kmbench_gpu.strategies.base import BLOCK, Strategy, source
+from impls.gpu.kmbench_gpu.strategies.base import Strategy, source
 from kmbench.errors import ImplementationError
 
 TILED_MAX_DIM = 32  # lowd.cu is compiled for d up to here; above, the tensor path or GEMM
