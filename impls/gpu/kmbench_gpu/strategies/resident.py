@@ -17,6 +17,22 @@ RESIDENT_SLOTS = 40  # k * (d + 1) float64 columns of 128 threads: 40 of the 48 
 RESIDENT_BLOCK, RESIDENT_POINTS, RESIDENT_BLOCKS_PER_SM, RESIDENT_COPIES = 128, 8, 4, 32  # as in resident.cu
 
 
+def blocks_per_sm(kernel) -> int:
+    """Blocks of a resident.cu kernel (compiled, 128 threads a block) one SM holds: the
+    occupancy the driver reports, since __launch_bounds__ asks only for at least
+    RESIDENT_BLOCKS_PER_SM. Each block keeps eight points a thread in flight, so the blocks an
+    SM holds are the bytes in flight that a pass over the data needs."""
+    from cupy.cuda import driver
+
+    try:
+        held = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, RESIDENT_BLOCK, 0)
+    except AttributeError:  # an older CuPy without the occupancy call
+        held = RESIDENT_BLOCKS_PER_SM
+    if held < 1:
+        raise ImplementationError("the resident kernel does not fit on one SM of this GPU")
+    return int(held)
+
+
 class Resident(Strategy):
     name = "resident"
     max_dim = TILED_MAX_DIM
@@ -48,17 +64,7 @@ class Resident(Strategy):
         return blocks(n, RESIDENT_BLOCK * RESIDENT_POINTS, self.sms * self.blocks_per_sm())
 
     def blocks_per_sm(self) -> int:
-        """Blocks of the kernel one SM holds (the occupancy the driver reports;
-        __launch_bounds__ in resident.cu asks for RESIDENT_BLOCKS_PER_SM)."""
-        from cupy.cuda import driver
-
-        try:
-            held = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.kernel.kernel.ptr, RESIDENT_BLOCK, 0)
-        except AttributeError:  # an older CuPy without the occupancy call
-            held = RESIDENT_BLOCKS_PER_SM
-        if held < 1:
-            raise ImplementationError("the resident kernel does not fit on one SM of this GPU")
-        return int(held)
+        return blocks_per_sm(self.kernel)
 
     def allocate(self, x, changed, labels: bool = True) -> None:
         """The float64 centroids the kernel reads and writes, its labels, and its three partial

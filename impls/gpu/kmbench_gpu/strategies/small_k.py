@@ -15,8 +15,7 @@ import numpy as np
 
 from impls.gpu.kmbench_gpu.strategies.base import blocks, source
 from impls.gpu.kmbench_gpu.strategies.lowd import SMALL_DIM, LowD
-from impls.gpu.kmbench_gpu.strategies.resident import (RESIDENT_BLOCK, RESIDENT_BLOCKS_PER_SM, RESIDENT_POINTS,
-                                                       RESIDENT_SLOTS)
+from impls.gpu.kmbench_gpu.strategies.resident import RESIDENT_BLOCK, RESIDENT_POINTS, RESIDENT_SLOTS, blocks_per_sm
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
 
@@ -59,9 +58,12 @@ class Columns(LowD):
     def compile(self) -> None:
         super().compile()
         self.points = RESIDENT_POINTS
+        self.held = blocks_per_sm(self.kernel)
 
     def grid(self, n: int) -> int:
-        return blocks(n, RESIDENT_BLOCK * RESIDENT_POINTS, self.sms * RESIDENT_BLOCKS_PER_SM)
+        """As many blocks as the GPU holds at once, as the resident kernel has (four an SM is
+        only what resident.cu's __launch_bounds__ asks for)."""
+        return blocks(n, RESIDENT_BLOCK * RESIDENT_POINTS, self.sms * self.held)
 
     def arguments(self, x, n: int, labels) -> tuple:
         return (x, np.int64(n), self.centroids, self.sums, labels, self.changed)
