@@ -2,7 +2,9 @@
 iteration of each (implementation, GPUs, k) on one dataset, the speedup over the same row on one
 GPU, the parallel efficiency, the time against kmbench-gpu alone on one GPU (where the run has
 it) and, for the rows that record it, the collective's share of an iteration. A cell that is not
-`ok` is shown with its status, not a time."""
+`ok` is shown with its status, not a time. Each cell says when and with which code it was
+measured: a long run is taken a workload at a time, over sessions, and a cell measured before a
+change keeps its old record until it runs again."""
 
 from __future__ import annotations
 
@@ -28,6 +30,29 @@ def _communication(record: LloydRecord, per: float | None) -> str:
     return f"{_time(inside)} ({inside / per:.1%})" if inside else "-"
 
 
+def _measured(record: LloydRecord) -> str:
+    """The record's date and the first eight digits of its code hash."""
+    day = (record.timestamp or "")[:10] or "?"
+    return f"{day}, code {(record.env.get('code_hash') or '?')[:8]}"
+
+
+def _same_code(other: LloydRecord | None, record: LloydRecord) -> LloydRecord | None:
+    """`other`, where it was measured with the same code as `record` (a ratio across a change of
+    the code would measure the change, not the GPUs)."""
+    if other is None or other.env.get("code_hash") != record.env.get("code_hash"):
+        return None
+    return other
+
+
+def _versions_note(cells: dict) -> list[str]:
+    """A sentence under the table where its cells come from more than one version of the code."""
+    hashes = sorted({(r.env.get("code_hash") or "?")[:8] for r in cells.values()})
+    if len(hashes) < 2:
+        return []
+    return ["", f"These cells were measured with {len(hashes)} versions of the code ({', '.join(hashes)}): "
+                "speedups and ratios are taken only between cells of one version."]
+
+
 def markdown(records: list[LloydRecord]) -> str:
     cells: dict[tuple, LloydRecord] = {}
     for record in records:  # the newest record of each cell wins; a GPU set is part of the cell here
@@ -40,17 +65,17 @@ def markdown(records: list[LloydRecord]) -> str:
              f"{ALONE}'s alone on one GPU, same data and k. Communication: time per iteration inside the "
              "all-reduce, and its share of the iteration.", "",
              f"| implementation | dataset | n | k | GPUs | time per iteration | speedup over 1 GPU | efficiency "
-             f"| x {ALONE} | communication | status |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"| x {ALONE} | communication | status | measured |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (impl, name, k, gpus), record in sorted(cells.items()):
         per = _per_iteration(record)
-        base = _per_iteration(cells.get((impl, name, k, 1)))
-        alone = _per_iteration(cells.get((ALONE, name, k, 1)))
+        base = _per_iteration(_same_code(cells.get((impl, name, k, 1)), record))
+        alone = _per_iteration(_same_code(cells.get((ALONE, name, k, 1)), record))
         speedup = base / per if base and per else None
         lines.append(f"| {impl} | {name} | {record.dataset.n:,} | {k} | {gpus} | "
                      f"{_time(per)} | {f'{speedup:.2f}x' if speedup else '-'} | "
                      f"{f'{speedup / gpus:.0%}' if speedup else '-'} | "
                      f"{f'{per / alone:.2f}x' if per and alone and impl != ALONE else '-'} | "
                      f"{_communication(record, per)} | {record_status(record)}"
-                     f"{': ' + record.detail if record.status != 'ok' else ''} |")
-    return "\n".join(lines) + "\n"
+                     f"{': ' + record.detail if record.status != 'ok' else ''} | {_measured(record)} |")
+    return "\n".join(lines + _versions_note(cells)) + "\n"
