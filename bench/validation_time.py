@@ -5,6 +5,7 @@ The goal of a cell: judge <= 2 x row calls + 5 s (the 1e9-point cell: <= 30 s). 
 
     python3 bench/validation_time.py --cell cpu-1e6x2-k1000 --cell cpu-2e5x64-k256     # any machine
     python3 bench/validation_time.py --cell blobs-1e7x128-k4096 --cell radial-1e9x2-k1000  # GPU machine
+    python3 bench/validation_time.py --cell radial-1e9x2-k1000 --from-host        # as a Dask set's cells are judged
     python3 bench/validation_time.py --list
 
 Prints one line per cell and writes the records (`--store`) and a markdown table (`--out`).
@@ -13,6 +14,7 @@ Prints one line per cell and writes the records (`--store`) and a markdown table
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -21,7 +23,7 @@ import numpy as np
 
 from kmbench.data.datasets import Dataset, fill_radial, radial_centers
 from kmbench.plans.in_memory import generate_blobs
-from kmbench.protocol import runner, validate
+from kmbench.protocol import reference, runner, validate
 from kmbench.protocol.task import charge_judge
 from kmbench.registry import discover
 
@@ -74,8 +76,6 @@ def _radial(n, seed=0):
 def _warm_up(data, settings, rows, everything) -> None:
     """The same cell on a few of its points (enough that the judge computes where it will for the
     whole), so that the kernels its rows and its judge use are compiled and cached before it."""
-    from kmbench.protocol import reference
-
     n = max(50_000, settings.k + 1, 2 * reference.GPU_FROM_BYTES // (data.shape[1] * data.itemsize))
     small = Dataset("warm-up", data[:n], None, {"generator": "warm-up"})
     problem = runner.make_problem(small, settings)
@@ -91,6 +91,9 @@ def main(argv=None) -> int:
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--store", help="a JSON-lines file for the records")
     parser.add_argument("--out", help="a markdown file for the table")
+    parser.add_argument("--from-host", action="store_true",
+                        help="judge as the scaling plan judges a GPU set's cells, whose workers hold the GPUs: "
+                             "the data streamed from host memory (reference.judge_from_host), never copied whole")
     parser.add_argument("--cold", action="store_true",
                         help="no warm-up cell first (a fresh machine then compiles CuPy's kernels inside the cell)")
     args = parser.parse_args(argv)
@@ -115,7 +118,8 @@ def main(argv=None) -> int:
         chosen = (args.impl or rows).split(",")
         share = oracle.seconds / len(chosen)
         for impl in chosen:
-            record = runner.run_cell(everything[impl], problem, oracle, dataset, settings, "bench")
+            with reference.judge_from_host() if args.from_host else contextlib.nullcontext():
+                record = runner.run_cell(everything[impl], problem, oracle, dataset, settings, "bench")
             charge_judge(record, share)
             times = record.get("times", {})
             calls, judge = times.get("row_calls") or 0.0, times.get("judge") or 0.0
