@@ -5,6 +5,7 @@ a launch, for shards and streamed chunks) was measured against `resident` and `s
 
     python3 bench/lowd_passes.py                       # 1e8 x 2 at k = 3 and 13
     python3 bench/lowd_passes.py --shape 1000000000,2,3 --strategies resident,columns
+    python3 bench/lowd_passes.py --strategies resident,columns,columns@4   # columns at 4 blocks an SM
 
 Needs a GPU with CuPy; the data are standard normal points made on the host.
 """
@@ -12,19 +13,29 @@ Needs a GPU with CuPy; the data are standard normal points made on the host.
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 import numpy as np
 
 from impls.gpu.kmbench_gpu import KmbenchGpu
+from impls.gpu.kmbench_gpu.strategies import small_k
 from kmbench.data.datasets import Dataset
 from kmbench.protocol import runner
 
 
 def per_iteration(strategy: str, data: np.ndarray, k: int, iterations: int, repeats: int):
-    """(best, median) seconds per iteration and the final centroids of `strategy`."""
+    """(best, median) seconds per iteration, the final centroids and the grid (blocks) of
+    `strategy`, where "columns@B" is columns launched at B blocks an SM rather than at the GPU's
+    occupancy."""
     problem = runner.make_problem(Dataset("lowd-passes", data, None, {}), runner.Settings(k=k, iterations=iterations))
+    strategy, _, per_sm = strategy.partition("@")
     impl = KmbenchGpu(force_strategy=strategy)
-    impl.prepare(problem)
+    if per_sm:
+        with _columns_blocks_per_sm(int(per_sm)):
+            impl.prepare(problem)
+    else:
+        impl.prepare(problem)
+    grid = impl.build_info().get("blocks")
     impl.run(problem)  # warm-up
     times, centroids = [], None
     for _ in range(repeats):
@@ -32,7 +43,18 @@ def per_iteration(strategy: str, data: np.ndarray, k: int, iterations: int, repe
         times.append(result.phases["iterate"] / iterations)
         centroids = result.centroids
     impl.release()
-    return min(times), float(np.median(times)), centroids
+    return min(times), float(np.median(times)), centroids, grid
+
+
+@contextlib.contextmanager
+def _columns_blocks_per_sm(count: int):
+    """While it lasts, columns compiles as though one SM held `count` of its blocks."""
+    original = small_k.blocks_per_sm
+    small_k.blocks_per_sm = lambda kernel: count
+    try:
+        yield
+    finally:
+        small_k.blocks_per_sm = original
 
 
 def main() -> None:
@@ -47,10 +69,10 @@ def main() -> None:
         data = np.random.default_rng(0).standard_normal((n, d)).astype(np.float32)
         first = None
         for strategy in args.strategies.split(","):
-            best, median, centroids = per_iteration(strategy, data, k, args.iterations, args.repeats)
+            best, median, centroids, grid = per_iteration(strategy, data, k, args.iterations, args.repeats)
             first = centroids if first is None else first
-            print(f"{n:>13,} x {d} k={k:<4} {strategy:9s} best {best * 1e3:8.4f} ms  median {median * 1e3:8.4f} ms"
-                  f"  centroids within {np.abs(centroids - first).max():.2g} of the first", flush=True)
+            print(f"{n:>13,} x {d} k={k:<4} {strategy:10s} best {best * 1e3:8.4f} ms  median {median * 1e3:8.4f} ms"
+                  f"  {grid} blocks  centroids within {np.abs(centroids - first).max():.2g} of the first", flush=True)
 
 
 if __name__ == "__main__":
