@@ -4,15 +4,16 @@ empty clusters (sklearn.cluster._k_means_common._relocate_empty_clusters_dense).
 
 Rows follow the benchmark's protocol, where an empty cluster keeps its centroid; the estimator
 runs this step instead wherever that differs from scikit-learn's answer (a row left a cluster
-empty) or where a row cannot run the fit at all (sample weights). Distances are the float64
-oracle's (kmbench.protocol.reference), so this is exact Lloyd in float64 whatever the data's dtype.
+empty) or where a row cannot run the fit at all (sample weights). Labels and distances are the
+float64 oracle's (kmbench.protocol.reference.nearest), bit for bit, through labels.py's product,
+so this is exact Lloyd in float64 whatever the data's dtype.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kmbench.protocol import reference
+from kmbench.estimator.labels import nearest
 
 OWN = "own-numpy"  # the name `impl_` shows where this Lloyd ran a fit
 
@@ -24,7 +25,7 @@ def relocating_step(X: np.ndarray, weights: np.ndarray | None, centers: np.ndarr
     cluster it came from. Where every point sits on its centre (fewer distinct points than
     clusters) nothing moves. Returns the new centres and the inertia of `centers`."""
     k, d = centers.shape
-    labels, distances = reference.nearest(X, centers)
+    labels, distances = nearest(X, centers)
     weights = np.ones(X.shape[0]) if weights is None else weights
     totals = np.bincount(labels, weights=weights, minlength=k)
     sums = np.stack([np.bincount(labels, weights=weights * X[:, a], minlength=k) for a in range(d)], axis=1)

@@ -1,0 +1,72 @@
+"""The nearest centre of every point, for kmbench.KMeans: the float64 oracle's answer
+(kmbench.protocol.reference.nearest), bit for bit, at the speed of a matrix product.
+
+The oracle sums (x_j - c_j)^2 one dimension at a time over an n x k block: exact in form, but
+d passes over n x k float64 (1e6 x 16 points, k = 100: 14 s on two cores, where scikit-learn's
+whole fit took 4). Here the scores |c'|^2 / 2 - x'.c' come from one BLAS product on coordinates
+moved by the centres' mean; a point whose best two scores are far enough apart that neither
+form's float64 rounding can swap them takes the best, and its distance is then computed as the
+oracle computes that one column (the same operations in the same order: the same bits). The
+few points left are handed to the oracle itself. Above reference.EXPANDED_FROM_DIM the oracle
+already uses a product, and is called as it is.
+
+Why the margin holds (kmbench/judge/NOTES.md, "Distances", with u = 2^-53 and every input
+exact in float64): each form computes a squared distance within E(x) = gamma_{d+8}(u) (|x'| +
+max |c'|)^2 of the exact one, x' and c' the moved coordinates (|x - c| = |x' - c'|). Where the
+computed gap of the product's best two distances exceeds 4 E(x), the exact gap of the best to
+any other centre exceeds 2 E(x), so the oracle's own sums, each within E(x), order them the same
+way: the same winner, with no tie for its index rule to break.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kmbench.protocol import reference
+
+UNIT = 2.0**-53  # float64's unit roundoff
+SAFETY = 2.0  # the margin is taken twice over: its first-order terms are all it counts
+
+
+def margin_factor(d: int) -> float:
+    """F with 4 E(x) <= F (|x'| + max |c'|)^2: four times gamma_{d+8}(u), taken twice."""
+    m = (d + 8) * UNIT
+    return SAFETY * 4 * m / (1 - m)
+
+
+def nearest(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(labels int64, squared distances float64) of every point of X to its nearest centre:
+    reference.nearest's, bit for bit."""
+    centers = np.asarray(centers, dtype=np.float64)
+    k, d = centers.shape
+    if d >= reference.EXPANDED_FROM_DIM:
+        return reference.nearest(X, centers)
+    n = X.shape[0]
+    labels, best = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.float64)
+    middle = centers.mean(axis=0)
+    moved = centers - middle
+    half = 0.5 * np.einsum("ij,ij->i", moved, moved)
+    reach = float(np.sqrt(2 * half.max()))  # max |c'|
+    factor = margin_factor(d)
+    step = max(1, reference.CHUNK_ELEMENTS // max(k, 1))
+    for start in range(0, n, step):
+        x = np.asarray(X[start : start + step], dtype=np.float64)
+        rows = np.arange(x.shape[0])
+        x_moved = x - middle
+        scores = x_moved @ moved.T
+        np.subtract(half, scores, out=scores)
+        winner = scores.argmin(axis=1)
+        first = scores[rows, winner]
+        scores[rows, winner] = np.inf
+        gap = 2 * (scores.min(axis=1) - first)  # in squared distance: second minus best
+        norm = np.sqrt(np.einsum("ij,ij->i", x_moved, x_moved))
+        sure = gap > factor * (norm + reach) ** 2  # False where anything overflowed or is NaN
+        distance, chosen = np.zeros(x.shape[0]), centers[winner]
+        for dim in range(d):  # the oracle's column of the winner, its operations in its order
+            distance += (x[:, dim] - chosen[:, dim]) ** 2
+        open_ = np.flatnonzero(~sure)
+        if open_.size:
+            winner[open_], distance[open_] = reference.nearest(x[open_], centers)
+        labels[start : start + x.shape[0]] = winner
+        best[start : start + x.shape[0]] = distance
+    return labels, best

@@ -1,0 +1,64 @@
+"""kmbench.KMeans's nearest centres (kmbench/estimator/labels.py): the float64 oracle's labels
+and distances (reference.nearest), to the bit, from a matrix product and a margin. Where the
+margin is dropped, points halfway between two centres change label, so these tests can fail."""
+
+import numpy as np
+import pytest
+
+from kmbench.estimator import labels as nearest_module
+from kmbench.estimator.labels import nearest
+from kmbench.protocol import reference
+
+
+def _same_as_oracle(x, centers):
+    labels, distances = nearest(x, centers)
+    expected_labels, expected_distances = reference.nearest(x, centers)
+    return np.array_equal(labels, expected_labels) and np.array_equal(distances, expected_distances)
+
+
+def _halfway(rng, d, k, n, offset):
+    """Points at the rounded midpoints of pairs of centres (a centre with itself too)."""
+    centers = rng.standard_normal((k, d)) * 3 + offset
+    first, second = rng.integers(0, k, n), rng.integers(0, k, n)
+    return (centers[first] + centers[second]) / 2, centers
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_clusters_near_and_far_from_the_origin_get_the_oracles_bits(seed):
+    rng = np.random.default_rng(seed)
+    d, k = int(rng.integers(1, 33)), int(rng.integers(1, 60))
+    offset, spread = 10.0 ** rng.integers(-3, 7), 10.0 ** rng.integers(-3, 3)
+    centers = rng.standard_normal((k, d)) * spread + offset
+    x = centers[rng.integers(0, k, 3000)] + rng.standard_normal((3000, d)) * spread
+    assert _same_as_oracle(x.astype(rng.choice([np.float32, np.float64])), centers)
+
+
+@pytest.mark.parametrize("d, offset", [(2, 0.0), (3, 5.0), (8, 1e3)])
+def test_points_halfway_between_centres_get_the_oracles_bits(d, offset):
+    x, centers = _halfway(np.random.default_rng(d), d, 6, 20_000, offset)
+    assert _same_as_oracle(x, centers)
+
+
+def test_the_margin_is_what_keeps_halfway_points_with_the_oracle(monkeypatch):
+    x, centers = _halfway(np.random.default_rng(2), 2, 6, 20_000, 0.0)
+    monkeypatch.setattr(nearest_module, "margin_factor", lambda d: 0.0)
+    assert not np.array_equal(nearest(x, centers)[0], reference.nearest(x, centers)[0])
+
+
+def test_exact_ties_and_repeated_centres_go_to_the_lowest_index():
+    grid = np.stack(np.meshgrid(np.arange(-4, 5), np.arange(-4, 5)), axis=-1).reshape(-1, 2).astype(np.float32)
+    centers = np.array([[0, 0], [2, 0], [0, 2], [2, 0], [-2, -2]], dtype=np.float64)  # centre 3 repeats 1
+    labels, _ = nearest(grid, centers)
+    assert 3 not in labels and _same_as_oracle(grid, centers)
+
+
+def test_chunks_of_any_size_give_the_same_answer(monkeypatch):
+    x, centers = _halfway(np.random.default_rng(5), 3, 7, 1001, 1.0)
+    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", 7 * 64)  # 64 points a chunk, the last one short
+    assert _same_as_oracle(x, centers)
+
+
+def test_one_centre_and_high_dimensions_are_the_oracles_too():
+    rng = np.random.default_rng(7)
+    assert _same_as_oracle(rng.standard_normal((500, 4)), rng.standard_normal((1, 4)))
+    assert _same_as_oracle(rng.standard_normal((500, 40)).astype(np.float32), rng.standard_normal((9, 40)))
