@@ -116,3 +116,12 @@ def test_gpu_backend():
     model = kmbench.KMeans(n_clusters=4, impl="kmbench-gpu", random_state=0, tol=0.0).fit(X)
     cpu = kmbench.KMeans(n_clusters=4, impl="numpy", random_state=0, tol=0.0).fit(X)
     np.testing.assert_allclose(model.cluster_centers_, cpu.cluster_centers_, rtol=1e-4, atol=1e-4)
+
+
+def test_the_docstrings_example_gives_what_it_shows():
+    import doctest
+
+    import kmbench.estimator
+
+    ran = doctest.testmod(kmbench.estimator, verbose=False)
+    assert ran.attempted > 0 and ran.failed == 0

@@ -44,14 +44,54 @@ ONE_BLAS_THREAD = 1 << 22  # values of X up to which seeding runs BLAS on one th
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator):
-    """Lloyd's k-means run by a kmbench implementation (`kmbench list` names them).
+    """K-means clustering (Lloyd's algorithm), a drop-in for sklearn.cluster.KMeans, run by
+    any implementation kmbench benchmarks (`kmbench list` names them).
 
-    Parameters are scikit-learn's KMeans's (n_clusters, init: "k-means++", "random", an array or
-    a callable(X, n_clusters, random_state); n_init: "auto" or a count; max_iter; tol: None runs
-    exactly max_iter iterations; verbose; random_state; copy_x; algorithm: "lloyd" or "elkan",
-    which run the same exact Lloyd), and impl: an implementation's name, or "auto" (choice.AUTO).
-    Fitted: cluster_centers_, labels_, inertia_, n_iter_, n_features_in_, impl_ (what ran the
-    best run: a row's name, or lloyd.OWN).
+    Parameters
+    ----------
+    n_clusters : int, default 8
+    impl : str, default "auto"
+        Which implementation runs the fit: "auto" takes the first that runs here and computes in
+        the data's precision, of kmbench-gpu (a GPU), kmbench-cpu (a C++ compiler; compiled on
+        its first fit, a few seconds once) and numpy (float64 data go to numpy). Or a name from
+        `kmbench list`, such as "kmbench-gpu" or "sklearn".
+    init : "k-means++", "random", array (n_clusters, n_features) or callable, default "k-means++"
+        A callable is called as init(X, n_clusters, random_state).
+    n_init : "auto" or int, default "auto"
+        Runs from different starts; the one of least inertia is kept. "auto": one run from
+        k-means++ or given centres, ten from random starts.
+    max_iter : int, default 300
+    tol : float or None, default 1e-4
+        A run stops once the centres moved, in all (squared), by at most tol times the data's
+        mean per-feature variance, as scikit-learn's does; None runs exactly max_iter iterations.
+    verbose : int, default 0
+    random_state : int, RandomState or None
+    copy_x : bool, default True
+    algorithm : "lloyd" or "elkan", default "lloyd"
+        Both run the same exact Lloyd iterations.
+
+    Attributes
+    ----------
+    cluster_centers_, labels_, inertia_, n_iter_, n_features_in_, feature_names_in_ : as
+        scikit-learn's.
+    impl_ : str
+        The implementation that ran the kept run, or "own-numpy" where the estimator's own
+        NumPy Lloyd did (sample weights, which no implementation takes).
+
+    Empty clusters are moved to the farthest points, as scikit-learn moves them; labels_,
+    inertia_ and predict are computed in float64. docs/usage.md says what differs from
+    scikit-learn (the starts a random_state draws).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kmbench import KMeans
+    >>> X = np.array([[1, 2], [1, 4], [1, 0], [10, 2], [10, 4], [10, 0]], dtype=np.float32)
+    >>> model = KMeans(n_clusters=2, init=X[[0, 3]]).fit(X)
+    >>> model.labels_.tolist()
+    [0, 0, 0, 1, 1, 1]
+    >>> model.predict(np.array([[0, 0], [12, 3]], dtype=np.float32)).tolist()
+    [0, 1]
     """
 
     def __init__(self, n_clusters=8, *, impl="auto", init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
@@ -180,6 +220,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     # ------------------------------------------------------------------ the estimator API
 
     def fit(self, X, y=None, sample_weight=None):
+        """Compute the clustering of X (n_samples, n_features); sample_weight: one non-negative
+        weight a sample. Returns the fitted estimator."""
         self._check_params()
         X = self._data(X, reset=True, copy=self.copy_x)
         if X.shape[0] < self.n_clusters:
@@ -273,6 +315,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return labels.astype(np.int32), float(distances @ weights if weights is not None else distances.sum())
 
     def predict(self, X):
+        """The index of the nearest fitted centre of each sample of X."""
         check_is_fitted(self)
         return self._labels_inertia(self._data(X, reset=False), None)[0]
 
