@@ -1,6 +1,6 @@
 """kmbench.KMeans against scikit-learn's KMeans from the same given centres: fit and predict
 times, iterations, inertia and which implementation ran (impl_). It is how a float32 fit that
-left a cluster empty was found taking 239 s where scikit-learn's took 4 (then 13 s, after the
+left a cluster empty was found taking 239 s where scikit-learn's took 4 (then 11 s, after the
 estimator's labels came from one product and such a run was redone stepped on its row). Not a test.
 
     .venv/bin/python bench/estimator_same_start.py                      # 1e6 x 16 float32, k = 100

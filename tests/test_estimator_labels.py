@@ -54,7 +54,7 @@ def test_exact_ties_and_repeated_centres_go_to_the_lowest_index():
 
 def test_chunks_of_any_size_give_the_same_answer(monkeypatch):
     x, centers = _halfway(np.random.default_rng(5), 3, 7, 1001, 1.0)
-    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", 7 * 64)  # 64 points a chunk, the last one short
+    monkeypatch.setattr(nearest_module, "CHUNK_SCORES", 7 * 64)  # 64 points a chunk, the last one short
     assert _same_as_oracle(x, centers)
 
 

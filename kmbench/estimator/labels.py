@@ -26,6 +26,10 @@ from kmbench.protocol import reference
 
 UNIT = 2.0**-53  # float64's unit roundoff
 SAFETY = 2.0  # the margin is taken twice over: its first-order terms are all it counts
+# Scores per chunk (2 MiB of float64): a chunk's scores are passed over several times (argmin,
+# runner-up), so they should stay in the CPU's cache. At 1e5 x 16, k = 100 on two cores, chunks
+# of the oracle's 64 MiB took 145 ms a call, these 68 ms.
+CHUNK_SCORES = 1 << 18
 
 
 def margin_factor(d: int) -> float:
@@ -47,14 +51,18 @@ def nearest(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     moved = centers - middle
     half = 0.5 * np.einsum("ij,ij->i", moved, moved)
     reach = float(np.sqrt(2 * half.max()))  # max |c'|
+    # The scores in one product: [x', 1] . [-c', |c'|^2 / 2] (no pass of its own to subtract).
+    columns = np.concatenate([-moved, half[:, None]], axis=1).T.copy()
     factor = margin_factor(d)
-    step = max(1, reference.CHUNK_ELEMENTS // max(k, 1))
+    step = max(1, CHUNK_SCORES // max(k, 1))
     for start in range(0, n, step):
         x = np.asarray(X[start : start + step], dtype=np.float64)
         rows = np.arange(x.shape[0])
-        x_moved = x - middle
-        scores = x_moved @ moved.T
-        np.subtract(half, scores, out=scores)
+        lifted = np.empty((x.shape[0], d + 1))
+        x_moved = lifted[:, :d]
+        np.subtract(x, middle, out=x_moved)
+        lifted[:, d] = 1.0
+        scores = lifted @ columns
         winner = scores.argmin(axis=1)
         first = scores[rows, winner]
         scores[rows, winner] = np.inf
