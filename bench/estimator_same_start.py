@@ -1,7 +1,8 @@
 """kmbench.KMeans against scikit-learn's KMeans from the same given centres: fit and predict
 times, iterations, inertia and which implementation ran (impl_). It is how a float32 fit that
-left a cluster empty was found taking 239 s where scikit-learn's took 4 (then 11 s, after the
-estimator's labels came from one product and such a run was redone stepped on its row). Not a test.
+left a cluster empty was found taking 239 s where scikit-learn's took 4 (about 5 s once the
+estimator's labels came from one product and kmbench-cpu halted before the emptying iteration
+rather than the whole fit being redone in NumPy). Not a test.
 
     .venv/bin/python bench/estimator_same_start.py                      # 1e6 x 16 float32, k = 100
     .venv/bin/python bench/estimator_same_start.py --n 100000 --dtype float64 --max-iter 50

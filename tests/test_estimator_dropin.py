@@ -6,6 +6,8 @@ Answers are held against scikit-learn's own KMeans from the same start, never ha
 import re
 import warnings
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -187,10 +189,11 @@ def test_an_empty_cluster_is_relocated_as_scikit_learn_does():
             assert ours.impl_ != lloyd.OWN  # stepped on its row, not redone whole in NumPy
 
 
-@pytest.mark.parametrize("impl", ["numpy", "auto"])
-def test_the_smallest_relocation_matches_scikit_learns(impl):
-    X = np.array([[0, 0], [0.5, 0], [0.5, 1], [1, 1]])
-    start = np.array([[0.5, 0.5], [3, 3]])  # the second centre wins no point at first
+@pytest.mark.parametrize("impl, dtype", [("numpy", np.float64), ("auto", np.float64), ("auto", np.float32)])
+def test_the_smallest_relocation_matches_scikit_learns(impl, dtype):
+    """float32 under "auto" is kmbench-cpu's whole run, halted before its first iteration."""
+    X = np.array([[0, 0], [0.5, 0], [0.5, 1], [1, 1]], dtype=dtype)
+    start = np.array([[0.5, 0.5], [3, 3]], dtype=dtype)  # the second centre wins no point at first
     ours = kmbench.KMeans(n_clusters=2, impl=impl, init=start).fit(X)
     theirs = SklearnKMeans(n_clusters=2, init=start, n_init=1).fit(X)
     assert ours.n_iter_ == theirs.n_iter_ and ours.inertia_ == pytest.approx(theirs.inertia_)
@@ -233,3 +236,28 @@ def test_scikit_learns_parameter_errors_are_one_sentence():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(RuntimeWarning, match="algorithm='elkan' doesn't make sense for a single cluster"):
             kmbench.KMeans(n_clusters=1, algorithm="elkan").fit(X)
+
+
+def test_kmbench_cpu_halts_before_an_iteration_that_empties_a_cluster():
+    """Problem.halt_on_empty, which kmbench.KMeans sets for a whole run: the run ends with the
+    centroids it had before that iteration, and says a cluster would have emptied."""
+    from impls.cpu.kmbench_cpu import KmbenchCpu
+    from kmbench.protocol import Problem, usable
+
+    row = KmbenchCpu()
+    if not usable(row)[0]:
+        pytest.skip(f"kmbench-cpu cannot run here: {usable(row)[1]}")
+    X = make_blobs(n_samples=2_000, n_features=8, centers=20, random_state=0)[0].astype(np.float32)
+    start = X[np.random.default_rng(0).choice(len(X), 20, replace=False)]
+    whole = Problem(data=X, initial_centroids=start, iterations=30, warmup=0, repeats=1)
+    row.prepare(whole)
+    try:
+        full = row.run(whole)
+        halted = row.run(replace(whole, halt_on_empty=True))
+        again = row.run(replace(whole, iterations=halted.iterations))
+    finally:
+        row.release()
+    assert full.emptied and full.iterations == 30
+    assert halted.emptied and halted.iterations < 30
+    np.testing.assert_array_equal(halted.centroids, again.centroids)  # where it stopped: the iterations before
+    assert not again.emptied

@@ -64,6 +64,9 @@ class Problem:
     # kmbench.KMeans's stop rule (scikit-learn's), for a row that `follows_shift`: also stop after
     # an iteration whose centroids moved by at most this, summed squared shift. Never in a record.
     shift_tol: float | None = None
+    # Also kmbench.KMeans's, for the same rows: end the run before applying an iteration that
+    # left a cluster empty (Result.emptied then says so), for the estimator to relocate it.
+    halt_on_empty: bool = False
 
     @property
     def n(self) -> int:

@@ -82,7 +82,8 @@ class KmbenchCpu(NativeLloyd):
 
     def command(self, problem: Problem) -> list[str]:
         shift = [] if problem.shift_tol is None else ["--shift-tol", repr(float(problem.shift_tol))]
-        return [*super().command(problem), *shift, "--threads", str(self._threads)]
+        halt = ["--halt-on-empty"] if problem.halt_on_empty else []
+        return [*super().command(problem), *shift, *halt, "--threads", str(self._threads)]
 
     def bytes_per_iteration(self, problem: Problem) -> int:
         """Each point read once, as the GPU rows count it (float32 after centring)."""

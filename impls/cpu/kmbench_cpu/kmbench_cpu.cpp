@@ -308,10 +308,12 @@ void add_block(std::size_t d, const float* x, const int* labels, std::size_t row
 
 
 // Lloyd from `centroids` (centred, float64, k x d) on p.x; returns the iterations executed.
-// `emptied`: whether an iteration left a cluster with no point (its centroid kept), which
-// kmbench.KMeans reads to redo the fit with scikit-learn's relocation instead.
+// `emptied`: whether an iteration left a cluster with no point (its centroid kept). With
+// `halt_on_empty` (kmbench.KMeans's --halt-on-empty) such an iteration is not applied: the run
+// ends with the centroids it started from, so that the estimator takes that iteration with
+// scikit-learn's relocation and then runs the rest here again.
 long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads,
-           bool& emptied) {
+           bool halt_on_empty, bool& emptied) {
   const std::size_t n = p.n, d = p.d, k = p.k;
   const Path path = path_for(d, k);
   const bool low = path != Path::high;
@@ -382,7 +384,10 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
       }
     }
     double squared_shift = 0;
-    for (std::size_t j = 0; j < k; ++j) emptied = emptied || counts[j] == 0;
+    bool empty_now = false;
+    for (std::size_t j = 0; j < k; ++j) empty_now = empty_now || counts[j] == 0;
+    emptied = emptied || empty_now;
+    if (empty_now && halt_on_empty) return done - 1;  // this iteration's update left undone
     for (std::size_t j = 0; j < k; ++j)
       if (counts[j] > 0)
         for (std::size_t a = 0; a < d; ++a) {
@@ -401,9 +406,11 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
 int main(int argc, char** argv) {
   return kmbench::guarded([&] {
     int threads = omp_get_max_threads();
+    bool halt_on_empty = false;
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
       if (std::string(argv[i]) == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
+      else if (std::string(argv[i]) == "--halt-on-empty") halt_on_empty = true;
       else rest.push_back(argv[i]);
     }
     const kmbench::Options o = kmbench::parse(int(rest.size()), rest.data());
@@ -432,7 +439,7 @@ int main(int argc, char** argv) {
           for (std::size_t j = 0; j < p.k; ++j)
             for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] -= p.mean[a];
         },
-        [&] { return lloyd(p, centroids, stop, threads, emptied); }, times, warmup);
+        [&] { return lloyd(p, centroids, stop, threads, halt_on_empty, emptied); }, times, warmup);
     for (std::size_t j = 0; j < p.k; ++j)
       for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
     if (!o.trace.empty()) kmbench::write_npy(o.trace, trace, trace.size() / (p.k * p.d), p.k, p.d);
