@@ -261,3 +261,21 @@ def test_kmbench_cpu_halts_before_an_iteration_that_empties_a_cluster():
     assert halted.emptied and halted.iterations < 30
     np.testing.assert_array_equal(halted.centroids, again.centroids)  # where it stopped: the iterations before
     assert not again.emptied
+
+
+def test_a_cluster_with_nowhere_to_go_ends_the_whole_runs_at_max_iter(monkeypatch):
+    """Points exactly at three of five centres and tol=None: the relocating step moves nothing,
+    so every later iteration is the same one. kmbench-cpu's whole runs end there, counting
+    max_iter iterations as stepping would, without a process an iteration (a review's case)."""
+    from impls.cpu.kmbench_cpu import KmbenchCpu
+
+    runs = []
+    real_run = KmbenchCpu.run
+    monkeypatch.setattr(KmbenchCpu, "run", lambda self, problem: runs.append(1) or real_run(self, problem))
+    X = np.repeat(np.array([[0, 0], [1, 0], [0, 1]], dtype=np.float32), 20, axis=0)
+    start = np.array([[0, 0], [1, 0], [0, 1], [5, 5], [6, 6]], dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = kmbench.KMeans(n_clusters=5, impl="kmbench-cpu", init=start, tol=None, max_iter=300).fit(X)
+    assert model.n_iter_ == 300 and model.impl_ == "kmbench-cpu" and len(runs) <= 2
+    np.testing.assert_array_equal(model.cluster_centers_, start)

@@ -62,3 +62,14 @@ def test_one_centre_and_high_dimensions_are_the_oracles_too():
     rng = np.random.default_rng(7)
     assert _same_as_oracle(rng.standard_normal((500, 4)), rng.standard_normal((1, 4)))
     assert _same_as_oracle(rng.standard_normal((500, 40)).astype(np.float32), rng.standard_normal((9, 40)))
+
+
+def test_points_and_centres_near_the_bottom_of_float64_get_the_oracles_bits():
+    """A review's case: at 1e-160 the squares are subnormal, and a margin relative to them alone
+    took centre 0 where the oracle takes 2."""
+    x = np.array([[3.047917812e-162]])
+    centers = np.array([[7.32254498e-162], [2.25868731e-161], [6.37595230e-162]])
+    assert _same_as_oracle(x, centers)
+    rng = np.random.default_rng(11)
+    for scale in (1e-160, 1e-157, 1e-154):
+        assert _same_as_oracle(rng.random((200, 2)) * scale, rng.random((6, 2)) * scale)

@@ -314,6 +314,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             moved, _ = lloyd.relocating_step(X, None, centers)
             shift = float(np.sum((moved - centers) ** 2))
             centers, done = moved, done + 1
+            if shift == 0:  # nothing to relocate to (fewer distinct points than clusters): every
+                return centers, (done if still is not None else most), False  # later step the same
             if still is not None and shift <= still:
                 break
         return centers, done, False

@@ -26,6 +26,7 @@ from kmbench.protocol import reference
 
 UNIT = 2.0**-53  # float64's unit roundoff
 SAFETY = 2.0  # the margin is taken twice over: its first-order terms are all it counts
+UNDERFLOW = 2.0**-1000  # far above the absolute error of the d + 8 roundings at subnormal sizes
 # Scores per chunk (2 MiB of float64): a chunk's scores are passed over several times (argmin,
 # runner-up), so they should stay in the CPU's cache. At 1e5 x 16, k = 100 on two cores, chunks
 # of the oracle's 64 MiB took 145 ms a call, these 68 ms.
@@ -68,7 +69,9 @@ def nearest(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         scores[rows, winner] = np.inf
         gap = 2 * (scores.min(axis=1) - first)  # in squared distance: second minus best
         norm = np.sqrt(np.einsum("ij,ij->i", x_moved, x_moved))
-        sure = gap > factor * (norm + reach) ** 2  # False where anything overflowed or is NaN
+        # False where anything overflowed or is NaN. UNDERFLOW: below float64's normal range a
+        # rounding's error no longer shrinks with the value (a review found wrong winners at 1e-160).
+        sure = gap > factor * (norm + reach) ** 2 + UNDERFLOW
         distance, chosen = np.zeros(x.shape[0]), centers[winner]
         for dim in range(d):  # the oracle's column of the winner, its operations in its order
             distance += (x[:, dim] - chosen[:, dim]) ** 2
