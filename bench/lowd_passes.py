@@ -30,10 +30,7 @@ def per_iteration(strategy: str, data: np.ndarray, k: int, iterations: int, repe
     problem = runner.make_problem(Dataset("lowd-passes", data, None, {}), runner.Settings(k=k, iterations=iterations))
     strategy, _, per_sm = strategy.partition("@")
     impl = KmbenchGpu(force_strategy=strategy)
-    if per_sm:
-        with _columns_blocks_per_sm(int(per_sm)):
-            impl.prepare(problem)
-    else:
+    with _columns_blocks_per_sm(int(per_sm)) if per_sm else contextlib.nullcontext():
         impl.prepare(problem)
     grid = impl.build_info().get("blocks")
     impl.run(problem)  # warm-up

@@ -266,8 +266,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         if self.verbose:
             print("Initialization complete")
         if row is not None:
-            whole = row.follows_shift and not self.verbose
-            centers, n_iter, emptied = self._run_row(row, X, start, still, whole)
+            centers, n_iter, emptied = self._run_row(row, X, start, still)
             if emptied is None:  # the row does not say: a cluster empty at its end tells
                 emptied = np.unique(nearest(X, centers)[0]).size < self.n_clusters
             if not emptied:
@@ -275,14 +274,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         step = partial(lloyd.relocating_step, X, weights)
         return (*lloyd.iterate(step, start, int(self.max_iter), still, self.verbose), lloyd.OWN)
 
-    def _run_row(self, row, X, start, still, whole: bool) -> tuple[np.ndarray, int, bool | None]:
+    def _run_row(self, row, X, start, still) -> tuple[np.ndarray, int, bool | None]:
         """The run on a row, and whether it left a cluster empty (None: the row does not say).
-        Whole (the row follows the stop rule itself, `_whole_runs`), or one iteration at a time,
-        where a step that left a cluster empty is taken again by the estimator's own step, which
-        relocates it, and the row goes on."""
+        Whole where the row follows the stop rule itself and verbose does not ask for each
+        iteration (`_whole_runs`); else one iteration at a time, where a step that left a
+        cluster empty is taken again by the estimator's own step, which relocates it, and the
+        row goes on."""
         row.prepare(self._problem(X, start, 1))  # once: compile, write or upload the data
         try:
-            if whole:
+            if row.follows_shift and not self.verbose:
                 return self._whole_runs(row, X, start, still)
             said = []
 

@@ -30,10 +30,14 @@ def _communication(record: LloydRecord, per: float | None) -> str:
     return f"{_time(inside)} ({inside / per:.1%})" if inside else "-"
 
 
+def _code(record: LloydRecord) -> str:
+    """The first eight digits of the record's code hash ("?" where it has none)."""
+    return (record.env.get("code_hash") or "?")[:8]
+
+
 def _measured(record: LloydRecord) -> str:
-    """The record's date and the first eight digits of its code hash."""
-    day = (record.timestamp or "")[:10] or "?"
-    return f"{day}, code {(record.env.get('code_hash') or '?')[:8]}"
+    """The record's date and its code."""
+    return f"{(record.timestamp or '')[:10] or '?'}, code {_code(record)}"
 
 
 def _same_code(other: LloydRecord | None, record: LloydRecord) -> LloydRecord | None:
@@ -46,7 +50,7 @@ def _same_code(other: LloydRecord | None, record: LloydRecord) -> LloydRecord | 
 
 def _versions_note(cells: dict) -> list[str]:
     """A sentence under the table where its cells come from more than one version of the code."""
-    hashes = sorted({(r.env.get("code_hash") or "?")[:8] for r in cells.values()})
+    hashes = sorted({_code(r) for r in cells.values()})
     if len(hashes) < 2:
         return []
     return ["", f"These cells were measured with {len(hashes)} versions of the code ({', '.join(hashes)}): "

@@ -61,10 +61,7 @@ class Resident(Strategy):
     def grid(self, n: int) -> int:
         """Eight points per thread, so a small problem meets at the barrier with few blocks; at
         most what the GPU holds at once, which the barrier requires."""
-        return blocks(n, RESIDENT_BLOCK * RESIDENT_POINTS, self.sms * self.blocks_per_sm())
-
-    def blocks_per_sm(self) -> int:
-        return blocks_per_sm(self.kernel)
+        return blocks(n, RESIDENT_BLOCK * RESIDENT_POINTS, self.sms * blocks_per_sm(self.kernel))
 
     def allocate(self, x, changed, labels: bool = True) -> None:
         """The float64 centroids the kernel reads and writes, its labels, and its three partial
