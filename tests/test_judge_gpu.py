@@ -2,6 +2,8 @@
 left open and the same admissible labels (every decision is exact, whatever computed it), the
 same float64 reference, the same sums; and it gives the GPU's memory back after a verdict."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -94,3 +96,45 @@ def test_the_judge_keeps_its_gpu_copy_for_the_problem_and_gives_it_back(monkeypa
     oracle.release()
     assert pool.used_bytes() - before < data.nbytes, (pool.used_bytes() - before, held, data.nbytes)
     assert pool.total_bytes() == pool.used_bytes()
+
+
+@pytest.mark.parametrize("chosen", ["all", "dense", "repeated", "sparse"])
+def test_rows_chosen_from_host_data_are_the_rows_of_the_gpu_copy(chosen, monkeypatch):
+    """Host data (a Dask set's cells are judged so) give the judge's chosen rows as a GPU copy
+    would, whether they are picked from streamed blocks (dense choices) or gathered on the host."""
+    import cupy
+
+    from kmbench.judge import points
+    from kmbench.protocol import reference
+
+    monkeypatch.setattr(reference, "BLOCK_BYTES", 4096)  # many blocks
+    rng = np.random.default_rng(9)
+    data = rng.standard_normal((20_000, 3)).astype(np.float32)
+    index = {"all": np.arange(20_000), "dense": np.sort(rng.choice(20_000, 5_000, replace=False)),
+             "repeated": rng.integers(100, 900, 3_000), "sparse": np.array([19_999, 3, 7_000])}[chosen]
+    with reference.judge_from_host():
+        got = points.rows_of(data, cupy.asarray(index), cupy)
+    np.testing.assert_array_equal(cupy.asnumpy(got), cupy.asnumpy(cupy.asarray(data)[cupy.asarray(index)]).astype(
+        np.float64))
+
+
+def test_a_row_judged_from_host_memory_gets_the_verdict_it_gets_on_the_gpu(monkeypatch):
+    """Data far from the origin in float32, a row that may expand its distances: nearly every
+    point is a near tie, so the judge picks most rows from the streamed blocks."""
+    from kmbench.protocol import reference
+
+    monkeypatch.setattr(reference, "GPU_FROM_BYTES", 0)
+    monkeypatch.setattr(reference, "BLOCK_BYTES", 1 << 16)
+    rng = np.random.default_rng(11)
+    data = (rng.standard_normal((40_000, 2)) * 0.01 + 3e3).astype(np.float32)
+    start = data[:50]
+    problem = Problem(data, start, 3, warmup=0, repeats=1)
+    row = PlainLloyd()
+    result = row.run(problem)
+    verdicts = []
+    for on_host in (False, True):
+        oracle = validate.Oracle.compute(data, start, 3)
+        with reference.judge_from_host() if on_host else contextlib.nullcontext():
+            verdicts.append(runner.judgement([result], oracle, problem, row))
+        oracle.release()
+    assert (verdicts[0].status, verdicts[0].detail) == (verdicts[1].status, verdicts[1].detail)

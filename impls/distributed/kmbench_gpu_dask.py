@@ -27,7 +27,7 @@ import numpy as np
 from impls.distributed.dask_lloyd import (asked_workers, dask_cuda_status, start_cuda_cluster,
                                           worker_loss_is_one_sentence)
 from impls.distributed.gpu_share import gpu_links, share_must_fit
-from impls.gpu.kmbench_gpu import KmbenchGpu, pass_strategy
+from impls.gpu.kmbench_gpu import KINDS, KmbenchGpu, Strategy, pass_strategy
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Options, Problem, Result, reference
 from kmbench.protocol.cluster import connect
@@ -257,6 +257,13 @@ class DaskNcclLloyd(Implementation):
 
     def bytes_per_iteration(self, problem: Problem) -> int:
         return problem.n * problem.d * 4
+
+    def distance_form(self, problem: Problem) -> str:
+        """As every shard computes its distances: kmbench-gpu's pass strategy for (d, k), on data
+        centred by one shift as kmbench-gpu centres its own. Left undeclared, the judge held the
+        row to the expanded form's bounds: at radial 1e9, k = 1,000 nearly every point was then
+        a near tie, and each step took 90 s to judge."""
+        return KINDS.get(pass_strategy(problem.d, problem.k), Strategy).distance_form(problem)
 
 
 def _nccl_version() -> str | None:

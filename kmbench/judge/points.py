@@ -13,6 +13,7 @@ import numpy as np
 from kmbench.protocol import reference
 
 CACHE_BYTES = 1 << 30  # host memory for the cached copies (a GPU: an eighth of its free memory)
+PICK_DENSITY = 1 / 64  # chosen rows of host data this dense in their span are picked from streamed blocks
 
 
 @dataclass
@@ -109,7 +110,24 @@ class Geometry:
 
 
 def rows_of(data, index, xp):
-    """Chosen rows of the data as float64 on xp, wherever the data live."""
+    """Chosen rows of the data as float64 on xp, wherever the data live. From host data, rows
+    chosen densely (PICK_DENSITY of the rows they span, or more) are picked on the GPU from
+    blocks streamed there: gathered row by row in host memory, they cost a judge's step 90 s
+    where most of 1e9 points were near ties."""
     if reference._computes_in_place(data, xp):
         return xp.asarray(data[index], dtype=xp.float64)
+    if index.size:
+        lo, hi = int(index.min()), int(index.max()) + 1
+        if index.size >= PICK_DENSITY * (hi - lo):
+            return picked(reference.blocks(data[lo:hi], xp), xp.asarray(index) - lo, data.shape[1], xp)
     return xp.asarray(np.asarray(data)[reference.to_numpy(index)], dtype=xp.float64)
+
+
+def picked(blocks, index, d: int, xp):
+    """The rows `index` names (any order, repeats allowed), in float64, from (first row, rows)
+    blocks on xp that cover them all."""
+    out = xp.empty((index.shape[0], d), dtype=xp.float64)
+    for first, block in blocks:
+        inside = xp.nonzero((index >= first) & (index < first + block.shape[0]))[0]
+        out[inside] = block[index[inside] - first]
+    return out
