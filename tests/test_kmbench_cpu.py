@@ -339,3 +339,44 @@ def test_it_says_whether_an_iteration_left_a_cluster_empty():
             assert impl.run(problem).emptied is emptied
         finally:
             impl.release()
+
+
+@needs_compiler
+@pytest.mark.parametrize("d, k", [(2, 5), (2, 300), (16, 17), (64, 100), (130, 37)])
+def test_float64_data_are_computed_in_float64_and_agree_with_the_oracle(d, k):
+    """kmbench.KMeans's float64 fits run here: judged by float64's bounds, far tighter than
+    float32's, on both paths (the low-d loop, and the register block's portable form)."""
+    impl, record = gpu_cell(KmbenchCpu(), _blobs(4_003, d, max(k, 1)).astype(np.float64), k, 8, repeats=1)
+    assert record["status"] == "ok", record.get("detail")
+    assert record["validation"]["dtype"] == "float64"
+    assert record["build"]["precision"].startswith("fp64")
+    assert record["build"]["strategy"] != "sorted search"  # the search is float32's
+
+
+@needs_compiler
+def test_a_gap_float32_cannot_see_decides_a_float64_run():
+    """Point 2 + 2^-30 lies nearer 3 than 1 by 2^-29; in float32 it is 2, an exact tie, which
+    the lower index takes. One iteration from (1, 3) tells the two apart."""
+    data = np.array([[0.0], [1.0], [2.0 + 2.0**-30], [3.0], [4.0]])
+    start = np.array([[1.0], [3.0]])
+    for dtype, low in ((np.float64, 0.5), (np.float32, 1.0)):
+        problem = memory_problem(data.astype(dtype), 2, 1, start=start)[2]
+        impl = KmbenchCpu()
+        impl.prepare(problem)
+        try:
+            centroids = impl.run(replace(problem, warmup=0, repeats=1)).centroids
+        finally:
+            impl.release()
+        assert centroids[0, 0] == low, (dtype, centroids)
+
+
+@needs_compiler
+def test_a_float64_run_ends_where_it_ended_before():
+    """Float64 sums of float64 points round, so their order must not change from run to run:
+    with blocks handed to whichever thread came free, a fit with tol = 0 ended at 24 iterations
+    in one run and 25 in the next (kmbench.KMeans against scikit-learn's 24)."""
+    data = _blobs(20_000, 2, 6, seed=7).astype(np.float64) * np.pi
+    start = data[:: len(data) // 6][:6]
+    ends = [_centroids(KmbenchCpu(), data, start, 40, threads=2) for _ in range(6)]
+    for end in ends[1:]:
+        np.testing.assert_array_equal(end, ends[0])

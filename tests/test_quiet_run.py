@@ -121,17 +121,18 @@ def test_after_the_reference_the_progress_names_the_timed_runs():
 
 
 @pytest.mark.skipif(build.find_compiler()[0] is None, reason="no C++ compiler on PATH")
-def test_a_row_computing_in_float32_on_float64_data_says_so():
-    from impls.cpu.kmbench_cpu import KmbenchCpu
+def test_a_row_computing_in_float32_on_float64_data_says_so(monkeypatch):
+    from impls.cpu.cpp import CppPlain
 
+    monkeypatch.setenv("KMBENCH_CPP_PRECISION", "float32")  # the plain C++ row, built to compute in float32
     data = blob_data(np.random.default_rng(2), n=3_000).astype(np.float64)
-    _, record = gpu_cell(KmbenchCpu(), data, 5, 6)
+    _, record = gpu_cell(CppPlain(), data, 5, 6)
     assert record["status"] == "ok", record.get("detail")
     assert any("computes in float32 on float64 data" in warning for warning in record["warnings"])
     sink = Console(width=400, file=io.StringIO(), record=True)
     sink.print(summary_table([record]))
     assert "ok (fp32)" in sink.export_text()
-    _, exact = gpu_cell(KmbenchCpu(), data.astype(np.float32), 5, 6)  # its own precision: no mark
+    _, exact = gpu_cell(CppPlain(), data.astype(np.float32), 5, 6)  # its own precision: no mark
     assert not any("computes in" in warning for warning in exact["warnings"])
 
 

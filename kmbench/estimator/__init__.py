@@ -53,7 +53,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     impl : str, default "auto"
         Which implementation runs the fit: "auto" takes the first that runs here and computes in
         the data's precision, of kmbench-gpu (a GPU), kmbench-cpu (a C++ compiler; compiled on
-        its first fit, a few seconds once) and numpy (float64 data go to numpy). Or a name from
+        its first fit, a few seconds once) and numpy (float64 data skip kmbench-gpu, which
+        computes in float32). Or a name from
         `kmbench list`, such as "kmbench-gpu" or "sklearn".
     init : "k-means++", "random", array (n_clusters, n_features) or callable, default "k-means++"
         A callable is called as init(X, n_clusters, random_state).

@@ -18,8 +18,9 @@ from kmbench.protocol import usable
 from kmbench.protocol.device import cuda_status
 
 # impl="auto": the first of these that can run here and computes in the data's precision,
-# fastest first, exact rows only (kmbench-gpu needs a GPU, kmbench-cpu a C++ compiler, and both
-# compute in float32, so float64 data go to numpy, which runs anywhere the estimator can).
+# fastest first, exact rows only (kmbench-gpu needs a GPU and computes in float32, so float64
+# data go on to kmbench-cpu, which computes in the data's precision and needs a C++ compiler;
+# numpy runs anywhere the estimator can).
 AUTO = ("kmbench-gpu", "kmbench-cpu", "numpy")
 # Those that run only where CuPy sees a GPU: not even imported elsewhere (a first fit's 20 ms).
 ON_GPU = ("kmbench-gpu",)

@@ -1,7 +1,8 @@
 """kmbench-cpu: our exact Lloyd on every core, C++17 with OpenMP and SIMD (kmbench_cpu.cpp),
 built on demand and run as a subprocess like the `cpp` rows (impls/cpu/cpp's protocol and build
-cache). The data are centred once before any timed run and kept in float32; the sums are
-float64, so the row is judged as a float32 program.
+cache). The data are centred once before any timed run and kept in their own precision: float32
+data in float32, float64 data in float64 (kmbench.KMeans's default for them; --float64, the
+portable loops); the sums are float64. The row is judged in the data's precision.
 
 Threads: the problem's options.threads (`kmbench run --threads`), default every core
 os.sched_getaffinity allows; each record's build information says how many ran. The binary is
@@ -13,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+
+import numpy as np
 
 from impls.cpu.cpp import HERE as CPP_HERE
 from impls.cpu.cpp import NativeLloyd, build
@@ -44,7 +47,7 @@ class KmbenchCpu(NativeLloyd):
     row_order = 50
     description = ("our exact Lloyd on every core: OpenMP over points; low d, SIMD over points, or for many "
                    "centroids a scan of them sorted along one axis; high d, a register block with the argmin "
-                   "fused; centred float32 data, float64 sums; subprocess")
+                   "fused; centred data in their own precision, float64 sums; subprocess")
     source = "kmbench's own (the kmbench-cpu issue)"
     source_file = "kmbench_cpu.cpp"
 
@@ -56,7 +59,7 @@ class KmbenchCpu(NativeLloyd):
 
     def __init__(self, source_dir: Path | None = None, **kwargs):
         super().__init__(source_dir or HERE, **kwargs)
-        self.single, self.dtype = False, "float32"  # distances in float32 whatever the data's dtype
+        self.single, self.dtype = False, None  # distances in the data's precision
         self._threads = None
 
     def _sources(self) -> list[Path]:
@@ -83,11 +86,13 @@ class KmbenchCpu(NativeLloyd):
     def command(self, problem: Problem) -> list[str]:
         shift = [] if problem.shift_tol is None else ["--shift-tol", repr(float(problem.shift_tol))]
         halt = ["--halt-on-empty"] if problem.halt_on_empty else []
-        return [*super().command(problem), *shift, *halt, "--threads", str(self._threads)]
+        wide = ["--float64"] if problem.data.dtype == np.float64 else []
+        self._precision = "fp64" if wide else "fp32"
+        return [*super().command(problem), *shift, *halt, *wide, "--threads", str(self._threads)]
 
     def bytes_per_iteration(self, problem: Problem) -> int:
-        """Each point read once, as the GPU rows count it (float32 after centring)."""
-        return problem.n * problem.d * 4
+        """Each point read once, as the GPU rows count it (in the data's precision, after centring)."""
+        return problem.n * problem.d * problem.data.itemsize
 
     def fp32_per_distance(self, problem: Problem) -> float | None:
         """The FMAs of one distance: d where every centroid is scored (the direct (x - c)^2 at
@@ -95,7 +100,9 @@ class KmbenchCpu(NativeLloyd):
         fraction says how busy the FMA units are; the subtractions and compares beside them
         run on other pipes on the CPUs we measured, and are left out of both. None after the
         sorted search: how many centroids it scores depends on the data (no roofline claim,
-        as for yinyang-gpu)."""
+        as for yinyang-gpu), and on float64 data."""
+        if problem.data.dtype == np.float64:
+            return None  # float64 FMAs: the CPU's ceiling is float32's, so no claim
         return None if self.strategy == SORTED_SEARCH else float(problem.d)
 
     @property
@@ -104,6 +111,7 @@ class KmbenchCpu(NativeLloyd):
         return self.reported.get("strategy")
 
     def build_info(self) -> dict:
-        return {**super().build_info(), "precision": "fp32 distances on centred data, float64 sums",
+        precision = getattr(self, "_precision", "fp32")
+        return {**super().build_info(), "precision": f"{precision} distances on centred data, float64 sums",
                 "threads": self._threads, "omp_wait_policy": wait_policy(), "cpu": cpu_model(),
                 "strategy": self.strategy}

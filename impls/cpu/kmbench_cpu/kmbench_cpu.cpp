@@ -14,6 +14,8 @@
 //   register block of 4 or 6 points x 16 centroids over all d (a GEMM's micro-kernel), the argmin
 //   fused after each block; the n x k scores are never stored.
 // - Empty clusters keep their centroid; both stop rules (harness.hpp's StopRule).
+// - --float64: the same in double (points, centroids, scores), for kmbench.KMeans on float64
+//   data; the portable loops only (the AVX2 code and the sorted search are float32's).
 // - AVX2 intrinsics where the compiler targets AVX2 (-march=native); the portable loops
 //   otherwise, or when built with -DKMBENCH_CPU_PORTABLE (to compare the two on one machine);
 //   -DKMBENCH_NO_SORTED scores every centroid at low d (the same comparison for the search).
@@ -56,9 +58,10 @@ constexpr std::size_t UNIT_BLOCKS = 64;
 // memory would wait for the one before (the loop's latency, not its work, would set its time).
 constexpr std::size_t SUM_COPIES = 4;
 
+template <typename T>
 struct Problem {
   std::size_t n, d, k;
-  std::vector<float> x;        // n x d, centred, float32
+  std::vector<T> x;            // n x d, centred, float32 (or float64 with --float64)
   std::vector<double> mean;    // d
 };
 
@@ -117,7 +120,7 @@ inline __m256 squared8(const __m256 (&x)[D], const float* c) {
 }
 
 template <std::size_t D>
-void nearest_low(const float* xt, std::size_t rows, const float* c, std::size_t k, int* labels) {
+void nearest_low_avx2(const float* xt, std::size_t rows, const float* c, std::size_t k, int* labels) {
   for (std::size_t base = 0; base < rows; base += 16) {
     __m256 xa[D], xb[D];
     for (std::size_t a = 0; a < D; ++a) {
@@ -136,21 +139,22 @@ void nearest_low(const float* xt, std::size_t rows, const float* c, std::size_t 
     for (std::size_t t = 0; t < 16 && base + t < rows; ++t) labels[base + t] = which[t];
   }
 }
-#else
-template <std::size_t D>
-void nearest_low(const float* xt, std::size_t rows, const float* c, std::size_t k, int* labels) {
-  alignas(64) float best[BLOCK];
+#endif
+
+template <typename T, std::size_t D>
+void nearest_low_portable(const T* xt, std::size_t rows, const T* c, std::size_t k, int* labels) {
+  alignas(64) T best[BLOCK];
   alignas(64) int which[BLOCK];
-  for (std::size_t t = 0; t < BLOCK; ++t) best[t] = std::numeric_limits<float>::infinity(), which[t] = 0;
+  for (std::size_t t = 0; t < BLOCK; ++t) best[t] = std::numeric_limits<T>::infinity(), which[t] = 0;
   for (std::size_t j = 0; j < k; ++j) {
-    float cj[D];
+    T cj[D];
     for (std::size_t a = 0; a < D; ++a) cj[a] = c[j * D + a];
     const int label = int(j);
 #pragma omp simd aligned(best, which : 64)
     for (std::size_t t = 0; t < BLOCK; ++t) {
-      float dd = 0.0f;
+      T dd = 0;
       for (std::size_t a = 0; a < D; ++a) {  // D is known: unrolled
-        const float diff = xt[a * BLOCK + t] - cj[a];
+        const T diff = xt[a * BLOCK + t] - cj[a];
         dd += diff * diff;
       }
       const bool lower = dd < best[t];  // strict: the lower index keeps a tie
@@ -160,16 +164,23 @@ void nearest_low(const float* xt, std::size_t rows, const float* c, std::size_t 
   }
   for (std::size_t t = 0; t < rows; ++t) labels[t] = which[t];
 }
+
+template <typename T, std::size_t D>
+void nearest_low(const T* xt, std::size_t rows, const T* c, std::size_t k, int* labels) {
+#ifdef KMBENCH_LOW_AVX2
+  if constexpr (std::is_same_v<T, float>) return nearest_low_avx2<D>(xt, rows, c, k, labels);
 #endif
+  nearest_low_portable<T, D>(xt, rows, c, k, labels);
+}
 
 // x: the block's points, row-major; xt: room for them dimension-major (D x BLOCK). The copy
 // is made here, where D is known: with d a runtime value, its inner loop of one or two copies
 // took a third of an iteration at 1e6 x 2, k = 5.
-template <std::size_t D>
-void nearest_low_rows(const float* x, float* xt, std::size_t rows, const float* c, std::size_t k, int* labels) {
+template <typename T, std::size_t D>
+void nearest_low_rows(const T* x, T* xt, std::size_t rows, const T* c, std::size_t k, int* labels) {
   for (std::size_t t = 0; t < rows; ++t)
     for (std::size_t a = 0; a < D; ++a) xt[a * BLOCK + t] = x[t * D + a];
-  nearest_low<D>(xt, rows, c, k, labels);
+  nearest_low<T, D>(xt, rows, c, k, labels);
 }
 
 // Low d and many centroids: the sorted-axis search of sorted_search.hpp, with AVX2, unless
@@ -178,11 +189,12 @@ constexpr std::size_t SORTED_FROM_K = 256;
 
 enum class Path { sorted_search, low, high };
 
-Path path_for(std::size_t d, std::size_t k) {
+// wide: float64 points, which the search (float32's AVX2) does not take.
+Path path_for(std::size_t d, std::size_t k, bool wide) {
 #if defined(KMBENCH_AVX2) && !defined(KMBENCH_NO_SORTED)
-  if (d <= LOW_DIM && k >= SORTED_FROM_K) return Path::sorted_search;
+  if (!wide && d <= LOW_DIM && k >= SORTED_FROM_K) return Path::sorted_search;
 #endif
-  (void)k;  // without the search, k does not choose
+  (void)k, (void)wide;  // without the search, neither chooses
   return d <= LOW_DIM ? Path::low : Path::high;
 }
 
@@ -251,57 +263,62 @@ void nearest_high_rows(const float* x, std::size_t rows, const float* ct, const 
 // 127 against 105 ms; NOTES.md).
 constexpr std::size_t TALL_FROM_DIM = 96;
 
-inline void nearest_high_block(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
-                               std::size_t kp, int* labels) {
+inline void nearest_high_avx2(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
+                              std::size_t kp, int* labels) {
   if (d >= TALL_FROM_DIM) return nearest_high_rows<6>(x, rows, ct, half, d, kp, labels);
   return nearest_high_rows<4>(x, rows, ct, half, d, kp, labels);
 }
-#else
-inline void nearest_high(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
-                         std::size_t kp, int* labels) {
-  float best[POINTS_PER_TILE];
+#endif
+
+template <typename T>
+void nearest_high(const T* x, std::size_t rows, const T* ct, const T* half, std::size_t d, std::size_t kp,
+                  int* labels) {
+  T best[POINTS_PER_TILE];
   int which[POINTS_PER_TILE];
-  for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) best[r] = std::numeric_limits<float>::infinity(), which[r] = 0;
-  const float* xs[POINTS_PER_TILE];
+  for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) best[r] = std::numeric_limits<T>::infinity(), which[r] = 0;
+  const T* xs[POINTS_PER_TILE];
   for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) xs[r] = x + (r < rows ? r : 0) * d;
   for (std::size_t j0 = 0; j0 < kp; j0 += CENTROIDS_PER_TILE) {
-    float acc[POINTS_PER_TILE][CENTROIDS_PER_TILE] = {};
+    T acc[POINTS_PER_TILE][CENTROIDS_PER_TILE] = {};
     for (std::size_t a = 0; a < d; ++a) {
-      const float* cta = ct + j0 * d + a * CENTROIDS_PER_TILE;
+      const T* cta = ct + j0 * d + a * CENTROIDS_PER_TILE;
       for (std::size_t r = 0; r < POINTS_PER_TILE; ++r) {
-        const float xa = xs[r][a];
+        const T xa = xs[r][a];
 #pragma omp simd
         for (std::size_t jj = 0; jj < CENTROIDS_PER_TILE; ++jj) acc[r][jj] += xa * cta[jj];
       }
     }
     for (std::size_t r = 0; r < POINTS_PER_TILE; ++r)
       for (std::size_t jj = 0; jj < CENTROIDS_PER_TILE; ++jj) {
-        const float score = half[j0 + jj] - acc[r][jj];
+        const T score = half[j0 + jj] - acc[r][jj];
         if (score < best[r]) best[r] = score, which[r] = int(j0 + jj);  // strict: the lower index keeps a tie
       }
   }
   for (std::size_t r = 0; r < rows; ++r) labels[r] = which[r];
 }
 
-inline void nearest_high_block(const float* x, std::size_t rows, const float* ct, const float* half, std::size_t d,
-                               std::size_t kp, int* labels) {
-  for (std::size_t t = 0; t < rows; t += POINTS_PER_TILE)
-    nearest_high(x + t * d, std::min(POINTS_PER_TILE, rows - t), ct, half, d, kp, labels + t);
-}
+template <typename T>
+void nearest_high_block(const T* x, std::size_t rows, const T* ct, const T* half, std::size_t d, std::size_t kp,
+                        int* labels) {
+#ifdef KMBENCH_AVX2
+  if constexpr (std::is_same_v<T, float>) return nearest_high_avx2(x, rows, ct, half, d, kp, labels);
 #endif
+  for (std::size_t t = 0; t < rows; t += POINTS_PER_TILE)
+    nearest_high<T>(x + t * d, std::min(POINTS_PER_TILE, rows - t), ct, half, d, kp, labels + t);
+}
 
 // Adds a block's points to the thread's float64 sums and counts, point r to copy r % SUM_COPIES.
 // D > 0 fixes the dimension at compile time: at low d a runtime loop of one or two adds cost
 // more than the adds (at 1e6 x 2, k = 5 it was most of the iteration); D = 0 is any d.
-template <std::size_t D>
-void add_block(std::size_t d, const float* x, const int* labels, std::size_t rows, std::size_t k, Partial& mine) {
+template <typename T, std::size_t D>
+void add_block(std::size_t d, const T* x, const int* labels, std::size_t rows, std::size_t k, Partial& mine) {
   const std::size_t dims = D > 0 ? D : d;
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t label = std::size_t(labels[r]);
     const std::size_t copy = r & (SUM_COPIES - 1);
     mine.counts[copy * k + label] += 1;
     double* sum = &mine.sums[(copy * k + label) * dims];
-    const float* xi = x + r * dims;
+    const T* xi = x + r * dims;
     for (std::size_t a = 0; a < dims; ++a) sum[a] += xi[a];
   }
 }
@@ -312,16 +329,17 @@ void add_block(std::size_t d, const float* x, const int* labels, std::size_t row
 // `halt_on_empty` (kmbench.KMeans's --halt-on-empty) such an iteration is not applied: the run
 // ends with the centroids it started from, so that the estimator takes that iteration with
 // scikit-learn's relocation and then runs the rest here again.
-long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads,
+template <typename T>
+long lloyd(const Problem<T>& p, std::vector<double>& centroids, const kmbench::StopRule& stop, int threads,
            bool halt_on_empty, bool& emptied) {
   const std::size_t n = p.n, d = p.d, k = p.k;
-  const Path path = path_for(d, k);
+  const Path path = path_for(d, k, std::is_same_v<T, double>);
   const bool low = path != Path::high;
 #ifdef KMBENCH_AVX2
   kmbench_cpu::SortedCentroids by_axis;
 #endif
   const std::size_t kp = (k + CENTROIDS_PER_TILE - 1) / CENTROIDS_PER_TILE * CENTROIDS_PER_TILE;
-  std::vector<float> c32(k * d), half(kp, std::numeric_limits<float>::infinity()), ct(low ? 0 : d * kp, 0.0f);
+  std::vector<T> c32(k * d), half(kp, std::numeric_limits<T>::infinity()), ct(low ? 0 : d * kp, T(0));
   std::vector<int> labels(n, -1);
   std::vector<Partial> partials(threads);
   long done = 0;
@@ -329,16 +347,17 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
     for (std::size_t j = 0; j < k; ++j) {
       double squares = 0;
       for (std::size_t a = 0; a < d; ++a) {
-        c32[j * d + a] = float(centroids[j * d + a]);
+        c32[j * d + a] = T(centroids[j * d + a]);
         squares += double(c32[j * d + a]) * c32[j * d + a];
       }
-      half[j] = float(0.5 * squares);
+      half[j] = T(0.5 * squares);
     }
     if (!low)
       for (std::size_t j = 0; j < k; ++j)
         for (std::size_t a = 0; a < d; ++a) ct[j / CENTROIDS_PER_TILE * CENTROIDS_PER_TILE * d + a * CENTROIDS_PER_TILE + j % CENTROIDS_PER_TILE] = c32[j * d + a];
 #ifdef KMBENCH_AVX2
-    if (path == Path::sorted_search) by_axis.build(c32.data(), k, d);
+    if constexpr (std::is_same_v<T, float>)
+      if (path == Path::sorted_search) by_axis.build(c32.data(), k, d);
 #endif
 #pragma omp parallel num_threads(threads)
     {
@@ -346,31 +365,42 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
       mine.sums.assign(SUM_COPIES * k * d, 0.0);
       mine.counts.assign(SUM_COPIES * k, 0);
       mine.changed = 0;
-      std::vector<float> xt(low ? d * BLOCK : 0, 0.0f);
+      std::vector<T> xt(low ? d * BLOCK : 0, T(0));
       int block_labels[BLOCK];
-#ifdef KMBENCH_CPU_STATIC_SCHEDULE  // the equal shares of before, for bench/kmbench_cpu_busy_core.py
-#pragma omp for schedule(static)
-#else
-#pragma omp for schedule(dynamic, UNIT_BLOCKS)
-#endif
-      for (std::size_t block = 0; block < (n + BLOCK - 1) / BLOCK; ++block) {
+      auto one_block = [&](std::size_t block) {
         const std::size_t first = block * BLOCK, rows = std::min(BLOCK, n - first);
-        const float* x = &p.x[first * d];
+        const T* x = &p.x[first * d];
         if (path == Path::sorted_search) {
 #ifdef KMBENCH_AVX2
-          with_dim<LOW_DIM>(d, [&](auto D) { kmbench_cpu::nearest_sorted<D()>(x, rows, by_axis, block_labels); });
+          if constexpr (std::is_same_v<T, float>)
+            with_dim<LOW_DIM>(d, [&](auto D) { kmbench_cpu::nearest_sorted<D()>(x, rows, by_axis, block_labels); });
 #endif
         } else if (low) {
-          with_dim<LOW_DIM>(d, [&](auto D) { nearest_low_rows<D()>(x, xt.data(), rows, c32.data(), k, block_labels); });
+          with_dim<LOW_DIM>(d, [&](auto D) { nearest_low_rows<T, D()>(x, xt.data(), rows, c32.data(), k, block_labels); });
         } else {
-          nearest_high_block(x, rows, ct.data(), half.data(), d, kp, block_labels);
+          nearest_high_block<T>(x, rows, ct.data(), half.data(), d, kp, block_labels);
         }
         for (std::size_t r = 0; r < rows; ++r) {
           mine.changed += labels[first + r] != block_labels[r];
           labels[first + r] = block_labels[r];
         }
-        if (low) with_dim<LOW_DIM>(d, [&](auto D) { add_block<D()>(d, x, block_labels, rows, k, mine); });
-        else add_block<0>(d, x, block_labels, rows, k, mine);
+        if (low) with_dim<LOW_DIM>(d, [&](auto D) { add_block<T, D()>(d, x, block_labels, rows, k, mine); });
+        else add_block<T, 0>(d, x, block_labels, rows, k, mine);
+      };
+      const std::size_t blocks = (n + BLOCK - 1) / BLOCK;
+      if constexpr (std::is_same_v<T, double>) {
+        // Equal static shares, each thread's in order: float64 sums of float64 points round, and
+        // blocks handed out as threads come free summed in another order each run; a fit with
+        // tol = 0 then ended at 24 iterations or 25 (scikit-learn's: 24).
+#pragma omp for schedule(static)
+        for (std::size_t block = 0; block < blocks; ++block) one_block(block);
+      } else {
+#ifdef KMBENCH_CPU_STATIC_SCHEDULE  // the equal shares of before, for bench/kmbench_cpu_busy_core.py
+#pragma omp for schedule(static)
+#else
+#pragma omp for schedule(dynamic, UNIT_BLOCKS)
+#endif
+        for (std::size_t block = 0; block < blocks; ++block) one_block(block);
       }
     }
     std::size_t changed = 0;
@@ -401,50 +431,58 @@ long lloyd(const Problem& p, std::vector<double>& centroids, const kmbench::Stop
   return std::min(done, stop.max_iter);
 }
 
+// Reads the inputs, centres the data in T, runs the harness's timed runs of lloyd<T>, prints the record.
+template <typename T>
+void run(const kmbench::Options& o, int threads, bool halt_on_empty) {
+  const kmbench::Inputs in = kmbench::read_inputs(o);
+  const kmbench::Matrix &data = in.data, &init = in.init;
+  Problem<T> p{data.rows, data.cols, init.rows, std::vector<T>(data.rows * data.cols), std::vector<double>(data.cols, 0.0)};
+  for (std::size_t i = 0; i < p.n; ++i)
+    for (std::size_t a = 0; a < p.d; ++a) p.mean[a] += data.values[i * p.d + a];
+  for (double& m : p.mean) m /= double(p.n);
+  for (std::size_t i = 0; i < p.n; ++i)
+    for (std::size_t a = 0; a < p.d; ++a) p.x[i * p.d + a] = T(data.values[i * p.d + a] - p.mean[a]);
+  kmbench::StopRule stop{o.iterations, o.tol, o.shift_tol};
+  std::vector<double> centroids, times, warmup, trace;
+  bool emptied = false;
+  if (!o.trace.empty())  // every iteration's centroids, moved back from the centred frame
+    stop.after_iteration = [&] {
+      for (std::size_t j = 0; j < p.k; ++j)
+        for (std::size_t a = 0; a < p.d; ++a) trace.push_back(centroids[j * p.d + a] + p.mean[a]);
+    };
+  const long executed = kmbench::timed_runs(
+      o,
+      [&] {  // the harness's start, centred like the data
+        centroids = init.values;
+        trace.clear();
+        emptied = false;
+        for (std::size_t j = 0; j < p.k; ++j)
+          for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] -= p.mean[a];
+      },
+      [&] { return lloyd(p, centroids, stop, threads, halt_on_empty, emptied); }, times, warmup);
+  for (std::size_t j = 0; j < p.k; ++j)
+    for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
+  if (!o.trace.empty()) kmbench::write_npy(o.trace, trace, trace.size() / (p.k * p.d), p.k, p.d);
+  kmbench::print_json(centroids, p.d, executed, times, warmup,
+                      std::string("\"strategy\": \"") + name_of(path_for(p.d, p.k, std::is_same_v<T, double>)) +
+                          "\", \"emptied\": " + (emptied ? "true" : "false"));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return kmbench::guarded([&] {
     int threads = omp_get_max_threads();
-    bool halt_on_empty = false;
+    bool halt_on_empty = false, wide = false;
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
       if (std::string(argv[i]) == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
       else if (std::string(argv[i]) == "--halt-on-empty") halt_on_empty = true;
+      else if (std::string(argv[i]) == "--float64") wide = true;
       else rest.push_back(argv[i]);
     }
     const kmbench::Options o = kmbench::parse(int(rest.size()), rest.data());
-    const kmbench::Inputs in = kmbench::read_inputs(o);
-    const kmbench::Matrix &data = in.data, &init = in.init;
-    Problem p{data.rows, data.cols, init.rows, std::vector<float>(data.rows * data.cols), std::vector<double>(data.cols, 0.0)};
-    for (std::size_t i = 0; i < p.n; ++i)
-      for (std::size_t a = 0; a < p.d; ++a) p.mean[a] += data.values[i * p.d + a];
-    for (double& m : p.mean) m /= double(p.n);
-    for (std::size_t i = 0; i < p.n; ++i)
-      for (std::size_t a = 0; a < p.d; ++a) p.x[i * p.d + a] = float(data.values[i * p.d + a] - p.mean[a]);
-    kmbench::StopRule stop{o.iterations, o.tol, o.shift_tol};
-    std::vector<double> centroids, times, warmup, trace;
-    bool emptied = false;
-    if (!o.trace.empty())  // every iteration's centroids, moved back from the centred frame
-      stop.after_iteration = [&] {
-        for (std::size_t j = 0; j < p.k; ++j)
-          for (std::size_t a = 0; a < p.d; ++a) trace.push_back(centroids[j * p.d + a] + p.mean[a]);
-      };
-    const long executed = kmbench::timed_runs(
-        o,
-        [&] {  // the harness's start, centred like the data
-          centroids = init.values;
-          trace.clear();
-          emptied = false;
-          for (std::size_t j = 0; j < p.k; ++j)
-            for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] -= p.mean[a];
-        },
-        [&] { return lloyd(p, centroids, stop, threads, halt_on_empty, emptied); }, times, warmup);
-    for (std::size_t j = 0; j < p.k; ++j)
-      for (std::size_t a = 0; a < p.d; ++a) centroids[j * p.d + a] += p.mean[a];
-    if (!o.trace.empty()) kmbench::write_npy(o.trace, trace, trace.size() / (p.k * p.d), p.k, p.d);
-    kmbench::print_json(centroids, p.d, executed, times, warmup,
-                        std::string("\"strategy\": \"") + name_of(path_for(p.d, p.k)) + "\", \"emptied\": " +
-                            (emptied ? "true" : "false"));
+    if (wide) run<double>(o, threads, halt_on_empty);
+    else run<float>(o, threads, halt_on_empty);
   });
 }
