@@ -172,7 +172,7 @@ def test_fewer_distinct_points_than_clusters_warn_as_scikit_learn_does():
 def test_an_empty_cluster_is_relocated_as_scikit_learn_does():
     """Issue 51: from the same start, kmbench kept an empty cluster's centroid and ended with 49
     of 50 clusters in use (blobs 20,000 x 64); here the same on 2,000 x 8, k = 20. The protocol
-    keeps it; the estimator relocates it, stepping numpy (float64) or kmbench-cpu (float32, its
+    keeps it; the estimator relocates it, stepping numpy or kmbench-cpu (float32 or float64, its
     whole run redone a step at a time: the run stays on the row, only the emptying steps are the
     estimator's own)."""
     X = make_blobs(n_samples=2_000, n_features=8, centers=20, random_state=0)[0]

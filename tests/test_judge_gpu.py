@@ -123,18 +123,26 @@ def test_a_row_judged_from_host_memory_gets_the_verdict_it_gets_on_the_gpu(monke
     point is a near tie, so the judge picks most rows from the streamed blocks."""
     from kmbench.protocol import reference
 
+    from kmbench.judge import points
+
     monkeypatch.setattr(reference, "GPU_FROM_BYTES", 0)
     monkeypatch.setattr(reference, "BLOCK_BYTES", 1 << 16)
+    picked = []
+    monkeypatch.setattr(points, "picked", lambda *args, original=points.picked: picked.append(1) or original(*args))
     rng = np.random.default_rng(11)
     data = (rng.standard_normal((40_000, 2)) * 0.01 + 3e3).astype(np.float32)
     start = data[:50]
     problem = Problem(data, start, 3, warmup=0, repeats=1)
     row = PlainLloyd()
     result = row.run(problem)
-    verdicts = []
+    verdicts, calls = [], []
     for on_host in (False, True):
-        oracle = validate.Oracle.compute(data, start, 3)
+        # The oracle too is made inside: made outside, its copy of the data on the GPU is what
+        # the verdict would be judged from.
         with reference.judge_from_host() if on_host else contextlib.nullcontext():
+            oracle = validate.Oracle.compute(data, start, 3)
             verdicts.append(runner.judgement([result], oracle, problem, row))
         oracle.release()
+        calls.append(len(picked))
+    assert calls[0] == 0 < calls[1]  # from host memory, the chosen rows came from streamed blocks
     assert (verdicts[0].status, verdicts[0].detail) == (verdicts[1].status, verdicts[1].detail)

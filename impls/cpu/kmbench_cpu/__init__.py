@@ -87,7 +87,6 @@ class KmbenchCpu(NativeLloyd):
         shift = [] if problem.shift_tol is None else ["--shift-tol", repr(float(problem.shift_tol))]
         halt = ["--halt-on-empty"] if problem.halt_on_empty else []
         wide = ["--float64"] if problem.data.dtype == np.float64 else []
-        self._precision = "fp64" if wide else "fp32"
         return [*super().command(problem), *shift, *halt, *wide, "--threads", str(self._threads)]
 
     def bytes_per_iteration(self, problem: Problem) -> int:
@@ -111,7 +110,8 @@ class KmbenchCpu(NativeLloyd):
         return self.reported.get("strategy")
 
     def build_info(self) -> dict:
-        precision = getattr(self, "_precision", "fp32")
-        return {**super().build_info(), "precision": f"{precision} distances on centred data, float64 sums",
+        scalar = self.reported.get("scalar")  # what the binary says it computed in; none before a run
+        precision = f"{scalar} distances on centred data, float64 sums" if scalar else None
+        return {**super().build_info(), "precision": precision,
                 "threads": self._threads, "omp_wait_policy": wait_policy(), "cpu": cpu_model(),
                 "strategy": self.strategy}

@@ -1,12 +1,14 @@
 // kmbench-cpu: our exact Lloyd on every core of the CPU (OpenMP), in the subprocess protocol of
 // impls/cpu/cpp/harness.hpp. Design (NOTES.md has the byte and instruction counts):
-// - The data are shifted by their float64 mean once, before any timed run, and kept in float32:
+// - The data are shifted by their float64 mean once, before any timed run, and kept in float32
+//   (float64 with --float64, below):
 //   a float32 distance then keeps its digits however far the data sit from the origin (the
 //   same centring kmbench-gpu and scikit-learn do). Sums are float64, per thread, merged once
 //   per iteration; the means are added back to the centroids at the end.
 // - Low d (d <= LOW_DIM): blocks of 64 points, dimension-major, against every centroid in
-//   turn, direct (x - c)^2 in float32, the loop over the block's points vectorised (a running
-//   best and label per point; strict <, so ties go to the lower index, as in the oracle).
+//   turn, direct (x - c)^2 in the data's precision, the loop over the block's points vectorised
+//   (a running best and label per point; strict <, so ties go to the lower index, as in the
+//   oracle).
 // - Low d and k >= SORTED_FROM_K: the centroids sorted along the axis where they spread most,
 //   each point scanning outward from its place in that order until the axis gap alone rules
 //   the rest out (sorted_search.hpp); the same float32 scores, so the same labels.
@@ -465,6 +467,7 @@ void run(const kmbench::Options& o, int threads, bool halt_on_empty) {
   if (!o.trace.empty()) kmbench::write_npy(o.trace, trace, trace.size() / (p.k * p.d), p.k, p.d);
   kmbench::print_json(centroids, p.d, executed, times, warmup,
                       std::string("\"strategy\": \"") + name_of(path_for(p.d, p.k, std::is_same_v<T, double>)) +
+                          "\", \"scalar\": \"" + (std::is_same_v<T, double> ? "fp64" : "fp32") +
                           "\", \"emptied\": " + (emptied ? "true" : "false"));
 }
 
