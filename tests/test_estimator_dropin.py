@@ -281,3 +281,18 @@ def test_a_cluster_with_nowhere_to_go_ends_the_whole_runs_at_max_iter(monkeypatc
         model = kmbench.KMeans(n_clusters=5, impl="kmbench-cpu", init=start, tol=None, max_iter=300).fit(X)
     assert model.n_iter_ == 300 and model.impl_ == "kmbench-cpu" and len(runs) <= 2
     np.testing.assert_array_equal(model.cluster_centers_, start)
+
+
+def test_auto_says_once_why_kmbench_cpu_cannot_run(monkeypatch):
+    """A user whose $CXX is wrong got the numpy row, 3.7x scikit-learn's time, without a word."""
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    choice._row_class.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match=r"kmbench-cpu cannot run here \(CXX=/nonexistent/g\+\+ is not an"):
+            model = kmbench.KMeans(n_clusters=3, random_state=0).fit(_blobs())
+        assert model.impl_ == "numpy"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            kmbench.KMeans(n_clusters=3, random_state=0).fit(_blobs())  # said once a process
+    finally:
+        choice._row_class.cache_clear()

@@ -73,3 +73,22 @@ def test_points_and_centres_near_the_bottom_of_float64_get_the_oracles_bits():
     rng = np.random.default_rng(11)
     for scale in (1e-160, 1e-157, 1e-154):
         assert _same_as_oracle(rng.random((200, 2)) * scale, rng.random((6, 2)) * scale)
+
+
+@pytest.mark.parametrize("offset, d", [(0.0, 2), (1e4, 16), (1e6, 40), (-3.0, 1)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_transforms_distances_are_the_oracles_to_the_spread_and_keep_the_dtype(offset, d, dtype, monkeypatch):
+    """transform's distances (labels.distances): within 1e-12 of the spread of the oracle's
+    direct sums, near the origin and far from it, in X's dtype, whatever the chunk."""
+    from kmbench.estimator.labels import distances
+
+    monkeypatch.setattr(nearest_module, "CHUNK_SCORES", 64)  # chunks of a few rows
+    rng = np.random.default_rng(d)
+    centers = rng.standard_normal((7, d)) * 2 + offset
+    x = (centers[rng.integers(0, 7, 500)] + rng.standard_normal((500, d))).astype(dtype)
+    got = distances(x, centers)
+    exact = np.sqrt(reference.squared_distances(x, centers))
+    assert got.dtype == dtype and got.shape == (500, 7)
+    spread = float(np.sqrt(((x - x.mean(axis=0, dtype=np.float64)) ** 2).sum(axis=1).mean()))
+    tolerance = 1e-12 * spread if dtype == np.float64 else 1e-6 * (spread + np.abs(exact).max())
+    np.testing.assert_allclose(got, exact.astype(dtype), rtol=0, atol=tolerance)

@@ -8,6 +8,7 @@ own, so two fits never share a row's prepared state.
 
 from __future__ import annotations
 
+import warnings
 from functools import lru_cache
 
 import numpy as np
@@ -24,6 +25,9 @@ from kmbench.protocol.device import cuda_status
 AUTO = ("kmbench-gpu", "kmbench-cpu", "numpy")
 # Those that run only where CuPy sees a GPU: not even imported elsewhere (a first fit's 20 ms).
 ON_GPU = ("kmbench-gpu",)
+# Where this cannot run, "auto" says so once a process: the numpy row after it is several times
+# slower, and a user whose compiler is missing (or whose $CXX is wrong) would not otherwise know.
+EXPECTED = "kmbench-cpu"
 
 
 def choose(impl: str, dtype):
@@ -40,8 +44,14 @@ def _row_class(impl: str, dtype: str) -> type:
         rows = registry.find(names)
         for name in names:
             row = rows.get(name)
-            if row is not None and row.dtype in (None, dtype) and usable(row)[0]:
+            if row is None or row.dtype not in (None, dtype):
+                continue
+            ready, why = usable(row)
+            if ready:
                 return type(row)
+            if name == EXPECTED:
+                warnings.warn(f"{name} cannot run here ({why}); kmbench.KMeans fits run on the slower "
+                              f"rows after it (numpy: several times scikit-learn's time).", UserWarning, stacklevel=5)
         raise RuntimeError(f"No implementation of {', '.join(AUTO)} can run here.")
     row = registry.find([impl]).get(impl)
     if row is None or "lloyd" not in row.tasks:

@@ -81,3 +81,28 @@ def nearest(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         labels[start : start + x.shape[0]] = winner
         best[start : start + x.shape[0]] = distance
     return labels, best
+
+
+def distances(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """(n, k) Euclidean distances of every point of X to every centre, in X's dtype, a chunk at a
+    time: |x'|^2 - 2 x'.c' + |c'|^2 in float64 by one product on coordinates moved by the centres'
+    mean (at least 0), so they are within about 1e-16 of the spread squared of the exact ones (the
+    oracle's own form above reference.EXPANDED_FROM_DIM). The oracle's sums one dimension at a
+    time over all n x k at once took 6.2 s and 650 MB at 5e5 x 16, k = 100, where scikit-learn's
+    transform took 0.6 s."""
+    centers = np.asarray(centers, dtype=np.float64)
+    k = centers.shape[0]
+    middle = centers.mean(axis=0)
+    moved = centers - middle
+    squares = np.einsum("ij,ij->i", moved, moved)
+    out = np.empty((X.shape[0], k), dtype=X.dtype)
+    step = max(1, CHUNK_SCORES // max(k, 1))
+    for start in range(0, X.shape[0], step):
+        x = np.asarray(X[start : start + step], dtype=np.float64) - middle
+        part = x @ (-2 * moved.T)
+        part += np.einsum("ij,ij->i", x, x)[:, None]
+        part += squares[None, :]
+        np.maximum(part, 0, out=part)
+        out[start : start + x.shape[0]] = np.sqrt(part)
+    return out
+
