@@ -380,3 +380,34 @@ def test_a_float64_run_ends_where_it_ended_before():
     ends = [_centroids(KmbenchCpu(), data, start, 40, threads=2) for _ in range(6)]
     for end in ends[1:]:
         np.testing.assert_array_equal(end, ends[0])
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("d", [3, 40])
+def test_weighted_points_give_the_weighted_means(dtype, d):
+    """kmbench.KMeans's sample weights (Problem.weights, --weights): each step's centres are the
+    weighted means of the points nearest them, points of weight 0 counting for nothing."""
+    from kmbench.estimator import lloyd
+    from kmbench.protocol import Problem
+
+    rng = np.random.default_rng(d)
+    data = _blobs(3_000, d, 5, seed=d).astype(dtype)
+    weights = rng.uniform(0.1, 4.0, len(data))
+    weights[::7] = 0.0
+    start = data[[0, 600, 1200, 1800, 2400]].astype(np.float64)
+    expected = start
+    for _ in range(4):
+        expected, _ = lloyd.relocating_step(data, weights, expected)
+    problem = Problem(data=data, initial_centroids=start.astype(dtype), iterations=4, warmup=0, repeats=1,
+                      weights=weights)
+    impl = KmbenchCpu()
+    impl.prepare(problem)
+    try:
+        got = impl.run(problem).centroids
+        unweighted = impl.run(replace(problem, weights=None))  # the same binary, weights left out
+    finally:
+        impl.release()
+    tolerance = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(got, expected, rtol=0, atol=tolerance * np.abs(expected).max())
+    assert np.abs(unweighted.centroids - expected).max() > 100 * tolerance * np.abs(expected).max()

@@ -79,8 +79,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         scikit-learn's.
     impl_ : str
         The implementation that ran the kept run, or "own-numpy" where the estimator's own
-        NumPy Lloyd did: with sample weights (unless all equal), which no implementation takes.
-        That Lloyd is exact but 3 to 10 times slower than scikit-learn's.
+        NumPy Lloyd did: with sample weights (unless all equal) where the row takes none
+        (kmbench-cpu does; "auto" takes it for weighted fits). That Lloyd is exact but 3 to 10
+        times slower than scikit-learn's.
 
     Empty clusters are moved to the farthest points, as scikit-learn moves them; labels_,
     inertia_ and predict are computed in float64. docs/usage.md says what differs from
@@ -212,13 +213,20 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             return [initial_centroids(X, self.n_clusters, INITS[self.init], seed, weights) for seed in seeds]
 
     def _row(self, dtype, weights):
-        """The row that runs each run, or None where only the estimator's own Lloyd can (weights)."""
+        """The row that runs each run, or None where only the estimator's own Lloyd can: sample
+        weights, where the row takes none (under "auto": where none of its rows that do can run)."""
         if weights is None:
             return choice.choose(self.impl, dtype)
-        if self.impl != "auto":
-            choice.choose(self.impl, dtype)  # a wrong name is still an error
-            warnings.warn(f"impl={self.impl!r} takes no sample weights (no row does); the fit runs on "
-                          f"kmbench.KMeans's own NumPy Lloyd ({lloyd.OWN!r}).", UserWarning, stacklevel=3)
+        if self.impl == "auto":
+            try:
+                return choice.choose("auto", dtype, weighted=True)
+            except RuntimeError:
+                return None
+        row = choice.choose(self.impl, dtype)  # a wrong name is still an error
+        if row.takes_weights:
+            return row
+        warnings.warn(f"impl={self.impl!r} takes no sample weights; the fit runs on kmbench.KMeans's own "
+                      f"NumPy Lloyd ({lloyd.OWN!r}).", UserWarning, stacklevel=3)
         return None
 
     # ------------------------------------------------------------------ the estimator API
@@ -270,7 +278,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         if self.verbose:
             print("Initialization complete")
         if row is not None:
-            centers, n_iter, emptied = self._run_row(row, X, start, still)
+            centers, n_iter, emptied = self._run_row(row, X, start, still, weights)
             if emptied is None:  # the row does not say: a cluster empty at its end tells
                 emptied = np.unique(nearest(X, centers)[0]).size < self.n_clusters
             if not emptied:
@@ -278,24 +286,24 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         step = partial(lloyd.relocating_step, X, weights)
         return (*lloyd.iterate(step, start, int(self.max_iter), still, self.verbose), lloyd.OWN)
 
-    def _run_row(self, row, X, start, still) -> tuple[np.ndarray, int, bool | None]:
+    def _run_row(self, row, X, start, still, weights=None) -> tuple[np.ndarray, int, bool | None]:
         """The run on a row, and whether it left a cluster empty (None: the row does not say).
         Whole where the row follows the stop rule itself and verbose does not ask for each
         iteration (`_whole_runs`); else one iteration at a time, where a step that left a
         cluster empty is taken again by the estimator's own step, which relocates it, and the
         row goes on."""
-        row.prepare(self._problem(X, start, 1))  # once: compile, write or upload the data
+        row.prepare(self._problem(X, start, 1, weights=weights))  # once: compile, write or upload the data
         try:
             if row.follows_shift and not self.verbose:
-                return self._whole_runs(row, X, start, still)
+                return self._whole_runs(row, X, start, still, weights)
             said = []
 
             def step(centers):
-                result = row.run(self._problem(X, centers, 1))
+                result = row.run(self._problem(X, centers, 1, weights=weights))
                 if result.emptied:
-                    return lloyd.relocating_step(X, None, centers)
+                    return lloyd.relocating_step(X, weights, centers)
                 said.append(result.emptied is not None)
-                inertia = float(nearest(X, centers)[1].sum()) if self.verbose else None
+                inertia = self._inertia(X, centers, weights) if self.verbose else None
                 return np.asarray(result.centroids, dtype=np.float64), inertia
 
             centers, n_iter = lloyd.iterate(step, start, int(self.max_iter), still, self.verbose)
@@ -303,7 +311,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         finally:
             row.release()
 
-    def _whole_runs(self, row, X, start, still) -> tuple[np.ndarray, int, bool | None]:
+    def _whole_runs(self, row, X, start, still, weights=None) -> tuple[np.ndarray, int, bool | None]:
         """Whole runs of a row that follows the stop rule, each ending before an iteration that
         would leave a cluster empty (Problem.halt_on_empty). The estimator's own step takes that
         iteration, relocating the cluster, and the row runs on from there. A kmbench-cpu fit
@@ -311,11 +319,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         scikit-learn's took 4), then stepped, a process an iteration (11 s)."""
         centers, done, most = np.asarray(start, dtype=np.float64), 0, int(self.max_iter)
         while done < most:
-            result = row.run(self._problem(X, centers, most - done, shift_tol=still, halt_on_empty=True))
+            result = row.run(self._problem(X, centers, most - done, shift_tol=still, halt_on_empty=True,
+                                           weights=weights))
             centers, done = np.asarray(result.centroids, dtype=np.float64), done + int(result.iterations)
             if not result.emptied:  # False: ended by the rule or the count; None: the row does not say
                 return centers, done, result.emptied
-            moved, _ = lloyd.relocating_step(X, None, centers)
+            moved, _ = lloyd.relocating_step(X, weights, centers)
             shift = float(np.sum((moved - centers) ** 2))
             centers, done = moved, done + 1
             if shift == 0:  # nothing to relocate to (fewer distinct points than clusters): every
@@ -325,9 +334,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return centers, done, False
 
     @staticmethod
-    def _problem(X, start, iterations: int, shift_tol=None, halt_on_empty=False) -> Problem:
+    def _problem(X, start, iterations: int, shift_tol=None, halt_on_empty=False, weights=None) -> Problem:
         return Problem(data=X, initial_centroids=np.ascontiguousarray(start, dtype=X.dtype), iterations=iterations,
-                       tol=None, warmup=0, repeats=1, shift_tol=shift_tol, halt_on_empty=halt_on_empty)
+                       tol=None, warmup=0, repeats=1, shift_tol=shift_tol, halt_on_empty=halt_on_empty,
+                       weights=weights)
+
+    @staticmethod
+    def _inertia(X, centers, weights) -> float:
+        distances = nearest(X, centers)[1]
+        return float(distances @ weights if weights is not None else distances.sum())
 
     def _labels_inertia(self, X, weights) -> tuple[np.ndarray, float]:
         labels, distances = nearest(X, self.cluster_centers_)

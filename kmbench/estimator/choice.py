@@ -30,21 +30,21 @@ ON_GPU = ("kmbench-gpu",)
 EXPECTED = "kmbench-cpu"
 
 
-def choose(impl: str, dtype):
+def choose(impl: str, dtype, weighted: bool = False):
     """A new instance of the row that runs a fit of `impl` ("auto" or a row's name) on data of
-    `dtype`. An unknown name, or one of another task, is a ValueError; a row that cannot run
-    here a RuntimeError."""
-    return _row_class(impl, np.dtype(dtype).name)()
+    `dtype`; weighted: "auto" takes only rows that take sample weights. An unknown name, or one
+    of another task, is a ValueError; a row that cannot run here a RuntimeError."""
+    return _row_class(impl, np.dtype(dtype).name, weighted)()
 
 
 @lru_cache(maxsize=None)  # errors are raised, never kept: a fixed environment is asked again
-def _row_class(impl: str, dtype: str) -> type:
+def _row_class(impl: str, dtype: str, weighted: bool = False) -> type:
     if impl == "auto":
         names = [name for name in AUTO if name not in ON_GPU or cuda_status()[0]]
         rows = registry.find(names)
         for name in names:
             row = rows.get(name)
-            if row is None or row.dtype not in (None, dtype):
+            if row is None or row.dtype not in (None, dtype) or (weighted and not row.takes_weights):
                 continue
             ready, why = usable(row)
             if ready:

@@ -67,6 +67,9 @@ class Problem:
     # Also kmbench.KMeans's, for the same rows: end the run before applying an iteration that
     # left a cluster empty (Result.emptied then says so), for the estimator to relocate it.
     halt_on_empty: bool = False
+    # Also kmbench.KMeans's: sample weights (float64, one a point; None: all equal), handed only to
+    # a row that `takes_weights`. Never in a record.
+    weights: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -145,6 +148,7 @@ class Implementation:
     # with the whole cluster to themselves, instead of on one worker (kmbench.protocol.placement).
     spans_cluster: bool = False
     follows_shift: bool = False  # stops by Problem.shift_tol itself (else kmbench.KMeans steps it)
+    takes_weights: bool = False  # weights each point by Problem.weights (kmbench.KMeans's sample_weight)
     roofline_on: str = "gpu"  # whose measured ceilings its declared counts are held against ("gpu" or "cpu")
     # Where the row stands in `kmbench list`, in a run of every row and in reports (lower first);
     # None: no place declared (rows from entry points may leave it out and come last).

@@ -19,6 +19,7 @@ import numpy as np
 
 from impls.cpu.cpp import HERE as CPP_HERE
 from impls.cpu.cpp import NativeLloyd, build
+from kmbench.errors import ImplementationError
 from kmbench.protocol.environment import cpu_model
 from kmbench.protocol import Problem
 
@@ -54,6 +55,7 @@ class KmbenchCpu(NativeLloyd):
     roofline_on = "cpu"  # its counts below are held against the CPU's measured ceilings
     takes_threads = True
     follows_shift = True  # kmbench.KMeans's rule, in one process rather than one per iteration
+    takes_weights = True  # kmbench.KMeans's sample_weight (--weights)
 
     label = "kmbench CPU"  # the harness adds the thread count asked for (LloydProtocol.label)
 
@@ -69,6 +71,10 @@ class KmbenchCpu(NativeLloyd):
     def prepare(self, problem: Problem) -> None:
         self._threads = thread_count(problem)
         super().prepare(problem)
+        self._weights_path = None
+        if problem.weights is not None:  # written once, as the data are: every run of a fit has the same
+            self._weights_path = self._init_path.parent / "weights.npy"
+            np.save(self._weights_path, np.asarray(problem.weights, dtype=np.float64).reshape(-1, 1))
 
     def compile_flags(self) -> list[str]:
         model = hashlib.sha256(cpu_model().encode()).hexdigest()[:12]
@@ -87,7 +93,12 @@ class KmbenchCpu(NativeLloyd):
         shift = [] if problem.shift_tol is None else ["--shift-tol", repr(float(problem.shift_tol))]
         halt = ["--halt-on-empty"] if problem.halt_on_empty else []
         wide = ["--float64"] if problem.data.dtype == np.float64 else []
-        return [*super().command(problem), *shift, *halt, *wide, "--threads", str(self._threads)]
+        weights = []
+        if problem.weights is not None:
+            if self._weights_path is None:
+                raise ImplementationError("kmbench-cpu was prepared without the weights it is now run with")
+            weights = ["--weights", str(self._weights_path)]
+        return [*super().command(problem), *shift, *halt, *wide, *weights, "--threads", str(self._threads)]
 
     def bytes_per_iteration(self, problem: Problem) -> int:
         """Each point read once, as the GPU rows count it (in the data's precision, after centring)."""

@@ -18,6 +18,8 @@
 // - Empty clusters keep their centroid; both stop rules (harness.hpp's StopRule).
 // - --float64: the same in double (points, centroids, scores), for kmbench.KMeans on float64
 //   data; the portable loops only (the AVX2 code and the sorted search are float32's).
+// - --weights FILE: kmbench.KMeans's sample weights, (n, 1) .npy: the means weighted, and a
+//   cluster of no weight empty, as scikit-learn's.
 // - AVX2 intrinsics where the compiler targets AVX2 (-march=native); the portable loops
 //   otherwise, or when built with -DKMBENCH_CPU_PORTABLE (to compare the two on one machine);
 //   -DKMBENCH_NO_SORTED scores every centroid at low d (the same comparison for the search).
@@ -65,12 +67,15 @@ struct Problem {
   std::size_t n, d, k;
   std::vector<T> x;            // n x d, centred, float32 (or float64 with --float64)
   std::vector<double> mean;    // d
+  std::vector<double> w;       // n weights (--weights, kmbench.KMeans's sample_weight), or none: all 1
 };
 
-// Per thread: float64 sums and counts of the points it assigned.
+// Per thread: float64 sums and counts of the points it assigned (and their weights' sums, where
+// the points are weighted).
 struct Partial {
   std::vector<double> sums;
   std::vector<long long> counts;
+  std::vector<double> mass;
   std::size_t changed = 0;
 };
 
@@ -312,8 +317,10 @@ void nearest_high_block(const T* x, std::size_t rows, const T* ct, const T* half
 // Adds a block's points to the thread's float64 sums and counts, point r to copy r % SUM_COPIES.
 // D > 0 fixes the dimension at compile time: at low d a runtime loop of one or two adds cost
 // more than the adds (at 1e6 x 2, k = 5 it was most of the iteration); D = 0 is any d.
+// w: the block's weights, or null (all 1; the benchmark's path, its loop as it was).
 template <typename T, std::size_t D>
-void add_block(std::size_t d, const T* x, const int* labels, std::size_t rows, std::size_t k, Partial& mine) {
+void add_block(std::size_t d, const T* x, const int* labels, std::size_t rows, std::size_t k, Partial& mine,
+               const double* w) {
   const std::size_t dims = D > 0 ? D : d;
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t label = std::size_t(labels[r]);
@@ -321,7 +328,12 @@ void add_block(std::size_t d, const T* x, const int* labels, std::size_t rows, s
     mine.counts[copy * k + label] += 1;
     double* sum = &mine.sums[(copy * k + label) * dims];
     const T* xi = x + r * dims;
-    for (std::size_t a = 0; a < dims; ++a) sum[a] += xi[a];
+    if (w == nullptr) {
+      for (std::size_t a = 0; a < dims; ++a) sum[a] += xi[a];
+    } else {
+      mine.mass[copy * k + label] += w[r];
+      for (std::size_t a = 0; a < dims; ++a) sum[a] += w[r] * double(xi[a]);
+    }
   }
 }
 
@@ -336,6 +348,7 @@ long lloyd(const Problem<T>& p, std::vector<double>& centroids, const kmbench::S
            bool halt_on_empty, bool& emptied) {
   const std::size_t n = p.n, d = p.d, k = p.k;
   const Path path = path_for(d, k, std::is_same_v<T, double>);
+  const bool weighted = !p.w.empty();
   const bool low = path != Path::high;
 #ifdef KMBENCH_AVX2
   kmbench_cpu::SortedCentroids by_axis;
@@ -366,6 +379,7 @@ long lloyd(const Problem<T>& p, std::vector<double>& centroids, const kmbench::S
       Partial& mine = partials[omp_get_thread_num()];
       mine.sums.assign(SUM_COPIES * k * d, 0.0);
       mine.counts.assign(SUM_COPIES * k, 0);
+      mine.mass.assign(weighted ? SUM_COPIES * k : 0, 0.0);
       mine.changed = 0;
       std::vector<T> xt(low ? d * BLOCK : 0, T(0));
       int block_labels[BLOCK];
@@ -386,8 +400,9 @@ long lloyd(const Problem<T>& p, std::vector<double>& centroids, const kmbench::S
           mine.changed += labels[first + r] != block_labels[r];
           labels[first + r] = block_labels[r];
         }
-        if (low) with_dim<LOW_DIM>(d, [&](auto D) { add_block<T, D()>(d, x, block_labels, rows, k, mine); });
-        else add_block<T, 0>(d, x, block_labels, rows, k, mine);
+        const double* w = weighted ? &p.w[first] : nullptr;
+        if (low) with_dim<LOW_DIM>(d, [&](auto D) { add_block<T, D()>(d, x, block_labels, rows, k, mine, w); });
+        else add_block<T, 0>(d, x, block_labels, rows, k, mine, w);
       };
       const std::size_t blocks = (n + BLOCK - 1) / BLOCK;
       if constexpr (std::is_same_v<T, double>) {
@@ -408,22 +423,27 @@ long lloyd(const Problem<T>& p, std::vector<double>& centroids, const kmbench::S
     std::size_t changed = 0;
     std::vector<double> sums(k * d, 0.0);
     std::vector<long long> counts(k, 0);
+    std::vector<double> mass(k, 0.0);  // the clusters' weights (their counts where unweighted)
     for (const Partial& part : partials) {
       changed += part.changed;
       for (std::size_t copy = 0; copy < SUM_COPIES; ++copy) {
         for (std::size_t j = 0; j < k; ++j) counts[j] += part.counts[copy * k + j];
+        if (weighted)
+          for (std::size_t j = 0; j < k; ++j) mass[j] += part.mass[copy * k + j];
         for (std::size_t e = 0; e < k * d; ++e) sums[e] += part.sums[copy * k * d + e];
       }
     }
+    if (!weighted)
+      for (std::size_t j = 0; j < k; ++j) mass[j] = double(counts[j]);
     double squared_shift = 0;
-    bool empty_now = false;
-    for (std::size_t j = 0; j < k; ++j) empty_now = empty_now || counts[j] == 0;
+    bool empty_now = false;  // a cluster of no weight is empty, as scikit-learn counts it
+    for (std::size_t j = 0; j < k; ++j) empty_now = empty_now || mass[j] == 0;
     emptied = emptied || empty_now;
     if (empty_now && halt_on_empty) return done - 1;  // this iteration's update left undone
     for (std::size_t j = 0; j < k; ++j)
-      if (counts[j] > 0)
+      if (mass[j] > 0)
         for (std::size_t a = 0; a < d; ++a) {
-          const double moved = sums[j * d + a] / double(counts[j]);
+          const double moved = sums[j * d + a] / mass[j];
           squared_shift += (moved - centroids[j * d + a]) * (moved - centroids[j * d + a]);
           centroids[j * d + a] = moved;
         }
@@ -435,10 +455,16 @@ long lloyd(const Problem<T>& p, std::vector<double>& centroids, const kmbench::S
 
 // Reads the inputs, centres the data in T, runs the harness's timed runs of lloyd<T>, prints the record.
 template <typename T>
-void run(const kmbench::Options& o, int threads, bool halt_on_empty) {
+void run(const kmbench::Options& o, int threads, bool halt_on_empty, const std::string& weights) {
   const kmbench::Inputs in = kmbench::read_inputs(o);
   const kmbench::Matrix &data = in.data, &init = in.init;
-  Problem<T> p{data.rows, data.cols, init.rows, std::vector<T>(data.rows * data.cols), std::vector<double>(data.cols, 0.0)};
+  Problem<T> p{data.rows, data.cols, init.rows, std::vector<T>(data.rows * data.cols), std::vector<double>(data.cols, 0.0),
+               {}};
+  if (!weights.empty()) {  // an (n, 1) .npy
+    kmbench::Matrix w = kmbench::read_npy(weights);
+    if (w.rows != p.n || w.cols != 1) throw std::runtime_error(weights + ": expected one weight a point");
+    p.w = std::move(w.values);
+  }
   for (std::size_t i = 0; i < p.n; ++i)
     for (std::size_t a = 0; a < p.d; ++a) p.mean[a] += data.values[i * p.d + a];
   for (double& m : p.mean) m /= double(p.n);
@@ -477,15 +503,17 @@ int main(int argc, char** argv) {
   return kmbench::guarded([&] {
     int threads = omp_get_max_threads();
     bool halt_on_empty = false, wide = false;
+    std::string weights;
     std::vector<char*> rest{argv[0]};
     for (int i = 1; i < argc; ++i) {
       if (std::string(argv[i]) == "--threads" && i + 1 < argc) threads = std::max(1, std::atoi(argv[++i]));
       else if (std::string(argv[i]) == "--halt-on-empty") halt_on_empty = true;
       else if (std::string(argv[i]) == "--float64") wide = true;
+      else if (std::string(argv[i]) == "--weights" && i + 1 < argc) weights = argv[++i];
       else rest.push_back(argv[i]);
     }
     const kmbench::Options o = kmbench::parse(int(rest.size()), rest.data());
-    if (wide) run<double>(o, threads, halt_on_empty);
-    else run<float>(o, threads, halt_on_empty);
+    if (wide) run<double>(o, threads, halt_on_empty, weights);
+    else run<float>(o, threads, halt_on_empty, weights);
   });
 }
