@@ -289,13 +289,36 @@ def test_a_cluster_with_nowhere_to_go_ends_the_whole_runs_at_max_iter(monkeypatc
 def test_auto_says_once_why_kmbench_cpu_cannot_run(monkeypatch):
     """A user whose $CXX is wrong got the numpy row, 3.7x scikit-learn's time, without a word."""
     monkeypatch.setenv("CXX", "/nonexistent/g++")
+    monkeypatch.setattr(choice, "_WARNED", set())
     choice._row_class.cache_clear()
     try:
         with pytest.warns(UserWarning, match=r"kmbench-cpu cannot run here \(CXX=/nonexistent/g\+\+ is not an"):
             model = kmbench.KMeans(n_clusters=3, random_state=0).fit(_blobs())
         assert model.impl_ == "numpy"
         with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            kmbench.KMeans(n_clusters=3, random_state=0).fit(_blobs())  # said once a process
+            warnings.simplefilter("error")  # said once a process: not for weighted fits, nor float32
+            kmbench.KMeans(n_clusters=3, random_state=0).fit(_blobs())
+            weighted = kmbench.KMeans(n_clusters=3, random_state=0).fit(_blobs(), sample_weight=np.arange(600) + 1.0)
+            kmbench.KMeans(n_clusters=3, random_state=0).fit(_blobs().astype(np.float32))
+        assert weighted.impl_ == lloyd.OWN
     finally:
         choice._row_class.cache_clear()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_cluster_of_weight_zero_is_empty_as_scikit_learn_counts_it(dtype):
+    """Five points of weight 0 far away, a starting centre on them: the cluster has points but no
+    weight, so scikit-learn relocates it. kmbench-cpu counted it empty by its points, kept the
+    centre there, and ended after 2 iterations where scikit-learn ran 10 (found in review)."""
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.standard_normal((300, 2)), rng.standard_normal((300, 2)) + 8,
+                   rng.standard_normal((5, 2)) * 0.1 + [40, -40]]).astype(dtype)
+    weights = rng.uniform(0.5, 2, len(X))
+    weights[-5:] = 0.0
+    start = np.array([[0.0, 0.0], [8.0, 8.0], [40.0, -40.0]], dtype=dtype)
+    theirs = SklearnKMeans(n_clusters=3, init=start, n_init=1).fit(X, sample_weight=weights)
+    ours = kmbench.KMeans(n_clusters=3, init=start, impl="kmbench-cpu").fit(X, sample_weight=weights)
+    assert ours.impl_ == "kmbench-cpu" and ours.n_iter_ == theirs.n_iter_
+    np.testing.assert_array_equal(ours.labels_, theirs.labels_)
+    np.testing.assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, atol=1e-5 if dtype == np.float32 else 1e-9)
+

@@ -13,8 +13,9 @@ cluster's centroid (the benchmark's rule). A row that follows the stop rule itse
 leave a cluster empty, which the estimator's own step (lloyd.py) takes instead; any other row
 is stepped one iteration at a time, and a step that left a cluster empty is taken again by the
 estimator's own step. A row that does not say whether it did is judged by its end (a cluster
-empty there: the run is redone by the estimator's own NumPy Lloyd). The own Lloyd also runs every weighted fit: no row
-takes sample weights. The data are centred first, as scikit-learn's are,
+empty there: the run is redone by the estimator's own NumPy Lloyd). Sample weights go to a row
+that `takes_weights` (kmbench-cpu); with any other, the own Lloyd runs the weighted fit. The
+data are centred first, as scikit-learn's are,
 and the initial centroids come from the harness's seeding (k-means++ or k distinct points),
 so every implementation starts from the same place for the same random_state.
 """

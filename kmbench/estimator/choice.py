@@ -28,6 +28,7 @@ ON_GPU = ("kmbench-gpu",)
 # Where this cannot run, "auto" says so once a process: the numpy row after it is several times
 # slower, and a user whose compiler is missing (or whose $CXX is wrong) would not otherwise know.
 EXPECTED = "kmbench-cpu"
+_WARNED: set = set()
 
 
 def choose(impl: str, dtype, weighted: bool = False):
@@ -49,9 +50,11 @@ def _row_class(impl: str, dtype: str, weighted: bool = False) -> type:
             ready, why = usable(row)
             if ready:
                 return type(row)
-            if name == EXPECTED:
-                warnings.warn(f"{name} cannot run here ({why}); kmbench.KMeans fits run on the slower "
-                              f"rows after it (numpy: several times scikit-learn's time).", UserWarning, stacklevel=5)
+            if name == EXPECTED and name not in _WARNED:
+                _WARNED.add(name)  # once a process, whatever the dtype or weights (a weighted miss is not cached)
+                warnings.warn(f"{name} cannot run here ({why}); kmbench.KMeans fits run without it, several "
+                              f"times slower (on the numpy row, or with sample weights on the estimator's own "
+                              f"NumPy Lloyd).", UserWarning, stacklevel=5)
         raise RuntimeError(f"No implementation of {', '.join(AUTO)} can run here.")
     row = registry.find([impl]).get(impl)
     if row is None or "lloyd" not in row.tasks:

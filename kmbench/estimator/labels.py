@@ -96,7 +96,7 @@ def distances(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     moved = centers - middle
     squares = np.einsum("ij,ij->i", moved, moved)
     out = np.empty((X.shape[0], k), dtype=X.dtype)
-    step = max(1, CHUNK_SCORES // max(k, 1))
+    step = max(1, CHUNK_SCORES // max(k, centers.shape[1], 1))  # the scores', and the rows' float64 copy
     for start in range(0, X.shape[0], step):
         x = np.asarray(X[start : start + step], dtype=np.float64) - middle
         part = x @ (-2 * moved.T)

@@ -1,10 +1,10 @@
 """kmbench.KMeans's own Lloyd: scikit-learn's loop (its stop rule and its verbose lines) over any
-one-iteration step, and the step no row takes: weighted means with scikit-learn's relocation of
-empty clusters (sklearn.cluster._k_means_common._relocate_empty_clusters_dense).
+one-iteration step, and the step no row takes: (weighted) means with scikit-learn's relocation
+of empty clusters (sklearn.cluster._k_means_common._relocate_empty_clusters_dense).
 
 Rows follow the benchmark's protocol, where an empty cluster keeps its centroid; the estimator
 runs this step instead wherever that differs from scikit-learn's answer (a row left a cluster
-empty) or where a row cannot run the fit at all (sample weights). Labels and distances are the
+empty) or where the row cannot run the fit at all (sample weights, where it takes none). Labels and distances are the
 float64 oracle's (kmbench.protocol.reference.nearest), bit for bit, through labels.py's product,
 so this is exact Lloyd in float64 whatever the data's dtype.
 """
