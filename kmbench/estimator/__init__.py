@@ -269,7 +269,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         best = best_inertia = best_labels = None
         for run in runs:
             labels, distances = nearest(X, run[0])
-            inertia = float(distances @ weights) if weights is not None else float(distances.sum())
+            inertia = _weighted_sum(distances, weights)
             if best is None or (inertia < best_inertia and not lloyd.same_clustering(labels, best_labels)):
                 best, best_inertia, best_labels = run, inertia, labels
         return best
@@ -304,7 +304,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
                 if result.emptied:
                     return lloyd.relocating_step(X, weights, centers)
                 said.append(result.emptied is not None)
-                inertia = self._inertia(X, centers, weights) if self.verbose else None
+                inertia = _weighted_sum(nearest(X, centers)[1], weights) if self.verbose else None
                 return np.asarray(result.centroids, dtype=np.float64), inertia
 
             centers, n_iter = lloyd.iterate(step, start, int(self.max_iter), still, self.verbose)
@@ -340,14 +340,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
                        tol=None, warmup=0, repeats=1, shift_tol=shift_tol, halt_on_empty=halt_on_empty,
                        weights=weights)
 
-    @staticmethod
-    def _inertia(X, centers, weights) -> float:
-        distances = nearest(X, centers)[1]
-        return float(distances @ weights if weights is not None else distances.sum())
-
     def _labels_inertia(self, X, weights) -> tuple[np.ndarray, float]:
         labels, distances = nearest(X, self.cluster_centers_)
-        return labels.astype(np.int32), float(distances @ weights if weights is not None else distances.sum())
+        return labels.astype(np.int32), _weighted_sum(distances, weights)
 
     def predict(self, X):
         """The index of the nearest fitted centre of each sample of X."""
@@ -375,3 +370,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     @property
     def _n_features_out(self):
         return self.cluster_centers_.shape[0]
+
+
+def _weighted_sum(distances: np.ndarray, weights: np.ndarray | None) -> float:
+    """The inertia of these squared distances: summed, or weighted by sample weights."""
+    return float(distances @ weights if weights is not None else distances.sum())
+
