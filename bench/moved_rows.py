@@ -1,7 +1,8 @@
-"""Issue 50's item 2 measured before it is built into the row: the tensor path's update as it is
-(update.cu's counting sort and segment_sums over every row) against the sums of the last
-iteration updated from only the rows whose label changed (bench/moved_rows.cu), on the label
-sequence of a real run. Not a test; needs a GPU.
+"""Issue 50's item 2, its two ways apart: the tensor path's sorted update (update.cu's counting
+sort and segment_sums over every row) against the sums of the last iteration updated from only
+the rows whose label changed (moved_sums.cu's moved_sums), on the label sequence of a real run.
+The row chooses between them per iteration (update.py's MOVED_MOST); this times each at every
+step. Not a test; needs a GPU.
 
     PYTHONPATH=. python3 bench/moved_rows.py                       # 1e6 x 128, k = 1,024 blobs
     PYTHONPATH=. python3 bench/moved_rows.py --n 1000000 --d 64 --k 1000
@@ -25,7 +26,7 @@ import numpy as np
 from kmbench.plans.in_memory import generate_blobs
 
 HERE = Path(__file__).resolve().parent
-UPDATE = HERE.parent / "impls" / "gpu" / "kmbench_gpu" / "update.cu"
+KERNELS = HERE.parent / "impls" / "gpu" / "kmbench_gpu"
 
 
 def lloyd_labels(x, k: int, iterations: int, seed: int):
@@ -90,9 +91,11 @@ def main() -> None:
     x -= x.mean(axis=0, dtype=cupy.float64).astype(cupy.float32)
     sequence = lloyd_labels(x, k, args.iterations, 0)
 
-    update = cupy.RawModule(code=UPDATE.read_text(), options=("-std=c++17",))
+    update = cupy.RawModule(code=(KERNELS / "update.cu").read_text(), options=("-std=c++17",))
     kernel = {name: update.get_function(name) for name in ("histogram", "scan", "block_scatter", "segment_sums")}
-    moved_kernel = cupy.RawModule(code=(HERE / "moved_rows.cu").read_text()).get_function("moved_sums")
+    moved_kernel = cupy.RawModule(code=(KERNELS / "moved_sums.cu").read_text(),
+                                  options=("-std=c++17",)).get_function("moved_sums")
+    sort, from_moved = cupy.zeros(1, dtype=cupy.int32), cupy.ones(1, dtype=cupy.int32)
     sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
     scatter_blocks = max(1, min((n + 511) // 512, sms * 2))  # update.py's block_scatter grid
     per_block = -(-n // scatter_blocks)
@@ -110,11 +113,11 @@ def main() -> None:
 
         def sort_and_sum(labels=new):
             kernel["histogram"]((scatter_blocks,), (512,), (labels, nn, kk, counts, kk, unused_previous,
-                                                           unused_changed, np.int32(0)), shared_mem=k * 4)
-            kernel["scan"]((1,), (1024,), (counts, kk, starts, cursor, listed, flagged, bound_max))
-            kernel["block_scatter"]((scatter_blocks,), (512,), (labels, nn, kk, np.int64(per_block), cursor, order),
-                                    shared_mem=k * 4)
-            kernel["segment_sums"](((n + 255) // 256,), (sum_threads,), (x, dd, order, labels, nn, sums))
+                                                           unused_changed, np.int32(0), sort), shared_mem=k * 4)
+            kernel["scan"]((1,), (1024,), (counts, kk, starts, cursor, listed, flagged, bound_max, sort))
+            kernel["block_scatter"]((scatter_blocks,), (512,), (labels, nn, kk, np.int64(per_block), cursor, order,
+                                                                sort), shared_mem=k * 4)
+            kernel["segment_sums"](((n + 255) // 256,), (sum_threads,), (x, dd, order, labels, nn, sums, sort))
 
         def clear():
             counts.fill(0)
@@ -124,20 +127,19 @@ def main() -> None:
         fresh, fresh_counts = fresh_sums(x, new, k)
         old_sums, old_counts = fresh_sums(x, old, k)
         previous, running, running_counts = cupy.empty_like(old), cupy.empty_like(old_sums), cupy.empty_like(old_counts)
-        moved = cupy.zeros(1, dtype=cupy.uint64)
+        moved = int((old != new).sum())
 
         def reset():
             previous[...] = old
             running[...] = old_sums
             running_counts[...] = old_counts
-            moved.fill(0)
 
         after = timed(lambda: moved_kernel((sms * 8,), (256,), (x, dd, new, previous, nn, running, running_counts,
-                                                                  moved)), reset, args.repeats)
+                                                                  from_moved)), reset, args.repeats)
         assert bool((running_counts == fresh_counts).all()), "counts differ"
         assert bool((previous == new).all()), "previous labels not updated"
         gap = float(cupy.abs(running - fresh).max()) / max(float(cupy.abs(fresh).max()), 1e-300)
-        print(f"{step + 1:4d} | {int(moved[0]) / n:9.3%} | {before:16.1f} | {after:15.1f} | {gap:.2e}", flush=True)
+        print(f"{step + 1:4d} | {moved / n:9.3%} | {before:16.1f} | {after:15.1f} | {gap:.2e}", flush=True)
 
 
 if __name__ == "__main__":

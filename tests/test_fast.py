@@ -47,15 +47,6 @@ def test_the_grid_barrier_benchmark_compiles_in_every_mode(mode, tmp_path):
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-def test_the_moved_rows_prototype_compiles(tmp_path):
-    """bench/moved_rows.cu, issue 50's incremental update measured before it is built in."""
-    source = HERE.parents[2] / "bench" / "moved_rows.cu"
-    done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-std=c++17", "-o", str(tmp_path / "k.cubin"),
-                           str(source)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-
-
 def test_tiled_distance_is_direct_up_to_its_limit_and_can_be_forced(monkeypatch):
     monkeypatch.delenv("KMBENCH_TILED_DISTANCE", raising=False)
     assert tiled_distance(2) == tiled_distance(DIRECT_MAX_DIM) == "direct"

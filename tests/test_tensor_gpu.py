@@ -19,7 +19,7 @@ from tests.test_fast import _blobs as fast_blobs
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
-@pytest.mark.parametrize("source", ["update.cu", "recheck.cu", "renumber.cu"])
+@pytest.mark.parametrize("source", ["update.cu", "moved_sums.cu", "recheck.cu", "renumber.cu"])
 def test_update_recheck_and_renumber_kernels_compile(arch, source, tmp_path):
     done = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-std=c++17", "-o", str(tmp_path / "u.cubin"),
                            str(HERE / source)], capture_output=True, text=True)
@@ -189,6 +189,18 @@ def test_the_recheck_splits_a_warp_into_groups_of_about_four_loads_a_lane(vec):
         assert lanes == 32 or lanes * vec * 4 >= d, (d, lanes)
         assert lanes == 8 or (lanes // 2) * vec * 4 < d, (d, lanes)
     assert [recheck_lanes(d, 4) for d in (64, 128, 256, 408, 768)] == [8, 8, 16, 32, 32]
+
+
+def test_the_update_s_sums_setting_takes_moved_or_sorted_and_refuses_the_rest(monkeypatch):
+    from impls.gpu.kmbench_gpu import update
+
+    monkeypatch.delenv("KMBENCH_TENSOR_SUMS", raising=False)
+    assert update.sums_setting() == "moved"
+    monkeypatch.setenv("KMBENCH_TENSOR_SUMS", "sorted")
+    assert update.sums_setting() == "sorted"
+    monkeypatch.setenv("KMBENCH_TENSOR_SUMS", "incremental")
+    with pytest.raises(ImplementationError, match="KMBENCH_TENSOR_SUMS must be one of moved, sorted"):
+        update.sums_setting()
 
 
 def test_memory_count_covers_the_data_twice():
@@ -572,7 +584,8 @@ def test_the_update_orders_every_point_by_cluster_and_sums_each(n, k, scatter, m
     path = tensor_path.TensorPath(cupy.asarray(data), k, cupy.zeros(1, dtype=cupy.uint64))
     path.labels[...] = cupy.asarray(labels)
     steps = path.sort_and_sum_steps(False, path.previous, "scan",
-                                    (path.listed_counts, path.flagged_total, path.bound_max))
+                                    (path.listed_counts, path.flagged_total, path.bound_max, path.never_moved),
+                                    path.never_moved)
     assert ("block_scatter" in dict(steps)) == (scatter == "block")
     for _, step in steps:
         step()
@@ -582,6 +595,65 @@ def test_the_update_orders_every_point_by_cluster_and_sums_each(n, k, scatter, m
     expected = np.zeros((k, 40))
     np.add.at(expected, labels, data.astype(np.float64))
     np.testing.assert_allclose(path.sums.get(), expected, rtol=1e-12, atol=1e-9)
+
+
+def _path_steps(x, start, k, steps, sums, most, monkeypatch):
+    """TensorPath's labels and float64 centroids after each of `steps` iterations, its sums made
+    as KMBENCH_TENSOR_SUMS=`sums` says with update.MOVED_MOST = `most`; and the iterations whose
+    sums came from the moved rows."""
+    import cupy
+
+    from impls.gpu.kmbench_gpu import tensor_path, update
+
+    monkeypatch.setenv("KMBENCH_TENSOR_SUMS", sums)
+    monkeypatch.setattr(update, "MOVED_MOST", most)
+    path = tensor_path.TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
+    path.start(start)
+    out = []
+    for _ in range(steps):
+        path.iterate(False)
+        out.append((path.labels.get(), path.centroids64.get(), path.counts.get()))
+    return out, path.moved_sum_steps()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d, most", [(64, 1 / 8), (200, 1 / 8), (64, 1.0)])
+def test_sums_from_the_moved_rows_give_the_sorted_update_s_centroids(d, most, monkeypatch):
+    """Step by step from the same start, the update from the moved rows (moved_sums.cu) ends on the
+    sorted update's labels and centroids (float64 sums of the same rows, exact here), with counts
+    that are every cluster's size; the first step sorts, and later ones take the moved rows (with
+    MOVED_MOST = 1, every one: the first adds every row, as none had a label, to the zeroed sums)."""
+    import cupy
+
+    rng = np.random.default_rng(12)
+    n, k, steps = 40_009, 150, 7
+    data = _blobs(n, d, 60, seed=3, std=1.0)
+    x = cupy.asarray(data - data.mean(axis=0))
+    start = cupy.asnumpy(x[rng.choice(n, k, replace=False)]).astype(np.float64)
+    moved, moved_steps = _path_steps(x, start, k, steps, "moved", most, monkeypatch)
+    sorted_, sorted_steps = _path_steps(x, start, k, steps, "sorted", most, monkeypatch)
+    assert sorted_steps == 0
+    assert (1 <= moved_steps <= steps - 1) if most < 1 else moved_steps == steps
+    for (labels, centroids, counts), (labels_sorted, centroids_sorted, _) in zip(moved, sorted_):
+        assert np.array_equal(labels, labels_sorted)
+        np.testing.assert_allclose(centroids, centroids_sorted, rtol=1e-13, atol=1e-13)
+        assert np.array_equal(counts, np.bincount(labels, minlength=k))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tol", [None, 0.0])
+def test_a_tensor_cell_takes_the_moved_rows_in_its_graph_and_stays_exact(tol, monkeypatch):
+    """The whole row, its CUDA graph holding both ways (the GPU chooses each iteration): `ok`, and
+    the record says in how many iterations the sums came from the moved rows; with them turned
+    off, none."""
+    monkeypatch.setenv("KMBENCH_CUDA_GRAPH", "1")
+    data = _blobs(30_011, 96, 40, std=1.0)
+    _, record = gpu_cell(_tensor(), data, 40, 12, tol=tol)
+    assert record["status"] == "ok", record.get("detail")
+    assert 1 <= record["build"]["moved_sum_iterations"] < record["iterations_executed"]
+    monkeypatch.setenv("KMBENCH_TENSOR_SUMS", "sorted")
+    _, record = gpu_cell(_tensor(), data, 40, 12, tol=tol)
+    assert record["status"] == "ok" and "moved_sum_iterations" not in record["build"]
 
 
 def _exact_where_clear(x: np.ndarray, start: np.ndarray, labels: np.ndarray) -> float:

@@ -1,6 +1,6 @@
 """kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 tensor cores.
 
-One iteration is up to eleven launches on one stream (fewer where recheck.cu settles every
+One iteration is up to fifteen launches on one stream (fewer where recheck.cu settles every
 uncertain point), so the whole run captures into a CUDA graph:
   certified_assign (Triton)  TF32 scores (data and centroids rounded to TF32 by us), best and
                              second-best per point, the certified margin of bound.py;
@@ -16,8 +16,12 @@ uncertain point), so the whole run captures into a CUDA graph:
   _scatter                   ordered by TF32 winner (update.cu);
   exact_assign (Triton)      those points again, in FP32 against the centroid tiles that
                              hold a candidate; RECHECK: IEEE products, or error-compensated TF32;
-  histogram, scan, scatter   the points ordered by cluster (update.cu);
+  count_moved, choose_sums   the rows whose label changed; few (update.MOVED_MOST) or many?
+  (moved_sums.cu)            (only where the sums stay on this GPU: no shard, not streamed)
+  histogram, scan, scatter   the points ordered by cluster (update.cu), where many moved;
   segment_sums               float64 sums over runs of sorted points, one atomic per run;
+  moved_sums                 where few moved: the last sums, plus the rows that came in, minus
+                             those that left; the previous labels kept either way;
   finish                     new centroids, their float32 copy, half norms, the bound's maxima.
 Before the first iteration of each run (inside its timed region), order_by_neighbourhood
 renumbers the centroids so that near ones share re-check tiles (not where every tile's best two
@@ -54,7 +58,7 @@ from impls.gpu.kmbench_gpu.tensor_settings import (EXACT_PROGRAMS_PER_SM, MAX_PO
                                         tensor_status, tiered_arguments, tiling_from_env)
 from impls.gpu.kmbench_gpu.tf32_pass import TF32Pass, centroid_descriptor
 from impls.gpu.kmbench_gpu.update import (CHUNK, SCATTER_BLOCKS_PER_SM, SCATTER_THREADS,  # noqa: F401
-                                          SHARED_HISTOGRAM_K, Update)
+                                          SHARED_HISTOGRAM_K, Update, sums_setting)
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -105,6 +109,14 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         self.starts = cupy.empty(k, dtype=cupy.int32)
         self.cursor = cupy.empty(k, dtype=cupy.int32)
         self.sums = cupy.zeros((k, d), dtype=cupy.float64)
+        # The update's sums from the moved rows (update.py, moved_sums.cu): the count of moved rows,
+        # the GPU's choice for this iteration (1: from them), a flag that stays 0 for the sort
+        # alone, and the steps that took them.
+        self.sums_from_moved = sums_setting() == "moved"
+        self.moved = cupy.zeros(1, dtype=cupy.uint64)
+        self.from_moved = cupy.zeros(1, dtype=cupy.int32)
+        self.never_moved = cupy.zeros(1, dtype=cupy.int32)
+        self.moved_steps = cupy.zeros(1, dtype=cupy.uint64)
         self.centroids64 = cupy.empty((k, d), dtype=cupy.float64)
         self.centroids = cupy.empty((k, d), dtype=cupy.float32)
         self.centroids_tf32 = cupy.empty((k, d), dtype=cupy.float32)
@@ -152,6 +164,8 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
                         for name in ("histogram", "scan", "chunk_scan", "scatter", "block_scatter", "segment_sums", "finish",
                                      "flagged_histogram",
                                      "flagged_scan", "flagged_scatter")}
+        moved = cupy.RawModule(code=(HERE / "moved_sums.cu").read_text(), options=("-std=c++17",))
+        self._moved = {name: moved.get_function(name) for name in ("count_moved", "choose_sums", "moved_sums")}
         self._torch = {name: torch.from_dlpack(getattr(self, name)) for name in
                        ("x", "x_tf32", "x_norm", "centroids", "centroids_tf32", "half_norms", "bound_max",
                         "labels", "flagged", "limits", "flagged_sorted", "limits_sorted", "flagged_count", "floor", "order_of",
@@ -200,6 +214,8 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         self.counts.fill(0)
         self.totals.fill(0)
         self.sums.fill(0)
+        self.from_moved.fill(0)
+        self.moved_steps.fill(0)
 
     def load_centroids(self, single) -> None:
         """What the assignment reads of the float32 centroids `single` (on the GPU): their TF32

@@ -10,6 +10,11 @@
 // memory), segment_sums, finish. scan also
 // resets what the next assignment counts (flagged points) and what finish maximises. A streamed
 // iteration runs histogram, chunk_scan, scatter, segment_sums per chunk, then finish once.
+//
+// Where an iteration's sums may come from the rows that changed cluster instead (moved_sums.cu),
+// the sort's kernels read a flag the GPU sets for that iteration, `from_moved`, and return at once
+// where it is 1 (scan still clears its counters): the choice is made on the device, inside the
+// run's CUDA graph. Elsewhere they are given a flag that stays 0.
 
 #define CHUNK 256          // sorted points per block of segment_sums
 #define SCAN_THREADS 1024  // scan is one block
@@ -19,7 +24,8 @@
 // previous iteration's and keeps these as the previous.
 extern "C" __global__ void histogram(const int* __restrict__ labels, long long n, int k, int* __restrict__ counts,
                                      int shared_k, int* __restrict__ previous, unsigned long long* __restrict__ changed,
-                                     int track) {
+                                     int track, const int* __restrict__ from_moved) {
+  if (*from_moved) return;
   extern __shared__ int local[];
   const bool in_shared = shared_k > 0;
   if (in_shared)
@@ -86,8 +92,8 @@ __device__ void count_flagged(unsigned int* __restrict__ listed_counts, unsigned
 // total, and the bound's maxima that finish will fill.
 extern "C" __global__ void scan(const int* __restrict__ counts, int k, int* __restrict__ starts, int* __restrict__ cursor,
                                 unsigned int* __restrict__ listed_counts, unsigned long long* __restrict__ flagged_total,
-                                float* __restrict__ bound_max) {
-  exclusive_scan(counts, k, starts, cursor);
+                                float* __restrict__ bound_max, const int* __restrict__ from_moved) {
+  if (!*from_moved) exclusive_scan(counts, k, starts, cursor);  // one flag for the whole block
   count_flagged(listed_counts, flagged_total);
   if (threadIdx.x == 0) {
     bound_max[0] = 0.0f;
@@ -114,7 +120,8 @@ extern "C" __global__ void chunk_scan(int* __restrict__ counts, int k, int* __re
 // order[] lists the points cluster by cluster. Lanes of a warp with the same label take
 // their places with one atomic (the leader's), so a hot cluster costs an atomic per warp.
 extern "C" __global__ void scatter(const int* __restrict__ labels, long long n, int* __restrict__ cursor,
-                                   int* __restrict__ order) {
+                                   int* __restrict__ order, const int* __restrict__ from_moved) {
+  if (*from_moved) return;
   for (long long base = (long long)blockIdx.x * blockDim.x; base < n; base += (long long)gridDim.x * blockDim.x) {
     const long long i = base + threadIdx.x;
     const bool live = i < n;
@@ -137,7 +144,9 @@ extern "C" __global__ void scatter(const int* __restrict__ labels, long long n, 
 // instead of one per (warp, label): random labels at k = 1,024 left scatter with about one per
 // point, serialised on k cursors.
 extern "C" __global__ void block_scatter(const int* __restrict__ labels, long long n, int k, long long per_block,
-                                         int* __restrict__ cursor, int* __restrict__ order) {
+                                         int* __restrict__ cursor, int* __restrict__ order,
+                                         const int* __restrict__ from_moved) {
+  if (*from_moved) return;
   extern __shared__ int local[];
   const long long first = (long long)blockIdx.x * per_block;
   const long long last = first + per_block < n ? first + per_block : n;
@@ -159,7 +168,9 @@ extern "C" __global__ void block_scatter(const int* __restrict__ labels, long lo
 // latency per point and the kernel read the points at a fraction of the copy bandwidth.
 #define IN_FLIGHT 8
 extern "C" __global__ void segment_sums(const float* __restrict__ x, int d, const int* __restrict__ order,
-                                        const int* __restrict__ labels, long long n, double* __restrict__ sums) {
+                                        const int* __restrict__ labels, long long n, double* __restrict__ sums,
+                                        const int* __restrict__ from_moved) {
+  if (*from_moved) return;
   __shared__ int rows[CHUNK];
   __shared__ int owner[CHUNK];
   const long long first = (long long)blockIdx.x * CHUNK;
@@ -200,11 +211,12 @@ __device__ __forceinline__ float round_to_tf32(float value) {
 // One block per cluster: the new float64 centroid (an empty cluster keeps its own), its
 // float32 copy, that copy rounded to TF32 (what the tensor cores read), its half norm (float64
 // sum, rounded once), and the bound's maxima: the largest centroid norm rounded up and the
-// largest half norm. Clears the sums and the count it read.
+// largest half norm. Clears the sums and the count it read, unless `keep`: where the next
+// iteration's sums start from these (moved_sums.cu).
 extern "C" __global__ void finish(double* __restrict__ sums, int* __restrict__ counts, int k, int d,
                                   double* __restrict__ centroids64, float* __restrict__ centroids,
                                   float* __restrict__ centroids_tf32, float* __restrict__ half_norms,
-                                  float* __restrict__ bound_max) {
+                                  float* __restrict__ bound_max, int keep) {
   __shared__ double partial[32];
   const int j = blockIdx.x;
   const int members = counts[j];
@@ -213,7 +225,7 @@ extern "C" __global__ void finish(double* __restrict__ sums, int* __restrict__ c
     const long long at = (long long)j * d + dim;
     double value = centroids64[at];
     if (members > 0) value = sums[at] / (double)members;
-    sums[at] = 0.0;
+    if (!keep) sums[at] = 0.0;
     centroids64[at] = value;
     const float single = (float)value;
     centroids[at] = single;
@@ -228,7 +240,7 @@ extern "C" __global__ void finish(double* __restrict__ sums, int* __restrict__ c
     for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += partial[w];
     const float half = __double2float_rn(0.5 * total);
     half_norms[j] = half;
-    counts[j] = 0;
+    if (!keep) counts[j] = 0;
     // Non-negative floats order like their bit patterns, so an integer max is a float max.
     atomicMax((int*)&bound_max[0], __float_as_int(__double2float_ru(sqrt(total))));
     atomicMax((int*)&bound_max[1], __float_as_int(half));

@@ -78,7 +78,9 @@ class Tensor(Strategy):
                 "candidate_lists": lists,
                 "centroid_order": ("by neighbourhood" if self.order else
                                    "by neighbourhood where crowded" if self.order_when_crowded else "as given"),
-                "exact_tiling": list(path.exact_tiling), "bound_eps": path.eps}
+                "exact_tiling": list(path.exact_tiling), "bound_eps": path.eps,
+                "sums": ("from the moved rows where few moved (a shard's: sorted)" if path.sums_from_moved
+                         else "sorted")}
 
     def start(self, start, track: bool) -> None:
         self.path.start(start)
@@ -102,6 +104,10 @@ class Tensor(Strategy):
         note = (f"points re-checked in FP32 (TF32 margin inside the bound): {rechecked} of {assignments} "
                 f"assignments ({rechecked / max(1, assignments):.2%})")
         fields = {"rechecked_points": rechecked, "rechecked_fraction": rechecked / max(1, assignments)}
+        if self.path.sums_from_moved:
+            moved_steps = self.path.moved_sum_steps()
+            note += f"; sums from the moved rows in {moved_steps} of {done} iterations"
+            fields["moved_sum_iterations"] = moved_steps
         if self.crowded is not None:
             ordered = self.crowded > CROWDED
             note += (f"; {self.crowded:.0%} of the centroids crowded, so they were "
