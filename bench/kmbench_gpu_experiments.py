@@ -121,7 +121,7 @@ def _sources(defines=(), edit=None, original: Path | None = None) -> Path:
     front of lowd.cu and `edit` applied to its text; NO_UPDATE also skips the tiled kernel's update
     (the labels are still written)."""
     folder = Path(tempfile.mkdtemp())
-    for source in (original or base.SOURCES).glob("*.cu"):
+    for source in [*(original or base.SOURCES).glob("*.cu"), *(original or base.SOURCES).glob("*.cuh")]:
         shutil.copy(source, folder / source.name)
     text = (folder / "lowd.cu").read_text()
     if edit is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Problem
 
-# The CUDA sources sit beside the adapter (impls/gpu/kmbench_gpu/*.cu), where package data and the nvcc
+# The CUDA sources sit beside the adapter (impls/gpu/kmbench_gpu/*.cu, *.cuh), where package data and the nvcc
 # tests find them; read at compile time, so an experiment may point this at edited copies.
 SOURCES = Path(__file__).resolve().parents[1]
 BLOCK = 256  # threads per block of lowd.cu's kernels (its BLOCK)
@@ -22,7 +22,10 @@ BLOCKS_PER_SM = 8
 
 
 def source(name: str) -> str:
-    return (SOURCES / name).read_text()
+    """A kernel source's text for NVRTC, its local headers (lowd_prune.cuh, say) pasted in."""
+    from impls.gpu.cuda.sources import with_local_includes
+
+    return with_local_includes(SOURCES / name)
 
 
 def multiprocessors() -> int:
