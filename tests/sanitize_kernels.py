@@ -7,7 +7,9 @@ FAMILY is cuda (document 000's versions), cuda-002 or kmbench-gpu; none named: a
 
 n = 5003 leaves a partial last block, k = 37 exceeds a block of 32 and spans two cluster
 tiles, and 100 threads leave a partial last warp. kmbench-gpu runs each strategy (d = 3 and
-d = 40; resident also at k = 13, 39 accumulator columns) under both stop rules, and tiled
+d = 40; resident also at k = 13, 39 accumulator columns; tensor at d = 64 and 128, where the pass
+is hopper_pass.cu's in fp16 on Hopper, for 8 iterations, so that later ones take their sums from
+the moved rows, and at d = 160) under both stop rules, and tiled
 once more on sorted points, two blocks, so that its candidate lists are short and reused. cuda-002 runs with k = 7 (warp sums),
 k = 37 (shared accumulators) and k = 1100 (global accumulators), under both stop rules.
 """
@@ -43,12 +45,12 @@ for k in (7, 37, 1100) if "cuda-002" in families else ():
         impl.release()
         print("cuda-002", k, tol, result.iterations, "finite" if np.isfinite(result.centroids).all() else "NOT FINITE")
 kmbench_gpu_cases = (("resident", 3, 5), ("resident", 2, 13), ("columns", 2, 13), ("small-k", 3, 5), ("tiled", 3, 37),
-                     ("tiled", 3, 300), ("gemm", 40, 37), ("tensor", 64, 300), ("tensor", 160, 600))
+                     ("tiled", 3, 300), ("gemm", 40, 37), ("tensor", 64, 300), ("tensor", 128, 300), ("tensor", 160, 600))
 for chosen, d, k in kmbench_gpu_cases if "kmbench-gpu" in families else ():
     points = np.random.default_rng(1).standard_normal((5003, d)).astype(np.float32)
     for tol in (None, 0.0):
         shaped = replace(runner.make_problem(Dataset("sanitize", points, None, {}),
-                                             runner.Settings(k=k, iterations=3)), tol=tol)
+                                             runner.Settings(k=k, iterations=8 if chosen == "tensor" else 3)), tol=tol)
         impl = KmbenchGpu(force_strategy=chosen)
         impl.prepare(shaped)
         result = impl.run(shaped)

@@ -27,13 +27,17 @@ def test_update_recheck_and_renumber_kernels_compile(arch, source, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("d, turns", [(16, False), (16, True), (48, False), (48, True), (64, False), (64, True),
-                                      (128, False), (128, True), (136, None), (408, None), (768, None), (1000, None)])
-def test_the_hopper_pass_compiles_for_sm_90a(d, turns, tmp_path):
-    """hopper_pass.cu up to d = 128, hopper_wide.cu above (which takes no turns)."""
+@pytest.mark.parametrize("d, turns, half", [(16, False, False), (16, True, False), (48, False, False), (48, True, False),
+                                            (64, False, False), (64, True, False), (128, False, False),
+                                            (128, True, False), (16, True, True), (48, True, True), (64, True, True),
+                                            (128, True, True), (128, False, True), (136, None, False),
+                                            (408, None, False), (768, None, False), (1000, None, False)])
+def test_the_hopper_pass_compiles_for_sm_90a(d, turns, half, tmp_path):
+    """hopper_pass.cu up to d = 128 (in TF32 and in fp16), hopper_wide.cu above (which takes no turns)."""
     from impls.gpu.kmbench_gpu.hopper_pass import build_options, source
 
-    done = subprocess.run(["nvcc", "-cubin", *build_options(d, turns), "-Xptxas", "-v", "-o", str(tmp_path / "h.cubin"),
+    done = subprocess.run(["nvcc", "-cubin", *build_options(d, turns, half), "-Xptxas", "-v", "-o",
+                           str(tmp_path / "h.cubin"),
                            str(source(d))],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -191,6 +195,27 @@ def test_the_recheck_splits_a_warp_into_groups_of_about_four_loads_a_lane(vec):
     assert [recheck_lanes(d, 4) for d in (64, 128, 256, 408, 768)] == [8, 8, 16, 32, 32]
 
 
+def test_the_fp16_pass_is_asked_for_where_rows_stay_in_registers_and_sigma_is_in_range(monkeypatch):
+    """KMBENCH_TENSOR_INPUT picks fp16 (the default) or tf32 and refuses the rest; fp16 only for
+    hopper_pass.cu (d <= 128) and a sigma whose powers the kernel holds as normal floats; the bound's
+    two terms come divided by sigma and sigma^2, rounded up."""
+    from impls.gpu.kmbench_gpu import fp16_bound, hopper_pass
+
+    monkeypatch.delenv("KMBENCH_TENSOR_INPUT", raising=False)
+    assert hopper_pass.half_applies(128, 2.0 ** 12) and not hopper_pass.half_applies(136, 2.0 ** 12)
+    assert hopper_pass.half_applies(64, 2.0 ** 60) and not hopper_pass.half_applies(64, 2.0 ** 61)
+    assert not hopper_pass.half_applies(64, 2.0 ** -61)
+    _, _, alpha, beta = fp16_bound.error_terms16(128)
+    over_sigma, over_square = hopper_pass.half_terms(128, 2.0 ** 12)
+    assert alpha / 2.0 ** 12 <= over_sigma <= alpha / 2.0 ** 12 * (1 + 2 ** -22)
+    assert beta / 2.0 ** 24 <= over_square <= beta / 2.0 ** 24 * (1 + 2 ** -22)
+    monkeypatch.setenv("KMBENCH_TENSOR_INPUT", "tf32")
+    assert not hopper_pass.half_applies(128, 2.0 ** 12)
+    monkeypatch.setenv("KMBENCH_TENSOR_INPUT", "bf16")
+    with pytest.raises(ImplementationError, match="KMBENCH_TENSOR_INPUT must be one of fp16, tf32"):
+        hopper_pass.chosen_input()
+
+
 def test_the_update_s_sums_setting_takes_moved_or_sorted_and_refuses_the_rest(monkeypatch):
     from impls.gpu.kmbench_gpu import update
 
@@ -229,6 +254,22 @@ def test_tensor_path_agrees_with_the_oracle(d, k):
     assert record["build"]["strategy"] == "tensor"
     assert 0 <= record["build"]["rechecked_points"] <= n * 8
     assert any("re-checked" in note for note in record["notes"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pass_input", ["fp16", "tf32"])
+def test_tile_numbers_of_nine_bits_take_the_hopper_pass_and_stay_exact(pass_input, monkeypatch):
+    """k = 9,000 needs 282 tiles of 32 slots (9 bits), more than Triton's packing holds: on Hopper
+    the pass is hopper_pass.cu's (hopper_pass.register_tiling), in either input, and the cell is ok."""
+    import cupy
+
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip("hopper_pass.cu is sm_90a code")
+    monkeypatch.setenv("KMBENCH_TENSOR_INPUT", pass_input)
+    _, record = gpu_cell(_tensor(), _blobs(20_011, 64, 300, std=1.0), 9000, 4)
+    assert record["status"] == "ok", record.get("detail")
+    assert "hopper_pass.cu" in record["build"]["tf32_pass"]
+    assert ("fp16" in record["build"]["tf32_pass"]) == (pass_input == "fp16")
 
 
 @pytest.mark.gpu
@@ -442,7 +483,7 @@ def _pass_lists(path) -> tuple[np.ndarray, dict, dict]:
             {int(row): tuple(index[place, :size]) for place, (row, size) in enumerate(zip(rows, sizes))})
 
 
-def _both_passes_on_dense_data(n: int, d: int, k: int, seed: int, monkeypatch, source: str):
+def _both_passes_on_dense_data(n: int, d: int, k: int, seed: int, monkeypatch, source: str, half: bool = False):
     """Triton's pass and the Hopper pass (source: its .cu) on the same centroids over dense data far
     from the origin, before the mean is taken off (thousands of near-ties): each one's _pass_lists,
     the float64 winners, and what each lists for the re-check (candidates or tile records)."""
@@ -458,6 +499,7 @@ def _both_passes_on_dense_data(n: int, d: int, k: int, seed: int, monkeypatch, s
         monkeypatch.setenv("KMBENCH_TENSOR_PASS", chosen)
         path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
         assert (source in path.tf32_pass) == (chosen == "hopper")
+        assert ("fp16" in path.tf32_pass) == (half and chosen == "hopper")
         lists[chosen] = "candidates" if path.candidates else "tiles" if path.kept_tiles else "none"
         path.start(start)
         path.certify()
@@ -481,8 +523,10 @@ def _certified_rows_are_exact(labels, scanned, short, exact) -> np.ndarray:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n, d, k", [(30_001, 128, 1024), (30_000, 64, 1000), (20_000, 128, 300), (5_003, 48, 37)])
-def test_the_hopper_pass_certifies_and_lists_as_soundly_as_triton(n, d, k, monkeypatch):
+@pytest.mark.parametrize("pass_input", ["fp16", "tf32"])
+@pytest.mark.parametrize("n, d, k", [(30_001, 128, 1024), (30_000, 64, 1000), (20_000, 128, 300), (5_003, 48, 37),
+                                     (4_001, 16, 300)])
+def test_the_hopper_pass_certifies_and_lists_as_soundly_as_triton(n, d, k, pass_input, monkeypatch):
     """hopper_pass.cu against Triton's certified_assign on the same centroids (dense data far from
     the origin: thousands of near-ties listed; n and k leave part tiles): every row it certifies
     has the float64 winner as its label, every short-listed row has that winner among its
@@ -493,7 +537,8 @@ def test_the_hopper_pass_certifies_and_lists_as_soundly_as_triton(n, d, k, monke
     if int(cupy.cuda.Device().compute_capability) != 90:
         pytest.skip("hopper_pass.cu is sm_90a code")
 
-    seen, exact, _ = _both_passes_on_dense_data(n, d, k, 9, monkeypatch, "hopper_pass.cu")
+    monkeypatch.setenv("KMBENCH_TENSOR_INPUT", pass_input)
+    seen, exact, _ = _both_passes_on_dense_data(n, d, k, 9, monkeypatch, "hopper_pass.cu", pass_input == "fp16")
     labels, scanned, short = seen["hopper"]
     assert len(short) > 100, len(short)
     certified = _certified_rows_are_exact(labels, scanned, short, exact)
@@ -533,11 +578,17 @@ def test_the_wide_hopper_pass_certifies_and_lists_soundly(n, d, k, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [128, 256])
-@pytest.mark.parametrize("scale", [1e-22, 3e-21, 1e-19, 1.0])
-def test_the_hopper_pass_certifies_only_exact_winners_on_data_of_tiny_scale(scale, d):
+@pytest.mark.parametrize("scale, outliers", [(1e-22, 0.0), (3e-21, 0.0), (1e-19, 0.0), (1.0, 0.0), (1.0, 1e8),
+                                             (1e-12, 0.0)])
+@pytest.mark.parametrize("pass_input", ["fp16", "tf32"])
+def test_the_hopper_pass_certifies_only_exact_winners_on_data_of_tiny_scale(scale, outliers, d, pass_input,
+                                                                            monkeypatch):
     """Data so small that every product is subnormal, where no relative bound covers what the tensor
     cores compute: bound.underflow_floor must leave those rows to the re-check. Every row the pass
-    certifies has the float64 winner as its label (exact ties aside); at scale 1 most are certified."""
+    certifies has the float64 winner as its label (exact ties aside); at scale 1 most are certified.
+    In fp16 (d = 128, where sigma stays in range: scale 1 and 1e-12), also with two far outliers
+    (+-1e8 on one axis), which scale most coordinates below fp16's smallest normal: fp16_bound's
+    terms must leave what those lose to the re-check."""
     import cupy
 
     if int(cupy.cuda.Device().compute_capability) != 90:
@@ -545,12 +596,15 @@ def test_the_hopper_pass_certifies_only_exact_winners_on_data_of_tiny_scale(scal
 
     from impls.gpu.kmbench_gpu.tensor_path import TensorPath
 
+    monkeypatch.setenv("KMBENCH_TENSOR_INPUT", pass_input)
     n, k = 8192, 256
     data = (np.random.default_rng(12).standard_normal((n, d)) * scale).astype(np.float32)
+    data[-2:, 0] = [outliers, -outliers] if outliers else data[-2:, 0]
     x = cupy.asarray(data - data.mean(axis=0))
     start = cupy.asnumpy(x[:k]).astype(np.float64)
     path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
     assert ("hopper_wide.cu" if d > 128 else "hopper_pass.cu") in path.tf32_pass
+    assert ("fp16" in path.tf32_pass) == (pass_input == "fp16" and d <= 128 and scale >= 1e-12)
     path.start(start)
     path.certify()
     labels, scanned, short = _pass_lists(path)
@@ -562,7 +616,7 @@ def test_the_hopper_pass_certifies_only_exact_winners_on_data_of_tiny_scale(scal
     judged = certified & (two[:, 0] < two[:, 1])
     wrong = np.flatnonzero(labels[judged] != scores[judged].argmin(axis=1))
     assert wrong.size == 0, (wrong.size, int(judged.sum()))
-    if scale == 1.0:
+    if scale == 1.0 and not outliers:
         assert judged.mean() > 0.5
 
 

@@ -158,7 +158,7 @@ __device__ __forceinline__ void ring_next(int& s, unsigned& phase, int stages) {
         int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,                   \
         unsigned* __restrict__ cand_count, const float* __restrict__ norm_max, long long n, int tile_count,        \
         float eps, float eta, float underflow, float margin, int pack_bits, unsigned pack_scale, int candidates,   \
-        int columns, int keep_floor
+        int columns, int keep_floor, float unscale, float alpha, float beta, const int* __restrict__ fits
 
 // ------------------------------------------------------------------ the epilogue's pieces
 
@@ -219,7 +219,7 @@ struct Outcome {
 __device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsigned (&second)[8], float norm,
                                           bool row_ok, int t, int bits, unsigned offset, float c_max, float h_max,
                                           float eps, float eta, float underflow, float margin, int candidates,
-                                          int columns) {
+                                          int columns, float alpha, float beta, int fits) {
     Outcome o;
     const unsigned mask = (1u << bits) - 1;
     unsigned top = best[0];
@@ -239,10 +239,12 @@ __device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsig
     o.runner_up = unpack(min4(runner_up), bits, offset);
     o.label = int(top & mask) * SLOTS + winning;
     // As certified_assign: E(x) = eps |x| C + eta H, plus the offset scores' two roundings and
-    // bound.underflow_floor (subnormal products, which no relative bound covers).
-    const float error = offset >> 23 == UNBOUNDED_OFFSET
+    // bound.underflow_floor (subnormal products, which no relative bound covers); in fp16, plus
+    // alpha (|x| + C) + beta (alpha and beta already divided by sigma and sigma^2: fp16_bound.py).
+    const float error = offset >> 23 == UNBOUNDED_OFFSET || !fits
                             ? __int_as_float(0x7f800000)  // scores past the offset's reach: nothing is certain
-                            : eps * norm * c_max + eta * h_max + __uint_as_float(offset) * 0x1p-22f + underflow;
+                            : eps * norm * c_max + eta * h_max + __uint_as_float(offset) * 0x1p-22f + underflow
+                                  + alpha * (norm + c_max) + beta;
     o.error = error;
     o.flag = row_ok && !((o.runner_up - o.top) > margin * error);
     o.limit = o.top + margin * error;
@@ -272,10 +274,11 @@ __device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsig
 // One tile's scores folded into each row's best two per slot: the accumulator of an m64nNk8
 // product gives thread t the columns 8 j + 2 t + e (j < N / 8, e < 2) of rows g and g + 8, acc[4 j
 // + 2 r + e]; column c is slot c % 32 of the tile of SLOTS numbered tile_number + c / 32. half:
-// the tile's h + M, one float per column.
+// the tile's h + M, one float per column. unscale: what scales the products back (1 in TF32,
+// sigma^-2 in fp16: a power of two, so h + M - acc unscale rounds once, as h + M - acc does).
 template <int N>
 __device__ __forceinline__ void fold_tile(const float (&acc)[N / 2], const float* half_norms, int t, unsigned lift,
-                                          unsigned tile_number, unsigned scale, unsigned (&best)[2][8],
+                                          unsigned tile_number, unsigned scale, float unscale, unsigned (&best)[2][8],
                                           unsigned (&second)[2][8]) {
     const float2* half = reinterpret_cast<const float2*>(half_norms);
 #pragma unroll
@@ -286,7 +289,7 @@ __device__ __forceinline__ void fold_tile(const float (&acc)[N / 2], const float
         for (int r = 0; r < 2; ++r)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const unsigned packed = pack((e ? h.y : h.x) - acc[4 * j + 2 * r + e], scale, tile_lift);
+                const unsigned packed = pack(fmaf(acc[4 * j + 2 * r + e], -unscale, e ? h.y : h.x), scale, tile_lift);
                 const int q = 2 * (j % 4) + e;
                 second[r][q] = min(second[r][q], max(best[r][q], packed));
                 best[r][q] = min(best[r][q], packed);

@@ -38,6 +38,16 @@
 // above the tile number in an unsigned int, compared with unsigned min / max. y carries two
 // roundings of at most half an ulp of M (h + M in the tile, and the subtraction): the pass adds
 // 2^-22 M (3 ulp) to each row's E in place of the Triton pass's packing error.
+//
+// With HALF (issue 50), the same pass in fp16 (m64n128k16, twice TF32's rate and half its bytes):
+// rows and centroids are scaled by one power of two, sigma, that puts the data's largest coordinate
+// in [2^14, 2^15), and rounded to fp16 (10 bits, as TF32), two to a register; the products are
+// exact in FP32 and accumulate in FP32 as TF32's do, and each score is scaled back by sigma^-2,
+// exactly, in the FMA that subtracts it from h + M. fp16_bound.py derives the bound: TF32's plus
+// what inputs below fp16's smallest normal lose, alpha (|x| + C) / sigma + beta / sigma^2, which
+// hopper_pass.py gives the kernel as two numbers. Centroids fit fp16 whenever they lie in the data's
+// range (Lloyd's means do); a run whose start does not is told so (*fits = 0, set on the device
+// before the run, as the run's CUDA graph holds its arguments) and certifies nothing.
 
 #include "hopper_common.cuh"
 
@@ -50,13 +60,25 @@
 #ifndef GROUPS
 #define GROUPS 2
 #endif
+#ifndef HALF
+#define HALF 0
+#endif
 
 constexpr int TILE_N = 128;                    // centroids per tile: one m64n128k8 per k-step
 constexpr int FOLDS = TILE_N / SLOTS;          // tiles of SLOTS in one tile
 constexpr int ROWS = 64 * GROUPS;              // rows per row tile: GROUPS warpgroups of 64
-constexpr int KSTEPS = DIM / 8;
+#if HALF
+typedef unsigned Held;                         // two fp16 coordinates of a row
+constexpr int ELEMENT_BYTES = 2, PER_KSTEP = 16;
+#else
+typedef float Held;                            // one TF32 coordinate
+constexpr int ELEMENT_BYTES = 4, PER_KSTEP = 8;
+#endif
+constexpr int KSTEPS = DIM / PER_KSTEP;
 constexpr int HELD = DIM / 4;                  // coordinates of one row a thread holds
-constexpr int TILE_FLOATS = TILE_N * DIM + TILE_N;  // the centroids, then their half norms
+constexpr int HELD_WORDS = HELD * ELEMENT_BYTES / 4;  // the registers they take
+constexpr int NORMS_AT = TILE_N * DIM * ELEMENT_BYTES / 4;  // a tile's centroids, in 4-byte words,
+constexpr int TILE_FLOATS = NORMS_AT + TILE_N;              // then their half norms (floats)
 constexpr unsigned TILE_BYTES = TILE_FLOATS * 4;
 constexpr int CONSUMER_WARPS = 4 * GROUPS;
 // The producer is a warpgroup that hands its registers to the consumers (setmaxnreg): one warp
@@ -71,7 +93,7 @@ constexpr int PRODUCER_REGISTERS = GROUPS == 2 ? 40 : 24;
 constexpr int CONSUMER_REGISTERS = GROUPS == 2 ? 232 : 160;
 static_assert(GROUPS == 2 || GROUPS == 3, "two or three consumer warpgroups");
 static_assert(128 * (PRODUCER_REGISTERS + GROUPS * CONSUMER_REGISTERS) <= 65536, "the register file");
-constexpr unsigned K_CORE_STRIDE = (TILE_N / 8) * CORE_BYTES;  // next 4 coordinates
+constexpr unsigned K_CORE_STRIDE = (TILE_N / 8) * CORE_BYTES;  // next 16 bytes of coordinates (4 TF32, 8 fp16)
 constexpr unsigned DESCRIPTOR_STEP = (2 * K_CORE_STRIDE) >> 4;  // next k-step
 
 static_assert(DIM % 16 == 0 && DIM <= 128,
@@ -80,15 +102,51 @@ static_assert(TILE_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
 
 // ------------------------------------------------------------------ layout of a tile
 
-// Where logical coordinate `kl` of a wgmma k-step sits in a row (the permutation above).
+// Where logical coordinate `kl` of a wgmma k-step sits in a row (the permutation above). In fp16,
+// k-step kk's A fragment of thread t is coordinates 16 kk + 2 t, + 1 (a register) and 16 kk + 2 t
+// + 8, + 9 (the next), so its coordinates are again DIM / 4 contiguous ones, two to a register.
 __device__ __forceinline__ int physical_coordinate(int kl) {
+#if HALF
+    const int kk = kl / 16, t = (kl % 8) / 2, h = (kl % 16) / 8, e = kl % 2;
+    return (DIM / 4) * t + 4 * kk + 2 * h + e;
+#else
     const int kk = kl / 8, t = kl % 4, h = (kl % 8) / 4;
     return (DIM / 4) * t + 2 * kk + h;
+#endif
 }
 
 // Tiles of TILE_N centroids in the canonical layout, each followed by its half norms plus M;
 // columns past k are zero centroids whose h + M is the binade's largest float, above every real
 // score (the Triton pass's PACKED_ABSENT).
+#if HALF
+// In fp16 (the centroids as float32, scaled by sigma): each word holds two coordinates, element
+// at = ((j (TILE_N / 8) + i8) 8 + r) 8 + q of the tile and the next.
+extern "C" __global__ void centroid_tiles(const float* __restrict__ centroids, const float* __restrict__ half_norms,
+                                          const float* __restrict__ bound_max, const float* __restrict__ norm_max,
+                                          int k, int tiles, float* __restrict__ out, float sigma) {
+    const unsigned offset = score_offset(bound_max, norm_max);
+    const long long total = (long long)tiles * TILE_FLOATS;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int tile = int(i / TILE_FLOATS), at = int(i % TILE_FLOATS);
+        if (at >= NORMS_AT) {
+            out[i] = offset_half_norm(half_norms, tile * TILE_N + at - NORMS_AT, k, offset);
+            continue;
+        }
+        float pair[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int element = 2 * at + e, q = element % 8, r = (element / 8) % 8, core = element / 64;
+            const int column = tile * TILE_N + (core % (TILE_N / 8)) * 8 + r;
+            const int coordinate = physical_coordinate(8 * (core / (TILE_N / 8)) + q);
+            pair[e] = column < k ? centroids[(long long)column * DIM + coordinate] * sigma : 0.0f;
+        }
+        unsigned two;  // the first element in the low half, at the lower address
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(two) : "f"(pair[1]), "f"(pair[0]));
+        reinterpret_cast<unsigned*>(out)[i] = two;
+    }
+}
+#else
 extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, const float* __restrict__ half_norms,
                                           const float* __restrict__ bound_max, const float* __restrict__ norm_max,
                                           int k, int tiles, float* __restrict__ out) {
@@ -100,20 +158,30 @@ extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, cons
                                             coordinate = physical_coordinate(4 * (core / (TILE_N / 8)) + q);
                                         });
 }
+#endif
 
 // acc (+)= A (rows, from registers) x B (the tile's k-step, shared memory, its descriptor's two
-// words), 64 x 128 x 8 in TF32.
-__device__ __forceinline__ void mma_64x128x8(float (&acc)[64], float a0, float a1, float a2, float a3,
-                                             unsigned b_low, int accumulate) {
+// words), 64 x 128 x 8 in TF32, or 64 x 128 x 16 in fp16 (B not transposed: K-major).
+#if HALF
+#define MMA_64X128 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+#define MMA_TAIL "b, p, 1, 1, 0;\n}\n"
+__device__ __forceinline__ unsigned held_bits(unsigned two) { return two; }
+#else
+#define MMA_64X128 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+#define MMA_TAIL "b, p, 1, 1;\n}\n"
+__device__ __forceinline__ unsigned held_bits(float one) { return __float_as_uint(one); }
+#endif
+__device__ __forceinline__ void mma_64x128(float (&acc)[64], Held a0, Held a1, Held a2, Held a3, unsigned b_low,
+                                           int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\n.reg .b64 b;\nsetp.ne.b32 p, %69, 0;\nmov.b64 b, {%68, %70};\n"
-        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        MMA_64X128
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
         "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, "
         "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, b, p, 1, 1;\n}\n"
+        "{%64, %65, %66, %67}, " MMA_TAIL
         : ACCUMULATORS_32(0), ACCUMULATORS_32(32)
-        : "r"(__float_as_uint(a0)), "r"(__float_as_uint(a1)), "r"(__float_as_uint(a2)), "r"(__float_as_uint(a3)),
+        : "r"(held_bits(a0)), "r"(held_bits(a1)), "r"(held_bits(a2)), "r"(held_bits(a3)),
           "r"(b_low), "r"(accumulate), "n"(DESCRIPTOR_HIGH));
 }
 
@@ -128,18 +196,29 @@ __device__ __forceinline__ void pass_turn(int group) {
 }
 #endif
 
-// A row's coordinates that thread t holds (zeros past n): DIM / 4 contiguous floats.
-// A thread's two rows are `first` and first + 8 (wgmma's accumulator rows g and g + 8).
-__device__ __forceinline__ void load_rows(float (&held)[2][HELD], int first, const float* x, long long n, int t) {
+// A row's coordinates that thread t holds (zeros past n): DIM / 4 contiguous ones, by 16-byte
+// loads (TF32) or 8-byte ones (fp16, two coordinates a word). A thread's two rows are `first` and
+// first + 8 (wgmma's accumulator rows g and g + 8).
+__device__ __forceinline__ void load_rows(Held (&held)[2][HELD_WORDS], int first, const float* x, long long n, int t) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int row = first + 8 * r;
-        const float4* source = reinterpret_cast<const float4*>(x + (long long)row * DIM + HELD * t);
+        const long long word = ((long long)row * DIM + HELD * t) * ELEMENT_BYTES / 4;
+#if HALF
+        const uint2* source = reinterpret_cast<const uint2*>(x + word);
+#pragma unroll
+        for (int v = 0; v < HELD_WORDS / 2; ++v) {
+            const uint2 two = row < n ? source[v] : make_uint2(0u, 0u);
+            held[r][2 * v] = two.x, held[r][2 * v + 1] = two.y;
+        }
+#else
+        const float4* source = reinterpret_cast<const float4*>(x + word);
 #pragma unroll
         for (int v = 0; v < HELD / 4; ++v) {
             const float4 four = row < n ? source[v] : make_float4(0.f, 0.f, 0.f, 0.f);
             held[r][4 * v] = four.x, held[r][4 * v + 1] = four.y, held[r][4 * v + 2] = four.z, held[r][4 * v + 3] = four.w;
         }
+#endif
     }
 }
 
@@ -175,7 +254,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
     // the next. Rows fit an int: n rows of d >= 16 floats fill the GPU's memory well below 2^31.
     int first = blockIdx.x * ROWS + group * 64 + (warp % 4) * 16 + g;
     const int stride = gridDim.x * ROWS;
-    float held[2][HELD], norms[2];
+    Held held[2][HELD_WORDS];
+    float norms[2];
     load_rows(held, first, x, n, t);
 #pragma unroll
     for (int r = 0; r < 2; ++r) norms[r] = first + 8 * r < n ? x_norm[first + 8 * r] : 0.0f;
@@ -204,8 +284,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             const unsigned low = descriptor_low(shared_address(stage), K_CORE_STRIDE);
 #pragma unroll
             for (int kk = 0; kk < KSTEPS; ++kk)
-                mma_64x128x8(acc, held[0][2 * kk], held[1][2 * kk], held[0][2 * kk + 1], held[1][2 * kk + 1],
-                             low + DESCRIPTOR_STEP * kk, kk > 0);
+                mma_64x128(acc, held[0][2 * kk], held[1][2 * kk], held[0][2 * kk + 1], held[1][2 * kk + 1],
+                           low + DESCRIPTOR_STEP * kk, kk > 0);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #ifdef TAKE_TURNS
             // Every wait has its arrive: the last group's last would give group 0 a turn it never takes.
@@ -215,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             pin(acc);
             // The next rows load while this tile's epilogue and the rows' outcomes run.
             if (tile == tile_count - 1 && !last_rows) load_rows(held, first + stride, x, n, t);
-            fold_tile<TILE_N>(acc, stage + TILE_N * DIM, t, lift, unsigned(tile * FOLDS), pack_scale, best, second);
+            fold_tile<TILE_N>(acc, stage + NORMS_AT, t, lift, unsigned(tile * FOLDS), pack_scale, unscale, best, second);
             warp_arrive(&empty[s], lane);
             ring_next(s, phase, STAGES);
         }
@@ -228,7 +308,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             // The bound's maxima are read here, from L1, not held through the tiles: with three
             // consumer warpgroups at d = 64 every register counts.
             o[r] = settle(best[r], second[r], norms[r], row_ok, t, pack_bits, score_offset(bound_max, norm_max),
-                          bound_max[0], bound_max[1], eps, eta, underflow, margin, candidates, columns);
+                          bound_max[0], bound_max[1], eps, eta, underflow, margin, candidates, columns, alpha, beta,
+                          *fits);
         }
         record_rows(o, best, first, n, t, lane, pack_bits, candidates, keep_floor, labels, flagged, limits,
                     flagged_count, floor_out, cand_rows, cand_sizes, cand_index, cand_count);

@@ -11,13 +11,14 @@ loaded from its cubin."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 
 from impls.gpu.cuda.sources import with_local_includes
-from impls.gpu.kmbench_gpu import bound, tensor_settings
+from impls.gpu.kmbench_gpu import bound, fp16_bound, tensor_settings
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
@@ -42,6 +43,12 @@ TILE_BITS_MAX = 9
 SHARED_MAX = 227 * 1024  # dynamic shared memory one Hopper block may ask for
 MAX_STAGES = 6
 PASSES = ("hopper", "triton")
+# What hopper_pass.cu's products read (issue 50): "fp16" (rows and centroids scaled by sigma and
+# rounded to fp16, twice TF32's rate; rows in registers only) or "tf32".
+INPUTS = ("fp16", "tf32")
+# sigma's range, so that sigma^-2 and the bound's alpha / sigma and beta / sigma^2 are normal floats:
+# data whose largest coordinate is below 2^-46 or above 2^74 keep the TF32 pass.
+HALF_SCALE_LOG2 = 60
 
 
 def chosen_pass() -> str:
@@ -50,6 +57,26 @@ def chosen_pass() -> str:
     if chosen not in PASSES:
         raise ImplementationError(f"KMBENCH_TENSOR_PASS must be one of {', '.join(PASSES)}")
     return chosen
+
+
+def chosen_input() -> str:
+    """KMBENCH_TENSOR_INPUT: "fp16" (the default, where the pass keeps rows in registers) or "tf32"."""
+    chosen = os.environ.get("KMBENCH_TENSOR_INPUT", "fp16")
+    if chosen not in INPUTS:
+        raise ImplementationError(f"KMBENCH_TENSOR_INPUT must be one of {', '.join(INPUTS)}")
+    return chosen
+
+
+def half_applies(d: int, sigma: float) -> bool:
+    """Where hopper_pass.cu (not hopper_wide.cu) runs in fp16: asked for, and sigma in range."""
+    return chosen_input() == "fp16" and not wide(d) and abs(math.log2(sigma)) <= HALF_SCALE_LOG2
+
+
+def half_terms(d: int, sigma: float) -> tuple[float, float]:
+    """fp16_bound's alpha / sigma and beta / sigma^2, as the kernel adds them, rounded up to float32."""
+    _, _, alpha, beta = fp16_bound.error_terms16(d)
+    up = lambda value: float(np.nextafter(np.float32(value), np.float32(np.inf)))  # noqa: E731
+    return up(alpha / sigma), up(beta / sigma ** 2)
 
 
 def applies(d: int, pack_bits: int, slots: int, kept_tiles: int, capability: int) -> bool:
@@ -79,24 +106,38 @@ def wide_tiling(d: int, k: int, capability: int) -> tuple | None:
     return tiling if wide(d) and packed and applies(d, bits, SLOTS, 0, capability) else None
 
 
+def register_tiling(d: int, k: int, capability: int) -> tuple | None:
+    """The tiling TensorPath takes where hopper_pass.cu will run with tile numbers of 9 bits
+    (k from 8,193 to 16,384 in tiles of 32 slots): its packing keeps a score's whole mantissa above
+    the tile number, where Triton's drops that many bits and holds at most bound.PACK_MAX_BITS, so
+    default_tilings would take tiles of 64 and Triton's pass (1e6 x 128, k = 16,384: 17.3 ms an
+    iteration). None elsewhere: default_tilings' choice stands."""
+    bits = bound.tile_bits(-(-k // SLOTS))
+    if wide(d) or tensor_settings.EPILOGUE != "packed" or bits <= bound.PACK_MAX_BITS:
+        return None
+    tiling = (128, SLOTS, 1 << max(4, (d - 1).bit_length()), 4, 3)
+    return tiling if applies(d, bits, SLOTS, 0, capability) else None
+
+
 def tile_n(d: int) -> int:
     return WIDE_TILE_N if wide(d) else TILE_N
 
 
-def tile_floats(d: int) -> int:
-    """One centroid tile: its centroids, then their half norms."""
-    return tile_n(d) * d + tile_n(d)
+def tile_floats(d: int, half: bool = False) -> int:
+    """One centroid tile in 4-byte words: its centroids (two fp16 coordinates a word in fp16),
+    then their half norms."""
+    return tile_n(d) * d // (2 if half else 1) + tile_n(d)
 
 
-def stage_floats(d: int) -> int:
+def stage_floats(d: int, half: bool = False) -> int:
     """One stage of the ring: a centroid tile (hopper_pass.cu), or a chunk of the rows and of the
     centroids and the tile's half norms (hopper_wide.cu)."""
-    return (WIDE_ROWS + WIDE_TILE_N) * WIDE_CHUNK + WIDE_TILE_N if wide(d) else tile_floats(d)
+    return (WIDE_ROWS + WIDE_TILE_N) * WIDE_CHUNK + WIDE_TILE_N if wide(d) else tile_floats(d, half)
 
 
-def stages(d: int) -> int:
+def stages(d: int, half: bool = False) -> int:
     """Stages in flight: as many as the shared memory holds, up to MAX_STAGES."""
-    return int(min(MAX_STAGES, (SHARED_MAX - 128) // (stage_floats(d) * 4)))
+    return int(min(MAX_STAGES, (SHARED_MAX - 128) // (stage_floats(d, half) * 4)))
 
 
 def groups(d: int) -> int:
@@ -108,17 +149,17 @@ def source(d: int) -> Path:
     return HERE / ("hopper_wide.cu" if wide(d) else "hopper_pass.cu")
 
 
-def build_options(d: int, turns: bool | None = None) -> list[str]:
+def build_options(d: int, turns: bool | None = None, half: bool = False) -> list[str]:
     """The pass's compiler options for this d, NVRTC's and nvcc's alike (turns: TAKE_TURNS unless
-    given; hopper_wide.cu's warpgroups share every chunk instead)."""
+    given; hopper_wide.cu's warpgroups share every chunk instead; half: in fp16)."""
     if wide(d):
         return ["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}"]
     turns = TAKE_TURNS if turns is None else turns
-    return (["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}", f"-DGROUPS={groups(d)}"]
-            + (["-DTAKE_TURNS"] if turns else []))
+    return (["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d, half)}", f"-DGROUPS={groups(d)}",
+             f"-DHALF={int(half)}"] + (["-DTAKE_TURNS"] if turns else []))
 
 
-def compile_module(d: int):
+def compile_module(d: int, half: bool = False):
     """The pass for this d, through NVRTC, as a loaded CuPy module."""
     import cupy
     from cupy_backends.cuda.libs import nvrtc
@@ -127,7 +168,7 @@ def compile_module(d: int):
     program = nvrtc.createProgram(with_local_includes(path), path.name, [], [])
     try:
         try:
-            nvrtc.compileProgram(program, build_options(d))
+            nvrtc.compileProgram(program, build_options(d, half=half))
         except nvrtc.NVRTCError as error:
             raise ImplementationError(f"{path.name} did not compile: {nvrtc.getProgramLog(program)}") from error
         cubin = nvrtc.getCUBIN(program)
@@ -141,32 +182,32 @@ def compile_module(d: int):
 class HopperPass:
     """The pass's module, its grid and the centroid tiles it reads, for one TensorPath."""
 
-    def __init__(self, d: int, k: int):
+    def __init__(self, d: int, k: int, half: bool = False):
         import cupy
         from cupy.cuda import driver  # a loaded module's Function has no attribute setter of its own
 
-        self.d, self.k, self.wide = d, k, wide(d)
+        self.d, self.k, self.wide, self.half = d, k, wide(d), half
         self.tile_count = -(-k // tile_n(d))
-        self.stage_count = stages(d)
+        self.stage_count = stages(d, half)
         self.groups = groups(d)
         self.rows, self.threads = 64 * self.groups, 32 * (4 * self.groups + 4)
-        module = compile_module(d)
+        module = compile_module(d, half)
         self._tiles_kernel = module.get_function("centroid_tiles")
         self._assign = module.get_function("hopper_assign")
         self._row_tiles = module.get_function("row_tiles") if self.wide else None
         self.rows_tiled = None  # hopper_wide.cu's copy of the rows, laid out by load_rows
-        self.shared_bytes = 128 + self.stage_count * stage_floats(d) * 4
+        self.shared_bytes = 128 + self.stage_count * stage_floats(d, half) * 4
         driver.funcSetAttribute(self._assign.ptr, getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
                                 self.shared_bytes)
-        self.tiles = cupy.empty(self.tile_count * tile_floats(d), dtype=cupy.float32)
+        self.tiles = cupy.empty(self.tile_count * tile_floats(d, half), dtype=cupy.float32)
         self.sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
 
     def describe(self) -> str:
         if self.wide:
             return (f"hopper_wide.cu (wgmma, rows from shared memory, {WIDE_ROWS} rows x {WIDE_TILE_N} centroids, "
                     f"{self.stage_count} stages of {WIDE_CHUNK} coordinates)")
-        return (f"hopper_pass.cu (wgmma, rows in registers, {self.groups} consumer warpgroups, "
-                f"{self.stage_count} stages of {TILE_N} centroids)")
+        return (f"hopper_pass.cu (wgmma{', fp16 scaled by a power of two' if self.half else ''}, rows in registers, "
+                f"{self.groups} consumer warpgroups, {self.stage_count} stages of {TILE_N} centroids)")
 
     def load_rows(self, x_tf32, n: int) -> None:
         """hopper_wide.cu's copy of the first n rows of x_tf32 (TF32, n x d), in row tiles laid
@@ -185,19 +226,27 @@ class HopperPass:
 
     def certify(self, path) -> None:
         """certified_assign's work for `path` (a TensorPath), on the current CuPy stream."""
+        if self.half:  # the float32 centroids, scaled and rounded to fp16 as the tiles are laid out
+            tile_source, scaled = (path.centroids,), (np.float32(path.sigma),)
+            # Scaled back by sigma^-2 (exact); the bound's fp16 terms; whether the run's start fits.
+            terms = (np.float32(path.sigma ** -2.0), *map(np.float32, half_terms(self.d, path.sigma)), path.fits)
+        else:
+            tile_source, scaled, terms = (path.centroids_tf32,), (), (np.float32(1), np.float32(0), np.float32(0),
+                                                                        path.fits)
         self._tiles_kernel((min(4 * self.sms, -(-self.tiles.size // 256)),), (256,),
-                           (path.centroids_tf32, path.half_norms, path.bound_max, path.norm_max, np.int32(self.k),
-                            np.int32(self.tile_count), self.tiles))
+                           tile_source + (path.half_norms, path.bound_max, path.norm_max, np.int32(self.k),
+                                          np.int32(self.tile_count), self.tiles) + scaled)
         row_tiles = -(-path.n // self.rows)
         blocks = max(1, min(self.sms, row_tiles))
         if path.n + blocks * self.rows >= 2**31:  # the kernel's row indices are ints, one row tile past n included
             raise ImplementationError(f"hopper_pass.cu indexes rows by int: n = {path.n:,} is too large")
         self._assign(
             (blocks,), (self.threads,),
-            (self.rows_tiled if self.wide else path.x_tf32, path.x_norm, self.tiles, path.bound_max, path.labels,
+            (self.rows_tiled if self.wide else path.x_half if self.half else path.x_tf32, path.x_norm, self.tiles,
+             path.bound_max, path.labels,
              path.flagged, path.limits, path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes,
              path.candidate_index, path.candidate_count, path.norm_max, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
              np.float32(path.eta), np.float32(bound.underflow_floor(self.d)), np.float32(path.margin),
              np.int32(path.pack_bits), np.uint32(1 << path.pack_bits),
-             np.int32(path.candidates), np.int32(bool(path.columns)), np.int32(bool(path.keep_floor))),
+             np.int32(path.candidates), np.int32(bool(path.columns)), np.int32(bool(path.keep_floor))) + terms,
             shared_mem=self.shared_bytes)

@@ -196,7 +196,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
             pin(acc);
             fold_tile<TILE_N>(acc, stages + s * STAGE_FLOATS + (ROWS + TILE_N) * CHUNK, t, lift,
-                              unsigned(tile * FOLDS), pack_scale, best, second);
+                              unsigned(tile * FOLDS), pack_scale, unscale, best, second);
             warp_arrive(&empty[s], lane);
             ring_next(s, phase, STAGES);
         }
@@ -207,7 +207,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             const int row = first + 8 * r;
             const float norm = row < n ? x_norm[row] : 0.0f;
             o[r] = settle(best[r], second[r], norm, row < n, t, pack_bits, score_offset(bound_max, norm_max),
-                          bound_max[0], bound_max[1], eps, eta, underflow, margin, candidates, columns);
+                          bound_max[0], bound_max[1], eps, eta, underflow, margin, candidates, columns, alpha,
+                          beta, *fits);
         }
         record_rows(o, best, first, n, t, lane, pack_bits, candidates, keep_floor, labels, flagged, limits,
                     flagged_count, floor_out, cand_rows, cand_sizes, cand_index, cand_count);

@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from impls.gpu.kmbench_gpu import bound, hopper_pass
+from impls.gpu.kmbench_gpu.fp16_bound import fp16_scale
 # GROUP, CHUNK and SHARED_HISTOGRAM_K lived here before their stages had modules: still importable
 # from here. The settings experiments change (update.SCATTER, recheck.WHOLE_MOST) are not: set
 # here, they would change nothing.
@@ -62,6 +63,7 @@ from impls.gpu.kmbench_gpu.update import (CHUNK, SCATTER_BLOCKS_PER_SM, SCATTER_
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
+FP16_LARGEST = 65504.0  # fp16's largest finite value
 
 
 class TensorPath(TF32Pass, Recheck, Update, Renumbering):
@@ -133,9 +135,12 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         # takes KMBENCH_TENSOR_PASS=triton there): scores packed into 32 slots and candidates
         # listed, as where rows stay on chip, instead of Triton's tile records.
         wide_tiling = hopper_pass.wide_tiling(d, k, capability) if self.packable else None
-        self.tiling = wide_tiling or self.tiling
+        # Up to d = 128, where only hopper_pass.cu's packing holds k's tile numbers (9 bits), its tiling.
+        register_tiling = hopper_pass.register_tiling(d, k, capability) if self.packable else None
+        self.tiling = wide_tiling or register_tiling or self.tiling
         self.slots = slots(self.tiling)  # the packed epilogue's slots: candidates are numbered in tiles of them
-        self.pack_bits = pack_bits(d, k, self.tiling) if self.packable else 0
+        self.pack_bits = ((bound.tile_bits(-(-k // self.slots)) if register_tiling else pack_bits(d, k, self.tiling))
+                          if self.packable else 0)
         self.candidates = candidates_kept(self.pack_bits)
         self.columns = crowded_columns(k, self.tiling)  # crowded slots listed whole, or scanned
         listed = n if self.candidates else 1
@@ -175,8 +180,18 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         # The hand-written Hopper pass stands in for certified_assign where it applies (hopper_pass.py).
         # Its bulk copies go through the same copy engine (TMA), but it lays out its own tiles, so
         # Triton's descriptor is built only for Triton's pass.
-        self._hopper = (hopper_pass.HopperPass(d, k)
-                        if hopper_pass.applies(d, self.pack_bits, self.slots, self.kept_tiles, capability) else None)
+        # In fp16 where it may (hopper_pass.py): the rows scaled by sigma into fp16's range, rounded
+        # to fp16; sigma from the largest coordinate (of each chunk, where the points stream).
+        hopper = hopper_pass.applies(d, self.pack_bits, self.slots, self.kept_tiles, capability)
+        self.sigma = fp16_scale(_largest_coordinate(x))
+        half = hopper and hopper_pass.half_applies(d, self.sigma)
+        self.x_half = cupy.empty((n, d) if half else (1, 1), dtype=cupy.float16)
+        # 1 where the run's start lies in fp16's range once scaled (start()); on the device, since
+        # the run's CUDA graph holds the pass's arguments as they were at its capture.
+        self.fits = cupy.ones(1, dtype=cupy.int32)
+        self._hopper = hopper_pass.HopperPass(d, k, half) if hopper else None
+        if half:
+            self._scale_rows(n)
         if self._hopper is not None:
             self._hopper.load_rows(self.x_tf32, n)
         self.tf32_pass = self._hopper.describe() if self._hopper is not None else "certified_assign (Triton)"
@@ -205,7 +220,12 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         import cupy
 
         self.centroids64.set(start64)
-        self.load_centroids(cupy.asarray(start64.astype(np.float32)))
+        single = start64.astype(np.float32)
+        # Lloyd's means lie in the data's range, so they fit fp16 once scaled; a start may not, and
+        # then the fp16 pass certifies nothing in this run (every point re-checked: exact, slow).
+        half = self._hopper is not None and self._hopper.half
+        self.fits.fill(int(not half or not single.size or float(np.abs(single).max()) * self.sigma <= FP16_LARGEST))
+        self.load_centroids(cupy.asarray(single))
         self.order_of[...] = cupy.arange(self.k, dtype=cupy.int32)
         self.previous.fill(-1)
         self.listed_counts.fill(0)
@@ -261,12 +281,35 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         self.x_norm[:m] = bound.round_up(_norms(x), cupy)
         if self._hopper is not None:
             self._hopper.load_rows(self.x_tf32, m)
+            if self._hopper.half:  # this chunk's sigma (kept in range: else sigma's bound), and the
+                # centroids checked against it, as start() checks a run's first ones
+                self.sigma = min(max(fp16_scale(_largest_coordinate(x)), 2.0 ** -hopper_pass.HALF_SCALE_LOG2),
+                                 2.0 ** hopper_pass.HALF_SCALE_LOG2)
+                self._scale_rows(m)
+                self.fits.fill(int(float(cupy.abs(self.centroids).max()) * self.sigma <= FP16_LARGEST))
         if m:
             self.norm_max[...] = self.x_norm[:m].max()
 
     def iterate(self, track: bool, combine=None) -> None:
         self.assign()
         self.update(track, combine)
+
+    def _scale_rows(self, m: int) -> None:
+        """x_half[:m]: the first m centred rows times sigma, rounded to fp16 (CuPy rounds to nearest)."""
+        import cupy
+
+        sigma, step = np.float32(self.sigma), max(1, (1 << 24) // max(1, self.d))
+        for first in range(0, m, step):
+            last = min(m, first + step)
+            self.x_half[first:last] = (self.x[first:last] * sigma).astype(cupy.float16)
+
+
+def _largest_coordinate(x) -> float:
+    """The largest |coordinate| of the rows x, a chunk at a time (no n x d temporary)."""
+    import cupy
+
+    step = max(1, (1 << 24) // max(1, x.shape[1]))
+    return max([float(cupy.abs(x[first:first + step]).max()) for first in range(0, x.shape[0], step)] or [0.0])
 
 
 def _norms(rows):

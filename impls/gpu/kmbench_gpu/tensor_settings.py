@@ -188,7 +188,8 @@ def device_bytes(n: int, d: int, k: int) -> int:
     """GPU memory the path holds: the points, their norms, labels, previous labels, order, the
     flag list and its limits (twice: as listed and sorted), the candidate list (rows, sizes and
     CANDIDATES per point), the tiles' records where rows stream, the k-sized buffers, and above
-    WHOLE_MAX_DIM the rows' tiled copy that hopper_wide.cu reads (counted on any GPU: at most too much)."""
+    WHOLE_MAX_DIM the rows' tiled copy that hopper_wide.cu reads, at or below it their fp16 copy that
+    hopper_pass.cu reads in fp16 (either counted on any GPU: at most too much)."""
     records = 12 * kept_tiles(d, k, default_tilings(d, k)[0])
-    tiled = n * d * 4 if d > WHOLE_MAX_DIM else 0
-    return n * d * 4 * 2 + tiled + n * (4 * (8 + 2 + CANDIDATES) + records) + k * d * (8 + 8 + 4 + 4) + k * 16
+    copy = n * d * 4 if d > WHOLE_MAX_DIM else n * d * 2
+    return n * d * 4 * 2 + copy + n * (4 * (8 + 2 + CANDIDATES) + records) + k * d * (8 + 8 + 4 + 4) + k * 16
