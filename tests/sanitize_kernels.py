@@ -55,7 +55,8 @@ for chosen, d, k in kmbench_gpu_cases if "kmbench-gpu" in families else ():
         impl.prepare(shaped)
         result = impl.run(shaped)
         impl.release()
-        print("kmbench-gpu", chosen, d, k, tol, "finite" if np.isfinite(result.centroids).all() else "NOT FINITE")
+        print("kmbench-gpu", chosen, d, k, tol, "finite" if np.isfinite(result.centroids).all() else "NOT FINITE",
+              impl._info.get("tf32_pass", ""), "moved-row sums:", impl._info.get("moved_sum_iterations", "-"))
 if "kmbench-gpu" in families:
     # The tiled kernel's candidate lists: points sorted along x, so each block's box is a slab and
     # the lists are short, on two blocks, so each block lists for three groups in turn.

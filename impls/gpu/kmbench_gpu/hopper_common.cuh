@@ -158,7 +158,7 @@ __device__ __forceinline__ void ring_next(int& s, unsigned& phase, int stages) {
         int* __restrict__ cand_rows, int* __restrict__ cand_sizes, int* __restrict__ cand_index,                   \
         unsigned* __restrict__ cand_count, const float* __restrict__ norm_max, long long n, int tile_count,        \
         float eps, float eta, float underflow, float margin, int pack_bits, unsigned pack_scale, int candidates,   \
-        int columns, int keep_floor, float unscale, float alpha, float beta, const int* __restrict__ fits
+        int columns, int keep_floor, float unscale, float alpha, float beta, float c_limit
 
 // ------------------------------------------------------------------ the epilogue's pieces
 
@@ -219,7 +219,7 @@ struct Outcome {
 __device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsigned (&second)[8], float norm,
                                           bool row_ok, int t, int bits, unsigned offset, float c_max, float h_max,
                                           float eps, float eta, float underflow, float margin, int candidates,
-                                          int columns, float alpha, float beta, int fits) {
+                                          int columns, float alpha, float beta, float c_limit) {
     Outcome o;
     const unsigned mask = (1u << bits) - 1;
     unsigned top = best[0];
@@ -241,7 +241,9 @@ __device__ __forceinline__ Outcome settle(const unsigned (&best)[8], const unsig
     // As certified_assign: E(x) = eps |x| C + eta H, plus the offset scores' two roundings and
     // bound.underflow_floor (subnormal products, which no relative bound covers); in fp16, plus
     // alpha (|x| + C) + beta (alpha and beta already divided by sigma and sigma^2: fp16_bound.py).
-    const float error = offset >> 23 == UNBOUNDED_OFFSET || !fits
+    // c_limit: the largest centroid norm whose coordinates fit fp16 once scaled (65504 / sigma;
+    // +inf in TF32); past it a tile may hold inf, and nothing is certain.
+    const float error = offset >> 23 == UNBOUNDED_OFFSET || !(c_max <= c_limit)
                             ? __int_as_float(0x7f800000)  // scores past the offset's reach: nothing is certain
                             : eps * norm * c_max + eta * h_max + __uint_as_float(offset) * 0x1p-22f + underflow
                                   + alpha * (norm + c_max) + beta;

@@ -40,14 +40,16 @@
 // 2^-22 M (3 ulp) to each row's E in place of the Triton pass's packing error.
 //
 // With HALF (issue 50), the same pass in fp16 (m64n128k16, twice TF32's rate and half its bytes):
-// rows and centroids are scaled by one power of two, sigma, that puts the data's largest coordinate
-// in [2^14, 2^15), and rounded to fp16 (10 bits, as TF32), two to a register; the products are
+// rows and centroids are scaled by one power of two, sigma, that puts the largest row norm in
+// [2^14, 2^15), and rounded to fp16 (10 bits, as TF32), two to a register; the products are
 // exact in FP32 and accumulate in FP32 as TF32's do, and each score is scaled back by sigma^-2,
 // exactly, in the FMA that subtracts it from h + M. fp16_bound.py derives the bound: TF32's plus
 // what inputs below fp16's smallest normal lose, alpha (|x| + C) / sigma + beta / sigma^2, which
-// hopper_pass.py gives the kernel as two numbers. Centroids fit fp16 whenever they lie in the data's
-// range (Lloyd's means do); a run whose start does not is told so (*fits = 0, set on the device
-// before the run, as the run's CUDA graph holds its arguments) and certifies nothing.
+// hopper_pass.py gives the kernel as two numbers. A centroid's coordinates fit fp16 once scaled
+// while its norm is at most c_limit = 65504 / sigma: Lloyd's means of these rows always are (a
+// norm is convex). Where the largest centroid norm C, which the update computes each iteration,
+// passes c_limit (a start far from the data; a shard's share of rows, whose sigma is its own,
+// against centroids of every shard), settle certifies nothing: exact, slow.
 
 #include "hopper_common.cuh"
 
@@ -309,7 +311,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             // consumer warpgroups at d = 64 every register counts.
             o[r] = settle(best[r], second[r], norms[r], row_ok, t, pack_bits, score_offset(bound_max, norm_max),
                           bound_max[0], bound_max[1], eps, eta, underflow, margin, candidates, columns, alpha, beta,
-                          *fits);
+                          c_limit);
         }
         record_rows(o, best, first, n, t, lane, pack_bits, candidates, keep_floor, labels, flagged, limits,
                     flagged_count, floor_out, cand_rows, cand_sizes, cand_index, cand_count);

@@ -49,6 +49,7 @@ INPUTS = ("fp16", "tf32")
 # sigma's range, so that sigma^-2 and the bound's alpha / sigma and beta / sigma^2 are normal floats:
 # data whose largest coordinate is below 2^-46 or above 2^74 keep the TF32 pass.
 HALF_SCALE_LOG2 = 60
+FP16_LARGEST = 65504.0  # fp16's largest finite value
 
 
 def chosen_pass() -> str:
@@ -228,11 +229,13 @@ class HopperPass:
         """certified_assign's work for `path` (a TensorPath), on the current CuPy stream."""
         if self.half:  # the float32 centroids, scaled and rounded to fp16 as the tiles are laid out
             tile_source, scaled = (path.centroids,), (np.float32(path.sigma),)
-            # Scaled back by sigma^-2 (exact); the bound's fp16 terms; whether the run's start fits.
-            terms = (np.float32(path.sigma ** -2.0), *map(np.float32, half_terms(self.d, path.sigma)), path.fits)
+            # Scaled back by sigma^-2 (exact); the bound's fp16 terms; the largest centroid norm whose
+            # coordinates fit fp16 once scaled (past it, settle certifies nothing).
+            terms = (np.float32(path.sigma ** -2.0), *map(np.float32, half_terms(self.d, path.sigma)),
+                     np.float32(FP16_LARGEST / path.sigma))
         else:
             tile_source, scaled, terms = (path.centroids_tf32,), (), (np.float32(1), np.float32(0), np.float32(0),
-                                                                        path.fits)
+                                                                        np.float32(np.inf))
         self._tiles_kernel((min(4 * self.sms, -(-self.tiles.size // 256)),), (256,),
                            tile_source + (path.half_norms, path.bound_max, path.norm_max, np.int32(self.k),
                                           np.int32(self.tile_count), self.tiles) + scaled)

@@ -208,7 +208,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             const float norm = row < n ? x_norm[row] : 0.0f;
             o[r] = settle(best[r], second[r], norm, row < n, t, pack_bits, score_offset(bound_max, norm_max),
                           bound_max[0], bound_max[1], eps, eta, underflow, margin, candidates, columns, alpha,
-                          beta, *fits);
+                          beta, c_limit);
         }
         record_rows(o, best, first, n, t, lane, pack_bits, candidates, keep_floor, labels, flagged, limits,
                     flagged_count, floor_out, cand_rows, cand_sizes, cand_index, cand_count);

@@ -63,7 +63,6 @@ from impls.gpu.kmbench_gpu.update import (CHUNK, SCATTER_BLOCKS_PER_SM, SCATTER_
 from kmbench.errors import ImplementationError
 
 HERE = Path(__file__).resolve().parent
-FP16_LARGEST = 65504.0  # fp16's largest finite value
 
 
 class TensorPath(TF32Pass, Recheck, Update, Renumbering):
@@ -181,14 +180,12 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         # Its bulk copies go through the same copy engine (TMA), but it lays out its own tiles, so
         # Triton's descriptor is built only for Triton's pass.
         # In fp16 where it may (hopper_pass.py): the rows scaled by sigma into fp16's range, rounded
-        # to fp16; sigma from the largest coordinate (of each chunk, where the points stream).
+        # to fp16; sigma from the largest row norm (of each chunk, where the points stream), so that
+        # every centroid whose norm is no larger fits too (hopper_pass.cu's c_limit).
         hopper = hopper_pass.applies(d, self.pack_bits, self.slots, self.kept_tiles, capability)
-        self.sigma = fp16_scale(_largest_coordinate(x))
+        self.sigma = fp16_scale(float(self.norm_max[0]))
         half = hopper and hopper_pass.half_applies(d, self.sigma)
         self.x_half = cupy.empty((n, d) if half else (1, 1), dtype=cupy.float16)
-        # 1 where the run's start lies in fp16's range once scaled (start()); on the device, since
-        # the run's CUDA graph holds the pass's arguments as they were at its capture.
-        self.fits = cupy.ones(1, dtype=cupy.int32)
         self._hopper = hopper_pass.HopperPass(d, k, half) if hopper else None
         if half:
             self._scale_rows(n)
@@ -220,12 +217,7 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         import cupy
 
         self.centroids64.set(start64)
-        single = start64.astype(np.float32)
-        # Lloyd's means lie in the data's range, so they fit fp16 once scaled; a start may not, and
-        # then the fp16 pass certifies nothing in this run (every point re-checked: exact, slow).
-        half = self._hopper is not None and self._hopper.half
-        self.fits.fill(int(not half or not single.size or float(np.abs(single).max()) * self.sigma <= FP16_LARGEST))
-        self.load_centroids(cupy.asarray(single))
+        self.load_centroids(cupy.asarray(start64.astype(np.float32)))
         self.order_of[...] = cupy.arange(self.k, dtype=cupy.int32)
         self.previous.fill(-1)
         self.listed_counts.fill(0)
@@ -281,12 +273,12 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         self.x_norm[:m] = bound.round_up(_norms(x), cupy)
         if self._hopper is not None:
             self._hopper.load_rows(self.x_tf32, m)
-            if self._hopper.half:  # this chunk's sigma (kept in range: else sigma's bound), and the
-                # centroids checked against it, as start() checks a run's first ones
-                self.sigma = min(max(fp16_scale(_largest_coordinate(x)), 2.0 ** -hopper_pass.HALF_SCALE_LOG2),
+            if self._hopper.half:  # this chunk's sigma, from its rows' norms and the centroids' (so that
+                # both fit), kept where its powers are normal floats
+                reach = max(float(self.x_norm[:m].max()) if m else 0.0, float(self.bound_max[0]))
+                self.sigma = min(max(fp16_scale(reach), 2.0 ** -hopper_pass.HALF_SCALE_LOG2),
                                  2.0 ** hopper_pass.HALF_SCALE_LOG2)
                 self._scale_rows(m)
-                self.fits.fill(int(float(cupy.abs(self.centroids).max()) * self.sigma <= FP16_LARGEST))
         if m:
             self.norm_max[...] = self.x_norm[:m].max()
 
@@ -302,14 +294,6 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         for first in range(0, m, step):
             last = min(m, first + step)
             self.x_half[first:last] = (self.x[first:last] * sigma).astype(cupy.float16)
-
-
-def _largest_coordinate(x) -> float:
-    """The largest |coordinate| of the rows x, a chunk at a time (no n x d temporary)."""
-    import cupy
-
-    step = max(1, (1 << 24) // max(1, x.shape[1]))
-    return max([float(cupy.abs(x[first:first + step]).max()) for first in range(0, x.shape[0], step)] or [0.0])
 
 
 def _norms(rows):
