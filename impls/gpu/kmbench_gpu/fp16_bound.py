@@ -4,9 +4,11 @@ re-check fraction it predicts. Pure NumPy, like bound.py, whose TF32 bound this 
 
 fp16 keeps TF32's 10-bit significand; only its exponent range is narrow (largest 65504, smallest
 normal 2^-14). So the pass scales the centred points and the centroids by one power of two,
-sigma, chosen from the data's largest coordinate (`fp16_scale`): multiplying by a power of two
-is exact, the largest input lands in [2^14, 2^15), and no input overflows. Centroids are means
-of points, so no coordinate of theirs passes the data's largest. With x' = sigma x, c' = sigma c,
+sigma (`fp16_scale` of the largest row norm, which the kernel uses; the derivation below holds
+for any power of two under which no input overflows): multiplying by a power of two is exact,
+the largest row norm lands in [2^14, 2^15), so no coordinate of a row overflows, nor of a
+centroid whose norm is at most 65504 / sigma (Lloyd's means are; the kernel certifies nothing
+where the largest centroid norm passes it). With x' = sigma x, c' = sigma c,
 each input rounded to fp16 (or, below the smallest normal, rounded or flushed to zero) moves by
 
     |x~_i - x'_i| <= u |x'_i| + t,        u = 2^-11, t = 2^-14 (FLUSH_UNIT),
@@ -25,9 +27,9 @@ in bound.py, so
 
 plus bound.underflow_floor(d) for FP32 results below the smallest normal, and the
 certification, the limit and the floor are bound.py's with E16 for E. Since sigma >= 2^14 / M
-(M the largest coordinate), the alpha term is at most (alpha / eps) (M / 2^14) (1/C + 1/|x|)
+(M the largest row norm), the alpha term is at most (alpha / eps) (M / 2^14) (1/C + 1/|x|)
 of the first: below 1e-4 of it at d = 128 wherever |x| and C are near M. So the pass certifies
-what TF32's certifies, but for points far nearer the data's mean than the largest coordinate. bf16 (7 bits: u = 2^-8, a wide range) is the comparison:
+what TF32's certifies, but for points far nearer the data's mean than the farthest row. bf16 (7 bits: u = 2^-8, a wide range) is the comparison:
 `bf16_eps` is about eight times TF32's eps, so about eight times as many points come near
 enough a tie to be re-checked, where their margins are spread evenly near zero.
 """
@@ -47,7 +49,8 @@ BF16_UNIT = 2.0 ** -8  # bf16 keeps 7 significand bits
 
 
 def fp16_scale(largest: float) -> float:
-    """sigma: the power of two that puts the largest absolute coordinate in [2^14, 2^15)."""
+    """sigma: the power of two that puts `largest` (the largest row norm, or any bound on the
+    inputs' magnitude) in [2^14, 2^15)."""
     if not largest > 0 or not math.isfinite(largest):
         return 1.0
     return 2.0 ** (LARGEST_EXPONENT - math.floor(math.log2(largest)))

@@ -47,7 +47,7 @@ PASSES = ("hopper", "triton")
 # rounded to fp16, twice TF32's rate; rows in registers only) or "tf32".
 INPUTS = ("fp16", "tf32")
 # sigma's range, so that sigma^-2 and the bound's alpha / sigma and beta / sigma^2 are normal floats:
-# data whose largest coordinate is below 2^-46 or above 2^74 keep the TF32 pass.
+# data whose largest row norm is below 2^-46 or above 2^74 keep the TF32 pass.
 HALF_SCALE_LOG2 = 60
 FP16_LARGEST = 65504.0  # fp16's largest finite value
 
