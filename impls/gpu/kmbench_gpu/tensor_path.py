@@ -1,4 +1,5 @@
-"""kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 tensor cores.
+"""kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 (or, on Hopper up
+to d = 128, fp16) tensor cores.
 
 One iteration is up to fifteen launches on one stream (fewer where recheck.cu settles every
 uncertain point), so the whole run captures into a CUDA graph:
@@ -7,7 +8,9 @@ uncertain point), so the whole run captures into a CUDA graph:
                              uncertain points listed with their candidates (rows on chip), or
                              listed while every tile's best two are kept (rows streamed);
                              on Hopper, d a multiple of 16 up to 128: hopper_pass.cu instead
-                             (wgmma, rows in registers), with the same results; d a multiple
+                             (wgmma, rows in registers; by default in fp16, rows and centroids
+                             scaled by a power of two, fp16_bound.py's bound), with the same
+                             results (the bound aside); d a multiple
                              of 8 above: hopper_wide.cu (rows from shared memory), which lists
                              candidates where Triton keeps every tile's best two;
   candidate_recheck or       those points in FP32 against their candidates only: the centroids
