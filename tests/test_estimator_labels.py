@@ -92,3 +92,46 @@ def test_transforms_distances_are_the_oracles_to_the_spread_and_keep_the_dtype(o
     spread = float(np.sqrt(((x - x.mean(axis=0, dtype=np.float64)) ** 2).sum(axis=1).mean()))
     tolerance = 1e-12 * spread if dtype == np.float64 else 1e-6 * (spread + np.abs(exact).max())
     np.testing.assert_allclose(got, exact.astype(dtype), rtol=0, atol=tolerance)
+
+
+# ------------------------------------------------------------------ labels alone (predict)
+
+@pytest.mark.parametrize("seed", range(8))
+def test_labels_alone_are_the_oracles_in_either_precision(seed):
+    """nearest_labels: a product in X's precision (float32 data: float32) and a margin covering it
+    and the oracle; clusters near and far from the origin, d up to 130, both dtypes."""
+    from kmbench.estimator.labels import nearest_labels
+
+    rng = np.random.default_rng(100 + seed)
+    d, k = int(rng.choice([2, 17, 40, 64, 130])), int(rng.integers(1, 60))
+    offset, spread = 10.0 ** rng.integers(-3, 7), 10.0 ** rng.integers(-3, 3)
+    centers = rng.standard_normal((k, d)) * spread + offset
+    x = (centers[rng.integers(0, k, 3000)] + rng.standard_normal((3000, d)) * spread).astype(
+        [np.float32, np.float64][seed % 2])
+    assert np.array_equal(nearest_labels(x, centers), reference.nearest(x, centers)[0])
+
+
+@pytest.mark.parametrize("d, dtype", [(40, np.float32), (64, np.float64), (3, np.float32)])
+def test_labels_alone_keep_halfway_points_with_the_oracle_and_the_margin_is_why(d, dtype, monkeypatch):
+    from kmbench.estimator.labels import nearest_labels
+
+    x, centers = _halfway(np.random.default_rng(d), d, 6, 20_000, 1.0)
+    x = x.astype(dtype)
+    expected = reference.nearest(x, centers)[0]
+    assert np.array_equal(nearest_labels(x, centers), expected)
+    monkeypatch.setattr(nearest_module, "margin_factor", lambda d, unit=None: 0.0)
+    monkeypatch.setattr(nearest_module, "UNDERFLOW32", 0.0)
+    monkeypatch.setattr(nearest_module, "UNDERFLOW", 0.0)
+    assert not np.array_equal(nearest_labels(x, centers), expected)
+
+
+def test_labels_alone_of_centres_too_far_for_a_float32_product_are_the_oracles():
+    """Centres 1e19 from their mean: |c'|^2 / 2 would pass float32's range, so the product is
+    float64's; tiny data (1e-25) leaves every float32 label to the oracle."""
+    from kmbench.estimator.labels import nearest_labels
+
+    rng = np.random.default_rng(3)
+    for scale in (1e19, 1e-25):
+        centers = rng.standard_normal((5, 40)) * scale
+        x = (centers[rng.integers(0, 5, 500)] + rng.standard_normal((500, 40)) * scale / 10).astype(np.float32)
+        assert np.array_equal(nearest_labels(x, centers), reference.nearest(x, centers)[0])
