@@ -111,8 +111,8 @@ def update() -> None:
         for scatter in ("block", "warp"):
             update_stage.SCATTER = scatter
             steps = path.sort_and_sum_steps(False, path.previous, "scan",
-                                            (path.listed_counts, path.flagged_total, path.bound_max,
-                                             path.never_moved), path.never_moved)
+                                            (path.listed_counts, path.flagged_total, path.bound_max),
+                                            path.never_moved)
             steps.append(("finish", lambda: path._finish(path.counts)))
             events = [cupy.cuda.Event() for _ in range(len(steps) + 1)]
             times = []

@@ -653,8 +653,7 @@ def test_the_update_orders_every_point_by_cluster_and_sums_each(n, k, scatter, m
     path = tensor_path.TensorPath(cupy.asarray(data), k, cupy.zeros(1, dtype=cupy.uint64))
     path.labels[...] = cupy.asarray(labels)
     steps = path.sort_and_sum_steps(False, path.previous, "scan",
-                                    (path.listed_counts, path.flagged_total, path.bound_max, path.never_moved),
-                                    path.never_moved)
+                                    (path.listed_counts, path.flagged_total, path.bound_max), path.never_moved)
     assert ("block_scatter" in dict(steps)) == (scatter == "block")
     for _, step in steps:
         step()

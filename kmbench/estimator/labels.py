@@ -69,13 +69,13 @@ def _product_winners(x, middle, columns, reach: float, factor: float, floor: flo
     return winner, gap > factor * (norm.astype(np.float64) + reach) ** 2 + floor
 
 
-def _lifted_centres(centers: np.ndarray, dtype):
-    """The centres' mean, the product's columns [-c', |c'|^2 / 2] in dtype, and max |c'|."""
+def _lifted_centres(centers: np.ndarray):
+    """The centres' mean, the product's columns [-c', |c'|^2 / 2] (float64), and max |c'|."""
     middle = centers.mean(axis=0)
     moved = centers - middle
     half = 0.5 * np.einsum("ij,ij->i", moved, moved)
     reach = float(np.sqrt(2 * half.max()))
-    return middle, np.concatenate([-moved, half[:, None]], axis=1).T.astype(dtype, order="C"), reach
+    return middle, np.concatenate([-moved, half[:, None]], axis=1).T.copy(), reach
 
 
 def nearest_labels(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
@@ -87,10 +87,9 @@ def nearest_labels(X: np.ndarray, centers: np.ndarray) -> np.ndarray:
     this one reads the scores twice: best, then runner-up)."""
     centers = np.asarray(centers, dtype=np.float64)
     k, d = centers.shape
-    single = X.dtype == np.float32
-    _, _, reach = _lifted_centres(centers, np.float64)
-    dtype = np.float32 if single and reach < REACH32 else np.float64
-    middle, columns, reach = _lifted_centres(centers, dtype)
+    middle, columns, reach = _lifted_centres(centers)
+    dtype = np.float32 if X.dtype == np.float32 and reach < REACH32 else np.float64
+    columns = columns.astype(dtype, copy=False)
     factor, floor = ((margin_factor(d, UNIT32), UNDERFLOW32) if dtype == np.float32 else
                      (margin_factor(d), UNDERFLOW))
     labels = np.empty(X.shape[0], dtype=np.int64)
@@ -115,7 +114,7 @@ def nearest(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     n = X.shape[0]
     labels, best = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.float64)
     # The scores in one product: [x', 1] . [-c', |c'|^2 / 2] (no pass of its own to subtract).
-    middle, columns, reach = _lifted_centres(centers, np.float64)
+    middle, columns, reach = _lifted_centres(centers)
     factor = margin_factor(d)
     step = max(1, CHUNK_SCORES // max(k, 1))
     for start in range(0, n, step):

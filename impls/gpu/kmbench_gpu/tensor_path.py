@@ -274,16 +274,16 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         cupy.subtract(raw, shift, out=x)
         self.x_tf32[:m] = bound.to_tf32(x, cupy)
         self.x_norm[:m] = bound.round_up(_norms(x), cupy)
+        if m:
+            self.norm_max[...] = self.x_norm[:m].max()
         if self._hopper is not None:
             self._hopper.load_rows(self.x_tf32, m)
             if self._hopper.half:  # this chunk's sigma, from its rows' norms and the centroids' (so that
                 # both fit), kept where its powers are normal floats
-                reach = max(float(self.x_norm[:m].max()) if m else 0.0, float(self.bound_max[0]))
+                reach = max(float(self.norm_max[0]), float(self.bound_max[0]))
                 self.sigma = min(max(fp16_scale(reach), 2.0 ** -hopper_pass.HALF_SCALE_LOG2),
                                  2.0 ** hopper_pass.HALF_SCALE_LOG2)
                 self._scale_rows(m)
-        if m:
-            self.norm_max[...] = self.x_norm[:m].max()
 
     def iterate(self, track: bool, combine=None) -> None:
         self.assign()

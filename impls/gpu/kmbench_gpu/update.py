@@ -53,8 +53,8 @@ class Update:
         if combine is None and self.sums_from_moved:
             self._moved_update(track)
             return
-        self._sorted_sums(track, self.previous, "scan",
-                          (self.listed_counts, self.flagged_total, self.bound_max, self.never_moved), self.never_moved)
+        self._sorted_sums(track, self.previous, "scan", (self.listed_counts, self.flagged_total, self.bound_max),
+                          self.never_moved)
         if combine is not None:
             combine()
         self._finish(self.counts)
@@ -70,8 +70,8 @@ class Update:
                               (self.moved, np.int64(int(self.n * MOVED_MOST)), self.from_moved, self.moved_steps,
                                self.sums, self.counts, np.int32(self.k), np.int32(self.d)))
         for _, step in self.sort_and_sum_steps(False, self.previous, "scan",
-                                               (self.listed_counts, self.flagged_total, self.bound_max,
-                                                self.from_moved), self.from_moved):
+                                               (self.listed_counts, self.flagged_total, self.bound_max),
+                                               self.from_moved):
             step()
         launch["moved_sums"]((self._stream_blocks,), (256,), (self.x, np.int32(self.d), self.labels, self.previous, n,
                                                               self.sums, self.counts, self.from_moved))
@@ -96,8 +96,10 @@ class Update:
     def sort_and_sum_steps(self, track: bool, previous, scan: str, scan_tail: tuple, from_moved) -> list:
         """The update's launches before finish, as (name, launch) pairs: the counting sort
         (histogram, scan, scatter) and the sums, each skipped on the GPU where from_moved holds 1
-        (never_moved: never). bench/tensor_experiments.py update times each."""
+        (never_moved: never); scan, unlike chunk_scan, takes the flag after scan_tail.
+        bench/tensor_experiments.py update times each."""
         n, d, k = np.int64(self.n), np.int32(self.d), np.int32(self.k)
+        scan_tail = scan_tail + ((from_moved,) if scan == "scan" else ())
         shared_k = self.k if self.k <= SHARED_HISTOGRAM_K else 0
         launch = self._update
         if shared_k and SCATTER == "block":
