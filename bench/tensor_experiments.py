@@ -23,6 +23,9 @@ run from the repository root with it on the path:
     python3 bench/tensor_experiments.py passes [SHAPES]
                                                   # Triton's pass against the Hopper pass with
                                                   # the re-checks they lead to, per kernel
+    python3 bench/tensor_experiments.py inputs [SHAPES]
+                                                  # the Hopper passes in TF32 against fp16,
+                                                  # per kernel as `passes`
     python3 bench/tensor_experiments.py region [SHAPES]
                                                   # a cell's timed region in parts: what runs
                                                   # before the iterations, the CUDA graph, and
@@ -38,11 +41,11 @@ import sys
 # The experiments, by what they measure, in modules beside this script.
 from tensor_cells import check, dense_rows, shapes
 from tensor_hopper import hopper
-from tensor_kernel_times import breakdown, candidates, passes, region, update
+from tensor_kernel_times import breakdown, candidates, inputs, passes, region, update
 from tensor_tilings import epilogue, rechecks, tilings, wide
 
 
 if __name__ == "__main__":
     {"check": check, "tilings": tilings, "shapes": shapes, "dense": dense_rows, "breakdown": breakdown,
      "rechecks": rechecks, "wide": wide, "epilogue": epilogue, "candidates": candidates, "update": update,
-     "hopper": hopper, "passes": passes, "region": region}[sys.argv[1]]()
+     "hopper": hopper, "passes": passes, "inputs": inputs, "region": region}[sys.argv[1]]()

@@ -1,5 +1,5 @@
 """The tensor path's iteration kernel by kernel (bench/tensor_experiments.py breakdown,
-candidates, passes, update, region): the TF32 pass, the re-check and the update timed with
+candidates, passes, inputs, update, region): the TF32 pass, the re-check and the update timed with
 CUDA events, per setting, and a cell's timed region in parts."""
 
 from __future__ import annotations
@@ -69,6 +69,13 @@ def passes() -> None:
     the re-check its lists lead to, per kernel as `candidates`; by default at the two shapes above
     d = 128, where hopper_wide.cu runs."""
     _per_kernel("KMBENCH_TENSOR_PASS", ["triton", "hopper"],
+                sys.argv[2] if len(sys.argv) > 2 else "300000,408,5000;1000000,768,4096")
+
+
+def inputs() -> None:
+    """The Hopper passes in TF32 against fp16 (KMBENCH_TENSOR_INPUT), each with the re-check its
+    lists lead to, per kernel as `passes`; by default at the two shapes above d = 128."""
+    _per_kernel("KMBENCH_TENSOR_INPUT", ["tf32", "fp16"],
                 sys.argv[2] if len(sys.argv) > 2 else "300000,408,5000;1000000,768,4096")
 
 

@@ -29,22 +29,27 @@ def test_every_local_header_is_pasted(source):
         assert header.splitlines()[-1] in text
 
 
-def _options(source: Path) -> list[str]:
-    """How each source is compiled: the Hopper passes for sm_90a at one d of theirs, the rest
-    for sm_90."""
+def _options(source: Path, half: bool) -> list[str]:
+    """How each source is compiled: the Hopper passes for sm_90a at one d of theirs (in TF32 or
+    fp16; 408 pads to 416 in fp16), the rest for sm_90."""
     if source.name.startswith("hopper_"):
         from impls.gpu.kmbench_gpu.hopper_pass import build_options
 
-        return build_options(408 if source.name == "hopper_wide.cu" else 128)
+        return build_options(408 if source.name == "hopper_wide.cu" else 128, half=half)
     return ["-arch=sm_90", "-std=c++17"]
 
 
+# Every source once; the Hopper passes, which have an fp16 form, twice.
+BUILDS = [(p, False) for p in WITH_HEADERS] + [(p, True) for p in WITH_HEADERS if p.name.startswith("hopper_")]
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("source", WITH_HEADERS, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_the_pasted_text_compiles_without_an_include_path(source, tmp_path):
+@pytest.mark.parametrize("source, half", BUILDS,
+                         ids=[f"{p.parent.name}/{p.name}{'-fp16' if half else ''}" for p, half in BUILDS])
+def test_the_pasted_text_compiles_without_an_include_path(source, half, tmp_path):
     pasted = tmp_path / source.name
     pasted.write_text(with_local_includes(source))
-    done = subprocess.run(["nvcc", "-cubin", *_options(source), "-o", str(tmp_path / "k.cubin"), str(pasted)],
+    done = subprocess.run(["nvcc", "-cubin", *_options(source, half), "-o", str(tmp_path / "k.cubin"), str(pasted)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 

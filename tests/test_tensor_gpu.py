@@ -195,14 +195,18 @@ def test_the_recheck_splits_a_warp_into_groups_of_about_four_loads_a_lane(vec):
     assert [recheck_lanes(d, 4) for d in (64, 128, 256, 408, 768)] == [8, 8, 16, 32, 32]
 
 
-def test_the_fp16_pass_is_asked_for_where_rows_stay_in_registers_and_sigma_is_in_range(monkeypatch):
-    """KMBENCH_TENSOR_INPUT picks fp16 (the default) or tf32 and refuses the rest; fp16 only for
-    hopper_pass.cu (d <= 128) and a sigma whose powers the kernel holds as normal floats; the bound's
-    two terms come divided by sigma and sigma^2, rounded up."""
+def test_the_fp16_pass_is_asked_for_where_sigma_is_in_range_and_pads_wide_rows_to_a_k_step(monkeypatch):
+    """KMBENCH_TENSOR_INPUT picks fp16 (the default) or tf32 and refuses the rest; fp16 for both
+    passes where sigma's powers are normal floats, hopper_wide.cu's tiles padded to a k-step of 16;
+    the bound's two terms come divided by sigma and sigma^2, rounded up."""
     from impls.gpu.kmbench_gpu import fp16_bound, hopper_pass
 
     monkeypatch.delenv("KMBENCH_TENSOR_INPUT", raising=False)
-    assert hopper_pass.half_applies(128, 2.0 ** 12) and not hopper_pass.half_applies(136, 2.0 ** 12)
+    assert hopper_pass.half_applies(128, 2.0 ** 12) and hopper_pass.half_applies(408, 2.0 ** 12)
+    assert [hopper_pass.padded(d, True) for d in (136, 408, 768)] == [144, 416, 768]
+    assert hopper_pass.padded(408) == 408
+    assert hopper_pass.tile_floats(408, True) == 256 * 416 // 2 + 256 and hopper_pass.tile_floats(408) == 256 * 409
+    assert hopper_pass.build_options(408, half=True)[-1] == "-DHALF=1"
     assert hopper_pass.half_applies(64, 2.0 ** 60) and not hopper_pass.half_applies(64, 2.0 ** 61)
     assert not hopper_pass.half_applies(64, 2.0 ** -61)
     _, _, alpha, beta = fp16_bound.error_terms16(128)
@@ -569,19 +573,22 @@ def test_the_hopper_pass_certifies_and_lists_as_soundly_as_triton(n, d, k, pass_
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("pass_input", ["fp16", "tf32"])
 @pytest.mark.parametrize("n, d, k", [(20_003, 408, 600), (9_001, 136, 300), (5_000, 200, 37), (3_000, 768, 257),
                                      (4_000, 1000, 1100)])
-def test_the_wide_hopper_pass_certifies_and_lists_soundly(n, d, k, monkeypatch):
-    """hopper_wide.cu (d > 128; chunks of 32 coordinates, the last 8 to 32 wide; one to five tiles of
-    256, part tiles; more row tiles than SMs at 20,003) on dense data far from the origin: every row it
-    certifies has the float64 winner, every short-listed row has that winner among its candidates,
-    and where Triton's pass (tile records) certifies a row too, the two give it the same label."""
+def test_the_wide_hopper_pass_certifies_and_lists_soundly(n, d, k, pass_input, monkeypatch):
+    """hopper_wide.cu (d > 128; chunks of 32 TF32 or 64 fp16 coordinates, the last 8 to 64 wide, in
+    fp16 padded with zeros to 16 at d = 136, 200 and 408; one to five tiles of 256, part tiles; more
+    row tiles than SMs at 20,003) on dense data far from the origin: every row it certifies has the
+    float64 winner, every short-listed row has that winner among its candidates, and where Triton's
+    pass (tile records) certifies a row too, the two give it the same label."""
     import cupy
 
     if int(cupy.cuda.Device().compute_capability) != 90:
         pytest.skip("hopper_wide.cu is sm_90a code")
 
-    seen, exact, lists = _both_passes_on_dense_data(n, d, k, d, monkeypatch, "hopper_wide.cu")
+    monkeypatch.setenv("KMBENCH_TENSOR_INPUT", pass_input)
+    seen, exact, lists = _both_passes_on_dense_data(n, d, k, d, monkeypatch, "hopper_wide.cu", pass_input == "fp16")
     assert lists == {"triton": "tiles", "hopper": "candidates"}
     labels, scanned, short = seen["hopper"]
     assert len(short) > 10, len(short)
@@ -619,7 +626,7 @@ def test_the_hopper_pass_certifies_only_exact_winners_on_data_of_tiny_scale(scal
     start = cupy.asnumpy(x[:k]).astype(np.float64)
     path = TensorPath(x, k, cupy.zeros(1, dtype=cupy.uint64))
     assert ("hopper_wide.cu" if d > 128 else "hopper_pass.cu") in path.tf32_pass
-    assert ("fp16" in path.tf32_pass) == (pass_input == "fp16" and d <= 128 and scale >= 1e-12)
+    assert ("fp16" in path.tf32_pass) == (pass_input == "fp16" and scale >= 1e-12)
     path.start(start)
     path.certify()
     labels, scanned, short = _pass_lists(path)

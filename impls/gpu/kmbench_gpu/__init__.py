@@ -126,7 +126,9 @@ class KmbenchGpu(GpuImplementation):
         with host_region(phases, "compile"):  # what compiles on first use (NVRTC, Triton): once, untimed
             chosen.warm_up(np.asarray(problem.initial_centroids, np.float64) - self._shift)
         self._graph, self._graph_iterations = None, problem.iterations
-        if self.use_graph and chosen.graph:
+        # The tolerance rule reads the changed counter after each step, so it never launches a graph:
+        # none is captured, and the record says "stream".
+        if self.use_graph and chosen.graph and problem.tol is None:
             with host_region(phases, "capture"):
                 self._graph = self._capture(problem)
         self._setup = phases

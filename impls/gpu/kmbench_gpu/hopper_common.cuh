@@ -57,6 +57,44 @@ __device__ __forceinline__ void lay_out_centroid_tiles(const float* __restrict__
     }
 }
 
+// Two floats rounded to fp16 (to nearest) in one word, `low` in the low half, at the lower address.
+__device__ __forceinline__ unsigned half2_bits(float low, float high) {
+    unsigned two;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(two) : "f"(high), "f"(low));
+    return two;
+}
+
+// The same in fp16 (issue 50): the float32 centroids times sigma, rounded to fp16, two to a word;
+// NORMS_AT_ words of coordinates a tile, then its h + M. where(element, centroid, coordinate) as
+// above, for each fp16 element; a coordinate from DIM_ on (a k-step's padding) is a zero.
+template <int TILE_N_, int DIM_, int NORMS_AT_, typename Where>
+__device__ __forceinline__ void lay_out_half_centroid_tiles(const float* __restrict__ centroids,
+                                                            const float* __restrict__ half_norms,
+                                                            const float* __restrict__ bound_max,
+                                                            const float* __restrict__ norm_max, int k, int tiles,
+                                                            float* __restrict__ out, float sigma, Where where) {
+    constexpr int TILE_WORDS_ = NORMS_AT_ + TILE_N_;
+    const unsigned offset = score_offset(bound_max, norm_max);
+    const long long total = (long long)tiles * TILE_WORDS_;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int tile = int(i / TILE_WORDS_), at = int(i % TILE_WORDS_);
+        if (at >= NORMS_AT_) {
+            out[i] = offset_half_norm(half_norms, tile * TILE_N_ + at - NORMS_AT_, k, offset);
+            continue;
+        }
+        float pair[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            int centroid, coordinate;
+            where(2 * at + e, centroid, coordinate);
+            const int column = tile * TILE_N_ + centroid;
+            pair[e] = column < k && coordinate < DIM_ ? centroids[(long long)column * DIM_ + coordinate] * sigma : 0.0f;
+        }
+        reinterpret_cast<unsigned*>(out)[i] = half2_bits(pair[0], pair[1]);
+    }
+}
+
 // ------------------------------------------------------------------ PTX wrappers
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {

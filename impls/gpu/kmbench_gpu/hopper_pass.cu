@@ -126,27 +126,13 @@ __device__ __forceinline__ int physical_coordinate(int kl) {
 extern "C" __global__ void centroid_tiles(const float* __restrict__ centroids, const float* __restrict__ half_norms,
                                           const float* __restrict__ bound_max, const float* __restrict__ norm_max,
                                           int k, int tiles, float* __restrict__ out, float sigma) {
-    const unsigned offset = score_offset(bound_max, norm_max);
-    const long long total = (long long)tiles * TILE_FLOATS;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const int tile = int(i / TILE_FLOATS), at = int(i % TILE_FLOATS);
-        if (at >= NORMS_AT) {
-            out[i] = offset_half_norm(half_norms, tile * TILE_N + at - NORMS_AT, k, offset);
-            continue;
-        }
-        float pair[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int element = 2 * at + e, q = element % 8, r = (element / 8) % 8, core = element / 64;
-            const int column = tile * TILE_N + (core % (TILE_N / 8)) * 8 + r;
-            const int coordinate = physical_coordinate(8 * (core / (TILE_N / 8)) + q);
-            pair[e] = column < k ? centroids[(long long)column * DIM + coordinate] * sigma : 0.0f;
-        }
-        unsigned two;  // the first element in the low half, at the lower address
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(two) : "f"(pair[1]), "f"(pair[0]));
-        reinterpret_cast<unsigned*>(out)[i] = two;
-    }
+    lay_out_half_centroid_tiles<TILE_N, DIM, NORMS_AT>(centroids, half_norms, bound_max, norm_max, k, tiles, out, sigma,
+                                                       [](int element, int& centroid, int& coordinate) {
+                                                           const int q = element % 8, r = (element / 8) % 8;
+                                                           const int core = element / 64;
+                                                           centroid = (core % (TILE_N / 8)) * 8 + r;
+                                                           coordinate = physical_coordinate(8 * (core / (TILE_N / 8)) + q);
+                                                       });
 }
 #else
 extern "C" __global__ void centroid_tiles(const float* __restrict__ c_tf32, const float* __restrict__ half_norms,

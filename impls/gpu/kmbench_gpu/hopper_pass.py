@@ -69,8 +69,9 @@ def chosen_input() -> str:
 
 
 def half_applies(d: int, sigma: float) -> bool:
-    """Where hopper_pass.cu (not hopper_wide.cu) runs in fp16: asked for, and sigma in range."""
-    return chosen_input() == "fp16" and not wide(d) and abs(math.log2(sigma)) <= HALF_SCALE_LOG2
+    """Where a Hopper pass runs in fp16: asked for, and sigma in range (hopper_wide.cu pads a d
+    that is no multiple of 16 with zero coordinates)."""
+    return chosen_input() == "fp16" and abs(math.log2(sigma)) <= HALF_SCALE_LOG2
 
 
 def half_terms(d: int, sigma: float) -> tuple[float, float]:
@@ -124,10 +125,15 @@ def tile_n(d: int) -> int:
     return WIDE_TILE_N if wide(d) else TILE_N
 
 
+def padded(d: int, half: bool = False) -> int:
+    """The coordinates a pass's tiles hold: d, or in fp16 d up to a k-step of 16 (zeros)."""
+    return -(-d // 16) * 16 if half else d
+
+
 def tile_floats(d: int, half: bool = False) -> int:
     """One centroid tile in 4-byte words: its centroids (two fp16 coordinates a word in fp16),
     then their half norms."""
-    return tile_n(d) * d // (2 if half else 1) + tile_n(d)
+    return tile_n(d) * padded(d, half) // (2 if half else 1) + tile_n(d)
 
 
 def stage_floats(d: int, half: bool = False) -> int:
@@ -154,7 +160,7 @@ def build_options(d: int, turns: bool | None = None, half: bool = False) -> list
     """The pass's compiler options for this d, NVRTC's and nvcc's alike (turns: TAKE_TURNS unless
     given; hopper_wide.cu's warpgroups share every chunk instead; half: in fp16)."""
     if wide(d):
-        return ["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}"]
+        return ["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}", f"-DHALF={int(half)}"]
     turns = TAKE_TURNS if turns is None else turns
     return (["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d, half)}", f"-DGROUPS={groups(d)}",
              f"-DHALF={int(half)}"] + (["-DTAKE_TURNS"] if turns else []))
@@ -197,6 +203,7 @@ class HopperPass:
         self._assign = module.get_function("hopper_assign")
         self._row_tiles = module.get_function("row_tiles") if self.wide else None
         self.rows_tiled = None  # hopper_wide.cu's copy of the rows, laid out by load_rows
+        self.rows_half = None  # hopper_pass.cu's rows in fp16, by load_rows
         self.shared_bytes = 128 + self.stage_count * stage_floats(d, half) * 4
         driver.funcSetAttribute(self._assign.ptr, getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
                                 self.shared_bytes)
@@ -204,26 +211,35 @@ class HopperPass:
         self.sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
 
     def describe(self) -> str:
+        half = ", fp16 scaled by a power of two" if self.half else ""
         if self.wide:
-            return (f"hopper_wide.cu (wgmma, rows from shared memory, {WIDE_ROWS} rows x {WIDE_TILE_N} centroids, "
-                    f"{self.stage_count} stages of {WIDE_CHUNK} coordinates)")
-        return (f"hopper_pass.cu (wgmma{', fp16 scaled by a power of two' if self.half else ''}, rows in registers, "
+            return (f"hopper_wide.cu (wgmma{half}, rows from shared memory, {WIDE_ROWS} rows x {WIDE_TILE_N} "
+                    f"centroids, {self.stage_count} stages of {WIDE_CHUNK * (2 if self.half else 1)} coordinates)")
+        return (f"hopper_pass.cu (wgmma{half}, rows in registers, "
                 f"{self.groups} consumer warpgroups, {self.stage_count} stages of {TILE_N} centroids)")
 
-    def load_rows(self, x_tf32, n: int) -> None:
-        """hopper_wide.cu's copy of the first n rows of x_tf32 (TF32, n x d), in row tiles laid
-        out for its bulk copies; once per run, or per chunk where the points stream. A no-op for
-        hopper_pass.cu, which loads rows from x_tf32 itself."""
+    def load_rows(self, path, n: int) -> None:
+        """The first n rows of `path` (a TensorPath) as the pass reads them, once per run, or per
+        chunk where the points stream: for hopper_wide.cu a copy in row tiles laid out for its
+        bulk copies (of x_tf32, or in fp16 of x times path.sigma); for hopper_pass.cu in fp16,
+        x times sigma rounded to fp16 (CuPy rounds to nearest), in TF32 nothing (it reads x_tf32)."""
         import cupy
 
-        if not self.wide:
-            return
-        row_tiles = -(-n // WIDE_ROWS)
-        size = max(1, row_tiles) * WIDE_ROWS * self.d
-        if self.rows_tiled is None or self.rows_tiled.size < size:
-            self.rows_tiled = cupy.empty(size, dtype=cupy.float32)
-        self._row_tiles((min(4 * self.sms, -(-size // 256)),), (256,),
-                        (x_tf32, np.int64(n), np.int64(row_tiles), self.rows_tiled))
+        if self.wide:
+            row_tiles = -(-n // WIDE_ROWS)
+            words = max(1, row_tiles) * WIDE_ROWS * padded(self.d, self.half) // (2 if self.half else 1)
+            if self.rows_tiled is None or self.rows_tiled.size < words:
+                self.rows_tiled = cupy.empty(words, dtype=cupy.float32)
+            rows, scaled = (path.x, (np.float32(path.sigma),)) if self.half else (path.x_tf32, ())
+            self._row_tiles((min(4 * self.sms, -(-words // 256)),), (256,),
+                            (rows, np.int64(n), np.int64(row_tiles), self.rows_tiled) + scaled)
+        elif self.half:
+            if self.rows_half is None or self.rows_half.shape[0] < n:
+                self.rows_half = cupy.empty((n, self.d), dtype=cupy.float16)
+            sigma, step = np.float32(path.sigma), max(1, (1 << 24) // self.d)
+            for first in range(0, n, step):
+                last = min(n, first + step)
+                self.rows_half[first:last] = (path.x[first:last] * sigma).astype(cupy.float16)
 
     def certify(self, path) -> None:
         """certified_assign's work for `path` (a TensorPath), on the current CuPy stream."""
@@ -245,7 +261,7 @@ class HopperPass:
             raise ImplementationError(f"hopper_pass.cu indexes rows by int: n = {path.n:,} is too large")
         self._assign(
             (blocks,), (self.threads,),
-            (self.rows_tiled if self.wide else path.x_half if self.half else path.x_tf32, path.x_norm, self.tiles,
+            (self.rows_tiled if self.wide else self.rows_half if self.half else path.x_tf32, path.x_norm, self.tiles,
              path.bound_max, path.labels,
              path.flagged, path.limits, path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes,
              path.candidate_index, path.candidate_count, path.norm_max, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),

@@ -188,12 +188,9 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         hopper = hopper_pass.applies(d, self.pack_bits, self.slots, self.kept_tiles, capability)
         self.sigma = fp16_scale(float(self.norm_max[0]))
         half = hopper and hopper_pass.half_applies(d, self.sigma)
-        self.x_half = cupy.empty((n, d) if half else (1, 1), dtype=cupy.float16)
         self._hopper = hopper_pass.HopperPass(d, k, half) if hopper else None
-        if half:
-            self._scale_rows(n)
         if self._hopper is not None:
-            self._hopper.load_rows(self.x_tf32, n)
+            self._hopper.load_rows(self, n)
         self.tf32_pass = self._hopper.describe() if self._hopper is not None else "certified_assign (Triton)"
         by_copy_engine = copy_engine(d, self.pack_bits, capability)
         self._centroid_tiles = (centroid_descriptor(self._torch["centroids_tf32"], self.tiling)
@@ -277,26 +274,16 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         if m:
             self.norm_max[...] = self.x_norm[:m].max()
         if self._hopper is not None:
-            self._hopper.load_rows(self.x_tf32, m)
             if self._hopper.half:  # this chunk's sigma, from its rows' norms and the centroids' (so that
                 # both fit), kept where its powers are normal floats
                 reach = max(float(self.norm_max[0]), float(self.bound_max[0]))
                 self.sigma = min(max(fp16_scale(reach), 2.0 ** -hopper_pass.HALF_SCALE_LOG2),
                                  2.0 ** hopper_pass.HALF_SCALE_LOG2)
-                self._scale_rows(m)
+            self._hopper.load_rows(self, m)
 
     def iterate(self, track: bool, combine=None) -> None:
         self.assign()
         self.update(track, combine)
-
-    def _scale_rows(self, m: int) -> None:
-        """x_half[:m]: the first m centred rows times sigma, rounded to fp16 (CuPy rounds to nearest)."""
-        import cupy
-
-        sigma, step = np.float32(self.sigma), max(1, (1 << 24) // max(1, self.d))
-        for first in range(0, m, step):
-            last = min(m, first + step)
-            self.x_half[first:last] = (self.x[first:last] * sigma).astype(cupy.float16)
 
 
 def _norms(rows):
