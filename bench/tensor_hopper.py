@@ -64,12 +64,12 @@ def hopper() -> None:
         path.start(np.asarray(problem.initial_centroids, np.float64) - impl._shift)
         from impls.gpu.kmbench_gpu import hopper_pass
 
-        # Where the pass runs three consumer warpgroups, the same with two (above d = 64 three do not
-        # fit the registers, and there is nothing to compare).
+        # Where the pass runs three consumer warpgroups, the same with two (above d = 64, 128 in fp16,
+        # three do not fit the registers, and there is nothing to compare).
         default, variant = path._hopper, None
         if default.groups == 3:
             limit, hopper_pass.THREE_GROUPS_UP_TO = hopper_pass.THREE_GROUPS_UP_TO, 0
-            variant = hopper_pass.HopperPass(d, k)
+            variant = hopper_pass.HopperPass(d, k, default.half)
             hopper_pass.THREE_GROUPS_UP_TO = limit
         label = "hopper, 2 consumer warpgroups"
         times = {"triton": [], "hopper": []} | ({label: []} if variant else {})

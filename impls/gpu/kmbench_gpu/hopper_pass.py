@@ -29,9 +29,9 @@ SLOTS = 32
 REGISTER_ROWS_MAX = 128
 WIDE_TILE_N, WIDE_ROWS, WIDE_CHUNK = 256, 128, 32
 # Consumer warpgroups of 64 rows each, beside a producer warpgroup: three where a row's coordinates
-# leave registers for them (d <= THREE_GROUPS_UP_TO), so that two others' products hide each one's
-# epilogue; two above (hopper_pass.cu's GROUPS). A module setting, so that bench/tensor_experiments.py
-# hopper measures one against the other.
+# leave registers for them (TF32 d <= THREE_GROUPS_UP_TO; fp16, two coordinates a register, up to
+# twice that), so that two others' products hide each one's epilogue; two above (hopper_pass.cu's
+# GROUPS). A module setting, so that bench/tensor_experiments.py hopper measures one against the other.
 THREE_GROUPS_UP_TO = 64
 # The consumer warpgroups take turns at the tensor cores (hopper_pass.cu's TAKE_TURNS): with two, 4% faster
 # at 1e6 x 128 and 1e7 x 128, even at 1e6 x 64, in one process (NOTES.md). A module setting, so that
@@ -147,9 +147,9 @@ def stages(d: int, half: bool = False) -> int:
     return int(min(MAX_STAGES, (SHARED_MAX - 128) // (stage_floats(d, half) * 4)))
 
 
-def groups(d: int) -> int:
+def groups(d: int, half: bool = False) -> int:
     """Consumer warpgroups: hopper_wide.cu always runs two."""
-    return 3 if d <= THREE_GROUPS_UP_TO and not wide(d) else 2
+    return 3 if (d // 2 if half else d) <= THREE_GROUPS_UP_TO and not wide(d) else 2
 
 
 def source(d: int) -> Path:
@@ -162,7 +162,7 @@ def build_options(d: int, turns: bool | None = None, half: bool = False) -> list
     if wide(d):
         return ["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}", f"-DHALF={int(half)}"]
     turns = TAKE_TURNS if turns is None else turns
-    return (["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d, half)}", f"-DGROUPS={groups(d)}",
+    return (["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d, half)}", f"-DGROUPS={groups(d, half)}",
              f"-DHALF={int(half)}"] + (["-DTAKE_TURNS"] if turns else []))
 
 
@@ -196,7 +196,7 @@ class HopperPass:
         self.d, self.k, self.wide, self.half = d, k, wide(d), half
         self.tile_count = -(-k // tile_n(d))
         self.stage_count = stages(d, half)
-        self.groups = groups(d)
+        self.groups = groups(d, half)
         self.rows, self.threads = 64 * self.groups, 32 * (4 * self.groups + 4)
         module = compile_module(d, half)
         self._tiles_kernel = module.get_function("centroid_tiles")
