@@ -859,21 +859,30 @@ def test_exact_ties_go_to_the_harness_lower_index_in_either_order(order, monkeyp
 
 
 @pytest.mark.gpu
-def test_a_tensor_cell_is_floored_by_the_measured_tf32_rate(tmp_path):
-    """The tensor path declares TF32 FLOPs; its record carries them, the environment the TF32
-    rate measured on this GPU, and its compute floor is 2 n d k at that rate."""
+@pytest.mark.parametrize("pass_input", ["fp16", "tf32"])
+def test_a_tensor_cell_is_floored_by_the_measured_rate_of_its_pass(pass_input, tmp_path, monkeypatch):
+    """The tensor path declares 2 d FLOPs a distance in the precision its pass's products read
+    (fp16 on Hopper unless KMBENCH_TENSOR_INPUT=tf32; TF32 elsewhere); its record carries them
+    and says the same in its precision, the environment carries the rate measured on this GPU,
+    and its compute floor is 2 n d k at that rate."""
+    import cupy
+
     from kmbench.protocol import ceilings, runner
     from kmbench.data.datasets import Dataset
     from kmbench.tasks import lloyd
 
+    monkeypatch.setenv("KMBENCH_TENSOR_INPUT", pass_input)
+    unit = pass_input if int(cupy.cuda.Device().compute_capability) == 90 else "tf32"
     data = Dataset("floor", _blobs(5_000, 64, 20), None, {"generator": "test"})
     settings = runner.Settings(k=20, iterations=3, warmup=0, repeats=1)
     record, = lloyd.run([_tensor()], [data], settings, store=tmp_path / "r.jsonl")
     assert record["status"] == "ok", record.get("detail")
-    assert record["arithmetic"] == {"unit": "tf32", "per_distance": 128.0}
+    assert record["arithmetic"] == {"unit": unit, "per_distance": 128.0}
+    assert record["build"]["precision"].startswith(f"{unit} certified")
     floors = ceilings.floors(record)
-    assert floors["compute_unit"] == "TF32 peak"
-    assert floors["compute_floor_s"] == pytest.approx(5_000 * 20 * 128 / record["env"]["gpu"]["tf32_flops"])
+    assert floors["compute_unit"] == ceilings.UNIT_NAMES[unit]
+    rate = record["env"]["gpu"][ceilings.RATE_OF_UNIT[unit]]
+    assert floors["compute_floor_s"] == pytest.approx(5_000 * 20 * 128 / rate)
 
 
 @pytest.mark.gpu

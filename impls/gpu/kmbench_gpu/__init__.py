@@ -233,7 +233,12 @@ class KmbenchGpu(GpuImplementation):
     def arithmetic(self, problem: Problem) -> tuple[str, float]:
         if self.tf32:
             return "tf32", 2.0 * problem.d  # the GEMM path's products on tensor cores
-        return KINDS.get(self.strategy_for(problem), Strategy).arithmetic(problem)
+        declared = KINDS.get(self.strategy_for(problem), Strategy).arithmetic(problem)
+        # The tensor pass's products read fp16 where its path chose them (hopper_pass.half_applies,
+        # known once prepared): its floor is then 2 d FLOPs at the fp16 rate.
+        if declared and declared[0] == "tf32" and self._info.get("pass_input") == "fp16":
+            return "fp16", declared[1]
+        return declared
 
 
 class KmbenchGpuTf32(KmbenchGpu):

@@ -1,6 +1,7 @@
-"""The TF32 pass written for Hopper: where it applies, TensorPath.certify (tf32_pass.py) launches it instead of
-Triton's certified_assign, with the same buffers and the same results (labels, the certificate,
-the lists with their limits and candidates, the floor). Up to d = 128 it is `hopper_pass.cu`
+"""The TF32 pass written for Hopper, in fp16 by default (HALF): where it applies,
+TensorPath.certify (tf32_pass.py) launches it instead of Triton's certified_assign, with the same
+buffers and the same results (labels, the certificate, the lists with their limits and
+candidates, the floor). Up to d = 128 it is `hopper_pass.cu`
 (rows in registers); above, `hopper_wide.cu` (rows from shared memory, copied from a tiled copy
 of them that load_rows lays out), where it lists candidates as the packed epilogue does instead
 of Triton's tile records.
@@ -43,8 +44,8 @@ TILE_BITS_MAX = 9
 SHARED_MAX = 227 * 1024  # dynamic shared memory one Hopper block may ask for
 MAX_STAGES = 6
 PASSES = ("hopper", "triton")
-# What hopper_pass.cu's products read (issue 50): "fp16" (rows and centroids scaled by sigma and
-# rounded to fp16, twice TF32's rate; rows in registers only) or "tf32".
+# What the Hopper passes' products read (issue 50): "fp16" (rows and centroids scaled by sigma and
+# rounded to fp16, twice TF32's rate) or "tf32".
 INPUTS = ("fp16", "tf32")
 # sigma's range, so that sigma^-2 and the bound's alpha / sigma and beta / sigma^2 are normal floats:
 # data whose largest row norm is below 2^-46 or above 2^74 keep the TF32 pass.
@@ -61,7 +62,7 @@ def chosen_pass() -> str:
 
 
 def chosen_input() -> str:
-    """KMBENCH_TENSOR_INPUT: "fp16" (the default, where the pass keeps rows in registers) or "tf32"."""
+    """KMBENCH_TENSOR_INPUT: "fp16" (the default) or "tf32"."""
     chosen = os.environ.get("KMBENCH_TENSOR_INPUT", "fp16")
     if chosen not in INPUTS:
         raise ImplementationError(f"KMBENCH_TENSOR_INPUT must be one of {', '.join(INPUTS)}")

@@ -1,5 +1,5 @@
-"""kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 (or, on Hopper up
-to d = 128, fp16) tensor cores.
+"""kmbench-gpu's tensor-core path for d > 32: exact Lloyd iterations with TF32 (or, on Hopper,
+fp16) tensor cores.
 
 One iteration is up to fifteen launches on one stream (fewer where recheck.cu settles every
 uncertain point), so the whole run captures into a CUDA graph:
@@ -11,8 +11,8 @@ uncertain point), so the whole run captures into a CUDA graph:
                              (wgmma, rows in registers; by default in fp16, rows and centroids
                              scaled by a power of two, fp16_bound.py's bound), with the same
                              results (the bound aside); d a multiple
-                             of 8 above: hopper_wide.cu (rows from shared memory), which lists
-                             candidates where Triton keeps every tile's best two;
+                             of 8 above: hopper_wide.cu (rows from shared memory, fp16 as well),
+                             which lists candidates where Triton keeps every tile's best two;
   candidate_recheck or       those points in FP32 against their candidates only: the centroids
   tile_recheck (recheck.cu)  whose TF32 score is within the point's limit;
   flagged_histogram, _scan,  what has no candidate list (too many), or a whole tile to score,
@@ -189,6 +189,7 @@ class TensorPath(TF32Pass, Recheck, Update, Renumbering):
         self.sigma = fp16_scale(float(self.norm_max[0]))
         half = hopper and hopper_pass.half_applies(d, self.sigma)
         self._hopper = hopper_pass.HopperPass(d, k, half) if hopper else None
+        self.pass_input = "fp16" if half else "tf32"  # what the pass's products read
         if self._hopper is not None:
             self._hopper.load_rows(self, n)
         self.tf32_pass = self._hopper.describe() if self._hopper is not None else "certified_assign (Triton)"

@@ -20,12 +20,13 @@ CROWDED = 0.5
 class Tensor(Strategy):
     name = "tensor"
     distance = "expanded, certified by a bound"
-    precision = "tf32 certified by a bound, fp32 re-check, float64 sums"
+    precision = "tf32 or fp16 certified by a bound, fp32 re-check, float64 sums"  # allocate says which
 
     @classmethod
     def arithmetic(cls, problem: Problem) -> tuple[str, float]:
         """Its floor is the TF32 pass over every (point, centroid): 2 d FLOPs each. The FP32
-        re-check of the uncertain points comes on top; the floor does not count it."""
+        re-check of the uncertain points comes on top; the floor does not count it. Where the
+        pass runs in fp16, which only a prepared path knows, KmbenchGpu.arithmetic says so."""
         return "tf32", 2.0 * problem.d
 
     @classmethod
@@ -45,6 +46,7 @@ class Tensor(Strategy):
 
         super().allocate(x, changed, labels)
         self.path = TensorPath(x, self.k, changed)
+        self.precision = f"{self.path.pass_input} certified by a bound, fp32 re-check, float64 sums"
         self.centroids64 = self.path.centroids64
         # Renumbering puts near centroids in one tile. That helps the scan of tiles and the
         # slots (near centroids take different slots), but where every tile's best two are kept
@@ -73,7 +75,7 @@ class Tensor(Strategy):
         path = self.path
         lists = "slots" if path.candidates else "tiles" if path.kept_tiles else "none"
         return {"triton": triton.__version__, "tiling": list(path.tiling), "centroid_loads": path.centroid_loads,
-                "tf32_pass": path.tf32_pass,
+                "tf32_pass": path.tf32_pass, "pass_input": path.pass_input,
                 "recheck": path.recheck,
                 "candidate_lists": lists,
                 "centroid_order": ("by neighbourhood" if self.order else
