@@ -1,6 +1,6 @@
 """The tensor path's iteration kernel by kernel (bench/tensor_experiments.py breakdown,
-candidates, passes, inputs, update, region): the TF32 pass, the re-check and the update timed with
-CUDA events, per setting, and a cell's timed region in parts."""
+candidates, passes, inputs, update, region): the certified pass (TF32 or fp16), the re-check and
+the update timed with CUDA events, per setting, and a cell's timed region in parts."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def candidates() -> None:
 def passes() -> None:
     """Triton's TF32 pass against the hand-written Hopper pass (KMBENCH_TENSOR_PASS), each with
     the re-check its lists lead to, per kernel as `candidates`; by default at the two shapes above
-    d = 128, where hopper_wide.cu runs."""
+    d = 128, where hopper_wide.cu runs. The Hopper pass reads fp16 unless KMBENCH_TENSOR_INPUT=tf32
+    is set for the process (`inputs` compares the two)."""
     _per_kernel("KMBENCH_TENSOR_PASS", ["triton", "hopper"],
                 sys.argv[2] if len(sys.argv) > 2 else "300000,408,5000;1000000,768,4096")
 

@@ -31,9 +31,11 @@ def test_update_recheck_and_renumber_kernels_compile(arch, source, tmp_path):
                                             (64, False, False), (64, True, False), (128, False, False),
                                             (128, True, False), (16, True, True), (48, True, True), (64, True, True),
                                             (128, True, True), (128, False, True), (136, None, False),
-                                            (408, None, False), (768, None, False), (1000, None, False)])
+                                            (408, None, False), (768, None, False), (1000, None, False),
+                                            (136, None, True), (408, None, True), (768, None, True)])
 def test_the_hopper_pass_compiles_for_sm_90a(d, turns, half, tmp_path):
-    """hopper_pass.cu up to d = 128 (in TF32 and in fp16), hopper_wide.cu above (which takes no turns)."""
+    """hopper_pass.cu up to d = 128, hopper_wide.cu above (which takes no turns), each in TF32 and
+    in fp16, without spills."""
     from impls.gpu.kmbench_gpu.hopper_pass import build_options, source
 
     done = subprocess.run(["nvcc", "-cubin", *build_options(d, turns, half), "-Xptxas", "-v", "-o",

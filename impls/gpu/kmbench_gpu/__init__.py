@@ -113,6 +113,7 @@ class KmbenchGpu(GpuImplementation):
     def prepare(self, problem: Problem) -> None:
         import cupy
 
+        self._info = {}  # nothing of a previous prepare answers for this one (arithmetic reads it)
         self.check(problem)
         self._strategy = self.strategy_for(problem)
         chosen = self._chosen = make(self._strategy, problem.d, problem.k, tf32=self.tf32, order=self._tensor_order)

@@ -129,8 +129,8 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
                  ::"r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)) : "memory");
 }
 
-// Shared-memory matrix descriptor: no swizzle, K-major; leading byte offset = the next 4
-// coordinates' core matrix (`leading`), stride byte offset = the next 8 rows'. Its low word holds
+// Shared-memory matrix descriptor: no swizzle, K-major; leading byte offset = the next 16 bytes of
+// coordinates' core matrix (4 TF32, 8 fp16: `leading`), stride byte offset = the next 8 rows'. Its low word holds
 // the address (a 14-bit field, as shared memory is under 256 KB) and the leading offset, its high
 // word the stride: k-step kk's descriptor is the first one's low word + (2 leading >> 4) kk, one
 // uniform add; rebuilt for each k-step, the descriptors took 50 more of a tile's 623 instructions
@@ -188,7 +188,8 @@ __device__ __forceinline__ void ring_next(int& s, unsigned& phase, int stages) {
 }
 
 // Both passes' hopper_assign take one argument list (hopper_pass.py launches either with the same
-// tuple): the rows as the pass reads them (x_tf32, or hopper_wide.cu's tiled copy), then the rest.
+// tuple): the rows as the pass reads them (x_tf32, their fp16 copy, or hopper_wide.cu's tiled copy),
+// then the rest.
 #define HOPPER_ASSIGN_PARAMETERS(rows)                                                                              \
     const float* __restrict__ rows, const float* __restrict__ x_norm, const float* __restrict__ tiles,             \
         const float* __restrict__ bound_max, int* __restrict__ labels, int* __restrict__ flagged,                  \

@@ -26,7 +26,8 @@ HERE = Path(__file__).resolve().parent
 TILE_N = 128  # as in hopper_pass.cu
 SLOTS = 32
 # hopper_wide.cu, above REGISTER_ROWS_MAX: rows in tiles of WIDE_ROWS against WIDE_TILE_N centroids,
-# a stage holding WIDE_CHUNK coordinates of both and the tile's half norms.
+# a stage holding WIDE_CHUNK 4-byte words of each row and centroid (32 TF32 or 64 fp16 coordinates)
+# and the tile's half norms.
 REGISTER_ROWS_MAX = 128
 WIDE_TILE_N, WIDE_ROWS, WIDE_CHUNK = 256, 128, 32
 # Consumer warpgroups of 64 rows each, beside a producer warpgroup: three where a row's coordinates
@@ -86,7 +87,8 @@ def applies(d: int, pack_bits: int, slots: int, kept_tiles: int, capability: int
     """Where a hand-written pass can stand in for certified_assign: the packed epilogue with 32
     slots, on compute capability 9.0 exactly (sm_90a code runs nowhere else); d a multiple of 16
     up to 128 (hopper_pass.cu: rows in registers, a thread's d / 4 coordinates of a row by 16-byte
-    loads) or a multiple of 8 above (hopper_wide.cu: a k-step's 8 coordinates)."""
+    loads) or a multiple of 8 above (hopper_wide.cu: a TF32 k-step's 8 coordinates; in fp16 the
+    tiles are padded to a k-step of 16)."""
     fits = d % 16 == 0 if d <= REGISTER_ROWS_MAX else d % 8 == 0
     return (chosen_pass() == "hopper" and capability == 90 and 0 < pack_bits <= TILE_BITS_MAX and slots == SLOTS
             and not kept_tiles and fits)
@@ -226,6 +228,8 @@ class HopperPass:
         x times sigma rounded to fp16 (CuPy rounds to nearest), in TF32 nothing (it reads x_tf32)."""
         import cupy
 
+        if not path.x.flags.c_contiguous:  # the kernels index rows as n x d, row after row
+            raise ImplementationError("the tensor path's points must be C-contiguous")
         if self.wide:
             row_tiles = -(-n // WIDE_ROWS)
             words = max(1, row_tiles) * WIDE_ROWS * padded(self.d, self.half) // (2 if self.half else 1)
@@ -259,10 +263,13 @@ class HopperPass:
         row_tiles = -(-path.n // self.rows)
         blocks = max(1, min(self.sms, row_tiles))
         if path.n + blocks * self.rows >= 2**31:  # the kernel's row indices are ints, one row tile past n included
-            raise ImplementationError(f"hopper_pass.cu indexes rows by int: n = {path.n:,} is too large")
+            raise ImplementationError(f"{source(self.d).name} indexes rows by int: n = {path.n:,} is too large")
+        rows = self.rows_tiled if self.wide else self.rows_half if self.half else path.x_tf32
+        if rows is None:  # a pass built beside a path's own must lay out its rows first
+            raise ImplementationError("HopperPass.certify before load_rows: the pass has no rows to read")
         self._assign(
             (blocks,), (self.threads,),
-            (self.rows_tiled if self.wide else self.rows_half if self.half else path.x_tf32, path.x_norm, self.tiles,
+            (rows, path.x_norm, self.tiles,
              path.bound_max, path.labels,
              path.flagged, path.limits, path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes,
              path.candidate_index, path.candidate_count, path.norm_max, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),

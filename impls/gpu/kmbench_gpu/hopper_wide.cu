@@ -21,7 +21,8 @@
 //     columns as hopper_pass.cu: at d = 768 it is a few percent of the tile's products, so the
 //     warpgroups share every chunk instead of taking turns.
 // Each row is settled from its 32 slots as in hopper_pass.cu, so candidates are listed for the
-// re-check (recheck.cu's candidate_recheck) where the Triton pass kept tile records.
+// re-check (recheck.cu's candidate_recheck) where the Triton pass kept tile records. The figures
+// above are TF32's; the fp16 form (HALF, below) moves the same bytes for twice the multiply-adds.
 
 #include "hopper_common.cuh"
 

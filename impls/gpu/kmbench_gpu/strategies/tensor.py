@@ -103,7 +103,8 @@ class Tensor(Strategy):
     def after_run(self, problem: Problem, done: int) -> tuple[list[str], dict]:
         rechecked = self.path.rechecked()
         assignments = problem.n * done
-        note = (f"points re-checked in FP32 (TF32 margin inside the bound): {rechecked} of {assignments} "
+        margin = {"tf32": "TF32", "fp16": "fp16"}[self.path.pass_input]
+        note = (f"points re-checked in FP32 ({margin} margin inside the bound): {rechecked} of {assignments} "
                 f"assignments ({rechecked / max(1, assignments):.2%})")
         fields = {"rechecked_points": rechecked, "rechecked_fraction": rechecked / max(1, assignments)}
         if self.path.sums_from_moved:
