@@ -120,9 +120,12 @@ def nearest(X: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     for start in range(0, n, step):
         x = np.asarray(X[start : start + step], dtype=np.float64)
         winner, sure = _product_winners(x, middle, columns, reach, factor, UNDERFLOW, np.float64)
-        distance, chosen = np.zeros(x.shape[0]), centers[winner]
-        for dim in range(d):  # the oracle's column of the winner, its operations in its order
-            distance += (x[:, dim] - chosen[:, dim]) ** 2
+        # The oracle's column of the winner, its operations in its order: 0 + (x_0 - c_0)^2, then
+        # + (x_1 - c_1)^2, ... (an accumulation is sequential, where a sum along a row is pairwise).
+        # One pass over the chunk: its columns one at a time, strided, took half of nearest's time.
+        squares = np.subtract(x, centers[winner])
+        np.square(squares, out=squares)
+        distance = np.add.accumulate(squares, axis=1)[:, -1]
         open_ = np.flatnonzero(~sure)
         if open_.size:
             winner[open_], distance[open_] = reference.nearest(x[open_], centers)
