@@ -197,3 +197,15 @@ def test_sweep_progress_lines_name_k(tmp_path):
     assert out.exit_code == 0, out.output
     ended = [line.split(" on ")[1].split(": ")[0] for line in out.output.splitlines() if ": ok, " in line]
     assert ended == ["blobs-n300-d2-c5-std1-s0-float32, k=2", "blobs-n300-d2-c5-std1-s0-float32, k=3"]
+
+
+def test_list_off_a_terminal_wraps_its_long_cells_and_keeps_names_whole():
+    """CliRunner is not a terminal: there a run's console is as wide as its tables need, and the
+    list's descriptions made lines of over 1,200 characters."""
+    from kmbench.cli.commands import LIST_WIDTH
+
+    out = invoke("list")
+    assert out.exit_code == 0
+    assert max(len(line) for line in out.output.splitlines()) <= LIST_WIDTH
+    for name in ("flash-kmeans-multi-gpu", "kmbench-gpu-stream", "numpy-blog"):
+        assert any(line.startswith(f"│ {name} ") for line in out.output.splitlines()), name

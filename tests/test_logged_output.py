@@ -95,3 +95,19 @@ def test_the_heartbeat_slows_down_as_a_cell_goes_on():
         reporter.close()
     beats = sink.getvalue().count("still running")
     assert 1 <= beats <= 4, sink.getvalue()
+
+
+@pytest.mark.parametrize("gpu_present", [False, True])
+def test_without_cupy_the_reason_given_is_the_missing_gpu_where_there_is_none(gpu_present, monkeypatch):
+    """`kmbench list`, `report` and the estimator give cuda_status's sentence as it is: on a
+    machine with no GPU it must not send the user to install CuPy, which would not help."""
+    import sys
+
+    from kmbench.protocol import device
+
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    monkeypatch.setattr(device, "nvidia_gpu_present", lambda: gpu_present)
+    ready, why = device.cuda_status()
+    assert not ready
+    assert why.startswith("CuPy is not installed (pip install") == gpu_present
+    assert why.startswith("no NVIDIA GPU here") != gpu_present

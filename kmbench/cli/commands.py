@@ -25,6 +25,8 @@ from kmbench.report.contents import Contents
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
 from kmbench.tasks import lloyd, tasks
 
+LIST_WIDTH = 140  # `kmbench list` off a terminal (a pipe, a log): columns its long cells wrap within
+
 
 @gen_app.command("blobs")
 @friendly
@@ -79,12 +81,14 @@ def list_impls(
         return
     table = Table(title="Implementations")
     for column in ("name", "task", "row label", "available", "description / reason", "source"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column in ("name", "task", "available"))
     for row in rows:
         table.add_row(row["name"], ", ".join(row["tasks"]), row["label"],
                       "[green]yes[/]" if row["available"] else "[yellow]no[/]",
                       escape(row["description"] if row["available"] else row["reason"]), escape(row["source"]))
-    console.print(table)
+    # Off a terminal the console is as wide as a run's tables need, and this one would be a
+    # line of 1,245 characters a row: its long cells wrap within LIST_WIDTH instead.
+    console.print(table, width=None if console.is_terminal else LIST_WIDTH)
 
 
 @app.command("run")

@@ -26,6 +26,9 @@ def cuda_status() -> tuple[bool, str]:
     try:
         import cupy
     except ImportError:
+        # Without a GPU the missing GPU is the reason to give: installing CuPy would not help.
+        if not nvidia_gpu_present():
+            return False, "no NVIDIA GPU here (and CuPy, which the GPU rows need, is not installed)"
         return False, "CuPy is not installed (pip install 'kmbench[cuda12]' or 'kmbench[cuda13]')"
     try:
         count = cupy.cuda.runtime.getDeviceCount()
