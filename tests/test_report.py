@@ -182,3 +182,20 @@ def test_rows_are_ordered_and_compared_as_they_declare(tmp_path, monkeypatch):
     cells = report.cells_frame(records)
     assert list(cells["impl"]) == ["declared", "sklearn"]  # row_order 5 ranks before scikit-learn's
     assert cells.loc[0, "speedup_vs_sklearn"] == 1.0  # the declared baseline is everyone's yardstick
+
+
+def test_rows_that_could_not_run_are_summed_in_one_note_per_reason_not_in_the_tables():
+    """On a machine without a GPU the report was mostly skipped rows: each a line of every table,
+    then a note per size repeating its reason. Now the tables hold the cells that ran, and the
+    notes end with one line per reason, every skipped row named once."""
+    cupy, torch = "CuPy is not installed", "PyTorch is not installed"
+    skipped = [dict(_gpu_record(name, 1e-3, k=10, n=1000), status="skipped", detail=why, per_iteration_s=None)
+               for name, why in (("gpu-a", cupy), ("gpu-b", cupy), ("torch", torch))]
+    md = markdown.render(Contents([_gpu_record("numpy", 3e-3, k=10, n=1000)] + skipped))
+    tables = md.split("Notes:")[0]
+    assert "gpu-a" not in tables and "torch" not in tables and "| numpy |" in tables
+    notes = md.split("Notes:")[1].strip().split("\n\n")[0].splitlines()
+    assert set(notes[-2:]) == {f"- 2 rows skipped (gpu-a, gpu-b): {cupy}", f"- 1 row skipped (torch): {torch}"}
+    assert md.count(cupy) == 1
+    alone = markdown.render(Contents(skipped))  # nothing ran: no tables, the reasons alone
+    assert "| Implementation |" not in alone and f"- 2 rows skipped (gpu-a, gpu-b): {cupy}" in alone

@@ -89,6 +89,17 @@ def record_status(record) -> str:
                        validate.weak(record.validation))
 
 
+def skipped_summaries(group) -> list[str]:
+    """The rows of a cells frame that could not run here, one line per reason (as the terminal
+    sums them): "3 rows skipped (a, b, c): CuPy is not installed"."""
+    skipped = group[group["status"] == "skipped"]
+    lines = []
+    for reason, rows in skipped.groupby(skipped["detail"].fillna("no reason given"), sort=False):
+        names = list(dict.fromkeys(rows["label"]))  # a row skipped at several sizes counts once
+        lines.append(f"{len(names)} row{'s' if len(names) > 1 else ''} skipped ({', '.join(names)}): {reason}")
+    return lines
+
+
 def flagged_text(row, text: str) -> str:
     """Every table shows a cell that is not `ok`: the figure is never shown bare."""
     if row["status"] == "ok":

@@ -9,7 +9,8 @@ import pandas as pd
 
 from kmbench.report.comparisons import peer_markdown, published_markdown, rates_markdown, whole_run_markdown
 from kmbench.report.formatting import (flagged_text, floor_multiple, fraction_text, iterations_text, markdown_table,
-                                       missing, rate_text, ratio_text, repeats_text, row_status, seconds_text)
+                                       missing, rate_text, ratio_text, repeats_text, row_status, seconds_text,
+                                       skipped_summaries)
 
 
 def _by_size(part: pd.DataFrame, sizes) -> list[str]:
@@ -67,7 +68,13 @@ def _threads_markdown(group: pd.DataFrame) -> list[str]:
     return out
 
 
-def _group_markdown(group: pd.DataFrame) -> list[str]:
+def _group_markdown(everything: pd.DataFrame) -> list[str]:
+    """The group's tables of the cells that ran; the rows that could not run here are summed in
+    its notes, one line per reason, last (on a machine without a GPU they were most of the
+    report: each a table row, and a note per size repeating its reason)."""
+    group = everything[everything["status"] != "skipped"]
+    if group.empty:
+        return ["No row could run here:", "", *(f"- {line}" for line in skipped_summaries(everything))]
     sizes = sorted(group["n"].unique())
     out = [markdown_table(["Implementation"] + [f"n = {n:,}" for n in sizes],
                   [[label] + _by_size(part, sizes) for label, part in group.groupby("label", sort=False)])]
@@ -100,6 +107,7 @@ def _group_markdown(group: pd.DataFrame) -> list[str]:
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
     notes += [f"- {row['label']} (n={row['n']:,}): {row['warnings']}"
               for _, row in group.iterrows() if row["warnings"]]
+    notes += [f"- {line}" for line in skipped_summaries(everything)]
     if notes:
         out += ["", "Notes:", *notes]
     return out
