@@ -127,3 +127,16 @@ def test_the_docstrings_example_gives_what_it_shows():
 
     ran = doctest.testmod(kmbench.estimator, verbose=False)
     assert ran.attempted > 0 and ran.failed == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_tolerance_is_scikit_learns_number(dtype):
+    """The stop rule compares the centres' shift with scikit-learn's own absolute tolerance, to the
+    bit, in either precision (computed in float64 it differed for float32 data)."""
+    from sklearn.cluster._kmeans import _tolerance
+
+    from kmbench.estimator import lloyd
+
+    X = (np.random.default_rng(3).standard_normal((5_000, 7)) * 3 + 11).astype(dtype)
+    assert lloyd.tolerance(X, 1e-4) == float(_tolerance(X, 1e-4))
+    assert lloyd.tolerance(X, None) is None and lloyd.tolerance(X, 0) == 0

@@ -68,10 +68,12 @@ def iterate(step, start: np.ndarray, max_iter: int, tol: float | None, verbose=F
 
 def tolerance(X: np.ndarray, tol: float | None) -> float | None:
     """scikit-learn's absolute tolerance (sklearn.cluster._kmeans._tolerance): tol times the mean
-    of the per-feature variances; None stays None (exactly max_iter iterations)."""
+    of the per-feature variances, computed as it computes them, in X's dtype (the same number, so
+    the same stopping iteration; in float64 it took 41 ms at 2e5 x 16 float32, a tenth of the
+    fit); None stays None (exactly max_iter iterations)."""
     if tol is None or tol == 0:
         return tol
-    return float(np.mean(np.var(X, axis=0, dtype=np.float64))) * float(tol)
+    return float(np.mean(np.var(X, axis=0)) * tol)
 
 
 def same_clustering(labels: np.ndarray, others: np.ndarray) -> bool:
