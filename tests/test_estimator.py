@@ -140,3 +140,18 @@ def test_the_tolerance_is_scikit_learns_number(dtype):
     X = (np.random.default_rng(3).standard_normal((5_000, 7)) * 3 + 11).astype(dtype)
     assert lloyd.tolerance(X, 1e-4) == float(_tolerance(X, 1e-4))
     assert lloyd.tolerance(X, None) is None and lloyd.tolerance(X, 0) == 0
+
+
+@pytest.mark.parametrize("copy_x", [True, False])
+def test_labels_and_inertia_are_those_of_the_samples_as_given(copy_x):
+    """fit centres the data and adds the mean back, which can move a float32 sample's last bit; the
+    labels and inertia it keeps are those of the samples as given, so labels_ is predict(X)'s and
+    inertia_ is -score(X) to the bit (a new user saw 19596.243759 against -19596.243659)."""
+    rng = np.random.default_rng(5)
+    X = (rng.standard_normal((20_000, 16)) * 0.01 + rng.integers(0, 6, (20_000, 1)) * 300.0).astype(np.float32)
+    given = X.copy()
+    model = kmbench.KMeans(n_clusters=6, random_state=0, copy_x=copy_x, impl="numpy").fit(X)
+    if copy_x:
+        assert np.array_equal(X, given)  # the caller's array untouched
+    assert np.array_equal(model.labels_, model.predict(X))
+    assert model.inertia_ == -model.score(X)

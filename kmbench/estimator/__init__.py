@@ -236,7 +236,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         """Compute the clustering of X (n_samples, n_features); sample_weight: one non-negative
         weight a sample. Returns the fitted estimator."""
         self._check_params()
-        X = self._data(X, reset=True, copy=self.copy_x)
+        given = self._data(X, reset=True)  # the samples as predict and score will read them
+        # Centred in place below, then put back, which may move a last bit: a copy of our own
+        # unless copy_x=False (densified sparse input is already one).
+        X = given if not self.copy_x or sp.issparse(X) else np.array(given, order="C")
         if X.shape[0] < self.n_clusters:
             raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}.")
         weights = self._weights(sample_weight, X.shape[0])
@@ -254,7 +257,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         finally:
             X += shift
         self.cluster_centers_ = (centers + shift).astype(X.dtype)
-        self.labels_, self.inertia_ = self._labels_inertia(X, weights)
+        # Of the samples as given, not the centred copy put back: labels_ is predict(X)'s, and
+        # inertia_ is -score(X) to the bit.
+        self.labels_, self.inertia_ = self._labels_inertia(given, weights)
         distinct = np.unique(self.labels_).size
         if distinct < self.n_clusters:
             warnings.warn(f"Number of distinct clusters ({distinct}) found smaller than n_clusters "
