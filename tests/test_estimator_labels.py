@@ -94,6 +94,20 @@ def test_transforms_distances_are_the_oracles_to_the_spread_and_keep_the_dtype(o
     np.testing.assert_allclose(got, exact.astype(dtype), rtol=0, atol=tolerance)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_point_that_is_a_centre_is_at_exactly_zero_from_it(dtype):
+    """scikit-learn's test_transform asks transform(cluster_centers_) for a zero diagonal, exactly:
+    the expanded form moved by the centres' mean left about 1e-8 there."""
+    from kmbench.estimator.labels import distances
+
+    centers = (np.random.default_rng(4).standard_normal((9, 100)) * 3 + 7).astype(dtype)
+    got = distances(centers, centers.astype(np.float64))
+    assert np.array_equal(np.diagonal(got), np.zeros(9, dtype=dtype))
+    exact = np.sqrt(reference.squared_distances(centers, centers))  # expanded at d = 100: not 0 there
+    apart = ~np.eye(9, dtype=bool)
+    np.testing.assert_allclose(got[apart], exact[apart].astype(dtype), rtol=1e-6)
+
+
 # ------------------------------------------------------------------ labels alone (predict)
 
 @pytest.mark.parametrize("seed", range(8))
