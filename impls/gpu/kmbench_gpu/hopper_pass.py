@@ -207,6 +207,8 @@ class HopperPass:
         self._row_tiles = module.get_function("row_tiles") if self.wide else None
         self.rows_tiled = None  # hopper_wide.cu's copy of the rows, laid out by load_rows
         self.rows_half = None  # hopper_pass.cu's rows in fp16, by load_rows
+        self._rows = None  # what hopper_assign reads: set by load_rows, with the sigma-derived arguments
+        self._scaled = self._terms = ()
         self.shared_bytes = 128 + self.stage_count * stage_floats(d, half) * 4
         driver.funcSetAttribute(self._assign.ptr, getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
                                 self.shared_bytes)
@@ -230,50 +232,53 @@ class HopperPass:
 
         if not path.x.flags.c_contiguous:  # the kernels index rows as n x d, row after row
             raise ImplementationError("the tensor path's points must be C-contiguous")
+        # What sigma gives the kernels, once per sigma (it changes only with the rows, here), not
+        # in every certify: in fp16 the rows' and centroid tiles' scale; the products scaled back
+        # by sigma^-2 (exact), the bound's fp16 terms, and the largest centroid norm whose
+        # coordinates fit fp16 once scaled (past it, settle certifies nothing). In TF32: 1, 0, 0, inf.
+        if self.half:
+            self._scaled = (np.float32(path.sigma),)
+            self._terms = (np.float32(path.sigma ** -2.0), *map(np.float32, half_terms(self.d, path.sigma)),
+                           np.float32(FP16_LARGEST / path.sigma))
+        else:
+            self._terms = (np.float32(1), np.float32(0), np.float32(0), np.float32(np.inf))
         if self.wide:
             row_tiles = -(-n // WIDE_ROWS)
             words = max(1, row_tiles) * WIDE_ROWS * padded(self.d, self.half) // (2 if self.half else 1)
             if self.rows_tiled is None or self.rows_tiled.size < words:
                 self.rows_tiled = cupy.empty(words, dtype=cupy.float32)
-            rows, scaled = (path.x, (np.float32(path.sigma),)) if self.half else (path.x_tf32, ())
             self._row_tiles((min(4 * self.sms, -(-words // 256)),), (256,),
-                            (rows, np.int64(n), np.int64(row_tiles), self.rows_tiled) + scaled)
+                            (path.x if self.half else path.x_tf32, np.int64(n), np.int64(row_tiles),
+                             self.rows_tiled) + self._scaled)
         elif self.half:
             if self.rows_half is None or self.rows_half.shape[0] < n:
                 self.rows_half = cupy.empty((n, self.d), dtype=cupy.float16)
-            sigma, step = np.float32(path.sigma), max(1, (1 << 24) // self.d)
+            step = max(1, (1 << 24) // self.d)
             for first in range(0, n, step):
                 last = min(n, first + step)
-                self.rows_half[first:last] = (path.x[first:last] * sigma).astype(cupy.float16)
+                self.rows_half[first:last] = (path.x[first:last] * self._scaled[0]).astype(cupy.float16)
+        self._rows = self.rows_tiled if self.wide else self.rows_half if self.half else path.x_tf32
 
     def certify(self, path) -> None:
         """certified_assign's work for `path` (a TensorPath), on the current CuPy stream."""
-        if self.half:  # the float32 centroids, scaled and rounded to fp16 as the tiles are laid out
-            tile_source, scaled = (path.centroids,), (np.float32(path.sigma),)
-            # Scaled back by sigma^-2 (exact); the bound's fp16 terms; the largest centroid norm whose
-            # coordinates fit fp16 once scaled (past it, settle certifies nothing).
-            terms = (np.float32(path.sigma ** -2.0), *map(np.float32, half_terms(self.d, path.sigma)),
-                     np.float32(FP16_LARGEST / path.sigma))
-        else:
-            tile_source, scaled, terms = (path.centroids_tf32,), (), (np.float32(1), np.float32(0), np.float32(0),
-                                                                        np.float32(np.inf))
+        if self._rows is None:  # a pass built beside a path's own must lay out its rows first
+            raise ImplementationError("HopperPass.certify before load_rows: the pass has no rows to read")
+        # In fp16 the float32 centroids, scaled and rounded as the tiles are laid out.
+        tile_source = path.centroids if self.half else path.centroids_tf32
         self._tiles_kernel((min(4 * self.sms, -(-self.tiles.size // 256)),), (256,),
-                           tile_source + (path.half_norms, path.bound_max, path.norm_max, np.int32(self.k),
-                                          np.int32(self.tile_count), self.tiles) + scaled)
+                           (tile_source, path.half_norms, path.bound_max, path.norm_max, np.int32(self.k),
+                            np.int32(self.tile_count), self.tiles) + self._scaled)
         row_tiles = -(-path.n // self.rows)
         blocks = max(1, min(self.sms, row_tiles))
         if path.n + blocks * self.rows >= 2**31:  # the kernel's row indices are ints, one row tile past n included
             raise ImplementationError(f"{source(self.d).name} indexes rows by int: n = {path.n:,} is too large")
-        rows = self.rows_tiled if self.wide else self.rows_half if self.half else path.x_tf32
-        if rows is None:  # a pass built beside a path's own must lay out its rows first
-            raise ImplementationError("HopperPass.certify before load_rows: the pass has no rows to read")
         self._assign(
             (blocks,), (self.threads,),
-            (rows, path.x_norm, self.tiles,
+            (self._rows, path.x_norm, self.tiles,
              path.bound_max, path.labels,
              path.flagged, path.limits, path.flagged_count, path.floor, path.candidate_rows, path.candidate_sizes,
              path.candidate_index, path.candidate_count, path.norm_max, np.int64(path.n), np.int32(self.tile_count), np.float32(path.eps),
              np.float32(path.eta), np.float32(bound.underflow_floor(self.d)), np.float32(path.margin),
              np.int32(path.pack_bits), np.uint32(1 << path.pack_bits),
-             np.int32(path.candidates), np.int32(bool(path.columns)), np.int32(bool(path.keep_floor))) + terms,
+             np.int32(path.candidates), np.int32(bool(path.columns)), np.int32(bool(path.keep_floor))) + self._terms,
             shared_mem=self.shared_bytes)
