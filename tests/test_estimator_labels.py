@@ -127,11 +127,16 @@ def test_labels_alone_are_the_oracles_in_either_precision(seed):
 
 @pytest.mark.parametrize("d, dtype", [(40, np.float32), (64, np.float64), (3, np.float32)])
 def test_labels_alone_keep_halfway_points_with_the_oracle_and_the_margin_is_why(d, dtype, monkeypatch):
+    """Halfway points are where a float32 or float64 product's rounding picks the winner. predict's
+    labels are the oracle's, and the oracle's are the direct form's (0 + (x_0 - c_0)^2 + ..., in
+    that order, lowest index on a tie): a function of point and centres, so the same on any CPU and
+    BLAS kernel. Without the margin the product's own rounding shows through."""
     from kmbench.estimator.labels import nearest_labels
 
     x, centers = _halfway(np.random.default_rng(d), d, 6, 20_000, 1.0)
     x = x.astype(dtype)
     expected = reference.nearest(x, centers)[0]
+    assert np.array_equal(expected, reference.direct_squared_distances(x, centers).argmin(axis=1))
     assert np.array_equal(nearest_labels(x, centers), expected)
     monkeypatch.setattr(nearest_module, "margin_factor", lambda d, unit=None: 0.0)
     monkeypatch.setattr(nearest_module, "UNDERFLOW32", 0.0)
