@@ -180,10 +180,10 @@ def main(argv=None) -> int:
 
     if args.chunk_rows:
         from kmbench.judge import scan
-        from kmbench.protocol import reference
+        from kmbench.protocol import residence
 
         scan.TREE_ROWS, scan.SCORE_ELEMENTS = args.chunk_rows, args.chunk_rows * args.k
-        reference.CHUNK_ELEMENTS = args.chunk_rows * args.d
+        residence.CHUNK_ELEMENTS = args.chunk_rows * args.d
     data = _radial(args.n) if args.data == "radial" else _blobs(args.n, args.d)
     n = data.shape[0]
     dataset = Dataset("memory", data, None, {"generator": "bench/judge_memory.py"})

@@ -23,7 +23,7 @@ import numpy as np
 
 from kmbench.data.datasets import Dataset, fill_radial, radial_centers
 from kmbench.plans.in_memory import generate_blobs
-from kmbench.protocol import reference, runner, validate
+from kmbench.protocol import reference, residence, runner, validate
 from kmbench.protocol.task import charge_judge
 from kmbench.registry import discover
 
@@ -76,7 +76,7 @@ def _radial(n, seed=0):
 def _warm_up(data, settings, rows, everything) -> None:
     """The same cell on a few of its points (enough that the judge computes where it will for the
     whole), so that the kernels its rows and its judge use are compiled and cached before it."""
-    n = max(50_000, settings.k + 1, 2 * reference.GPU_FROM_BYTES // (data.shape[1] * data.itemsize))
+    n = max(50_000, settings.k + 1, 2 * residence.GPU_FROM_BYTES // (data.shape[1] * data.itemsize))
     small = Dataset("warm-up", data[:n], None, {"generator": "warm-up"})
     problem = runner.make_problem(small, settings)
     oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, settings.iterations)

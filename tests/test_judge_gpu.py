@@ -74,9 +74,9 @@ def test_gpu_sums_and_reference_match_the_cpu(k):
 def test_the_judge_keeps_its_gpu_copy_for_the_problem_and_gives_it_back(monkeypatch):
     import cupy
 
-    from kmbench.protocol import reference
+    from kmbench.protocol import residence
 
-    monkeypatch.setattr(reference, "GPU_FROM_BYTES", 0)  # judge this small problem on the GPU
+    monkeypatch.setattr(residence, "GPU_FROM_BYTES", 0)  # judge this small problem on the GPU
     pool = cupy.get_default_memory_pool()
     pool.free_all_blocks()
     before = pool.used_bytes()
@@ -105,9 +105,9 @@ def test_rows_chosen_from_host_data_are_the_rows_of_the_gpu_copy(chosen, monkeyp
     import cupy
 
     from kmbench.judge import points
-    from kmbench.protocol import reference
+    from kmbench.protocol import reference, residence
 
-    monkeypatch.setattr(reference, "BLOCK_BYTES", 4096)  # many blocks
+    monkeypatch.setattr(residence, "BLOCK_BYTES", 4096)  # many blocks
     rng = np.random.default_rng(9)
     data = rng.standard_normal((20_000, 3)).astype(np.float32)
     index = {"all": np.arange(20_000), "dense": np.sort(rng.choice(20_000, 5_000, replace=False)),
@@ -121,12 +121,12 @@ def test_rows_chosen_from_host_data_are_the_rows_of_the_gpu_copy(chosen, monkeyp
 def test_a_row_judged_from_host_memory_gets_the_verdict_it_gets_on_the_gpu(monkeypatch):
     """Data far from the origin in float32, a row that may expand its distances: nearly every
     point is a near tie, so the judge picks most rows from the streamed blocks."""
-    from kmbench.protocol import reference
+    from kmbench.protocol import reference, residence
 
     from kmbench.judge import points
 
-    monkeypatch.setattr(reference, "GPU_FROM_BYTES", 0)
-    monkeypatch.setattr(reference, "BLOCK_BYTES", 1 << 16)
+    monkeypatch.setattr(residence, "GPU_FROM_BYTES", 0)
+    monkeypatch.setattr(residence, "BLOCK_BYTES", 1 << 16)
     picked = []
     monkeypatch.setattr(points, "picked", lambda *args, original=points.picked: picked.append(1) or original(*args))
     rng = np.random.default_rng(11)

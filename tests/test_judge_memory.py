@@ -16,7 +16,7 @@ from kmbench.judge.points import Geometry
 from kmbench.judge.precision import FLOAT32
 from kmbench.judge.seeds import Bank
 from impls.cpu.numpy_fast import NumpyFast
-from kmbench.protocol import Implementation, Problem, reference
+from kmbench.protocol import Implementation, Problem, residence
 
 N, CHUNK = 100_000, 1024
 SCAN = 13  # bytes a point of an Assignment: nearest int32, unique bool, allowance and lower float32
@@ -27,7 +27,7 @@ WORK = 5  # a chunk's arrays, the k-d tree, small objects: bytes a point at N po
 @pytest.fixture
 def small_chunks(monkeypatch):
     monkeypatch.setattr(scan, "TREE_ROWS", CHUNK)
-    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", CHUNK * 2)
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", CHUNK * 2)
     monkeypatch.setattr(scan, "SCORE_ELEMENTS", CHUNK * 64)  # the scorer's rows: CHUNK at k = 64, fewer above
 
 

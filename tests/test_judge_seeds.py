@@ -150,12 +150,12 @@ def test_the_geometry_keeps_the_norms_not_the_float64_rows(monkeypatch):
     import tracemalloc
 
     from kmbench.judge import points
-    from kmbench.protocol import reference
+    from kmbench.protocol import residence
 
     n, d = 100_000, 16
     data = np.random.default_rng(0).standard_normal((n, d)).astype(np.float32)
     monkeypatch.setattr(points, "CACHE_BYTES", 4 * n * 8)  # the norms fit; the float64 rows do not
-    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", n * d // 10)  # ten chunks
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", n * d // 10)  # ten chunks
     tracemalloc.start()
     try:
         geometry = Geometry.of(data)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kmbench.protocol import reference
+from kmbench.protocol import reference, residence
 from tests.conftest import blob_data
 
 
@@ -45,7 +45,7 @@ def test_chunking_does_not_change_the_result(rng, monkeypatch):
     data = blob_data(rng, n=1000, d=2, k=5)
     start = data[:5]
     whole = reference.lloyd(data, start, 10).centroids
-    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", 37)  # many ragged chunks
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", 37)  # many ragged chunks
     chunked = reference.lloyd(data, start, 10).centroids
     np.testing.assert_array_equal(whole, chunked)
 
@@ -77,10 +77,10 @@ def test_high_d_distances_are_exact_enough_far_from_the_origin():
 # place, with blocks and chunks small enough that their edges fall inside one another.
 
 def _in_blocks(monkeypatch, block_rows: int, chunk_elements: int, d: int):
-    monkeypatch.setattr(reference, "_computes_in_place", lambda data, xp: False)
-    monkeypatch.setattr(reference, "_free_bytes", lambda xp: 0)
-    monkeypatch.setattr(reference, "BLOCK_BYTES", block_rows * d * 4)
-    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(residence, "_computes_in_place", lambda data, xp: False)
+    monkeypatch.setattr(residence, "_free_bytes", lambda xp: 0)
+    monkeypatch.setattr(residence, "BLOCK_BYTES", block_rows * d * 4)
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", chunk_elements)
 
 
 def _blob_problem(seed=3, n=10_000, d=3, k=7):
