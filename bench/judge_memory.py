@@ -179,10 +179,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.chunk_rows:
-        from kmbench.judge import scan
+        from kmbench.judge import scoring
         from kmbench.protocol import residence
 
-        scan.TREE_ROWS, scan.SCORE_ELEMENTS = args.chunk_rows, args.chunk_rows * args.k
+        scoring.TREE_ROWS, scoring.SCORE_ELEMENTS = args.chunk_rows, args.chunk_rows * args.k
         residence.CHUNK_ELEMENTS = args.chunk_rows * args.d
     data = _radial(args.n) if args.data == "radial" else _blobs(args.n, args.d)
     n = data.shape[0]

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 from bench.validation_time import CELLS, _warm_up
 from kmbench.data.datasets import Dataset
-from kmbench.judge import certify, kernels, scan, seeds, sums
+from kmbench.judge import certify, kernels, scan, scoring, seeds, sums
 from kmbench.protocol import clock, reference, runner, validate
 from kmbench.protocol.device import PinnedHost
 from kmbench.protocol.memory import give_back_gpus
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     make, k, iterations, rows = CELLS[args.cell]
     data = make()
     pinned = PinnedHost(data) if args.from_host else None  # as the scaling plan holds its data
-    for owner, name, label in [(scan, "assign", "scan (all)"), (scan._Scorer, "best_two", "scan: scorer"),
+    for owner, name, label in [(scan, "assign", "scan (all)"), (scoring.Scorer, "best_two", "scan: scorer"),
                                (kernels, "scored_best_two", "scan: score kernel"),
                                (kernels, "fused_best_two", "scan: fused kernel"), (sums, "group", "sums by cluster"),
                                (certify, "group", "sums by cluster (certify)"),

@@ -38,15 +38,6 @@ def test_resident_kernel_compiles_up_to_its_limit(dim, k, tmp_path):
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
-@pytest.mark.parametrize("mode", [0, 1, 2])
-def test_the_grid_barrier_benchmark_compiles_in_every_mode(mode, tmp_path):
-    source = HERE.parents[2] / "bench" / "grid_barriers.cu"
-    done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-std=c++17", f"-DMODE={mode}", f"-I{HERE}",
-                           "-o", str(tmp_path / "k.cubin"), str(source)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-
-
 def test_tiled_distance_is_direct_up_to_its_limit_and_can_be_forced(monkeypatch):
     monkeypatch.delenv("KMBENCH_TILED_DISTANCE", raising=False)
     assert tiled_distance(2) == tiled_distance(DIRECT_MAX_DIM) == "direct"

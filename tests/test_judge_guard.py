@@ -232,10 +232,10 @@ def test_the_judge_stays_right_when_its_own_products_err_by_all_their_bound_allo
     1.98 J, on points exactly on the bisector of two centroids (float64 data at d = 16, so its
     float32 product scores them), where a float64 row may take either centroid and this one takes
     the higher index. The judge must still leave them open and accept the row."""
-    from kmbench.judge import scan
+    from kmbench.judge import scoring
     from tests.wrong_rows import TiesToHighest
 
-    original = scan._Scorer.best_two
+    original = scoring.Scorer.best_two
 
     def widened(self, points, rows):
         d1, d2, best = original(self, points, rows)
@@ -243,7 +243,7 @@ def test_the_judge_stays_right_when_its_own_products_err_by_all_their_bound_allo
         error = 0.99 * self.factor * (points.centred_norm[rows] + reach) ** 2
         return d1 - error, d2 + error, best
 
-    monkeypatch.setattr(scan._Scorer, "best_two", widened)
+    monkeypatch.setattr(scoring.Scorer, "best_two", widened)
     rng = np.random.default_rng(9)
     d = 16
     on_bisector = np.c_[np.zeros(500), rng.uniform(-1, 1, (500, d - 1)) + 0.1]

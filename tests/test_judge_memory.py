@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.spatial  # noqa: F401  (the judge's k-d tree: megabytes of code, imported before any measurement)
 
-from kmbench.judge import certify, points, scan, trajectory
+from kmbench.judge import certify, points, scan, scoring, trajectory
 from kmbench.judge.points import Geometry
 from kmbench.judge.precision import FLOAT32
 from kmbench.judge.seeds import Bank
@@ -26,9 +26,9 @@ WORK = 5  # a chunk's arrays, the k-d tree, small objects: bytes a point at N po
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(scan, "TREE_ROWS", CHUNK)
+    monkeypatch.setattr(scoring, "TREE_ROWS", CHUNK)
     monkeypatch.setattr(residence, "CHUNK_ELEMENTS", CHUNK * 2)
-    monkeypatch.setattr(scan, "SCORE_ELEMENTS", CHUNK * 64)  # the scorer's rows: CHUNK at k = 64, fewer above
+    monkeypatch.setattr(scoring, "SCORE_ELEMENTS", CHUNK * 64)  # the scorer's rows: CHUNK at k = 64, fewer above
 
 
 def clustered(n=N, seed=0):

@@ -7,7 +7,7 @@ cannot pass for one that works."""
 import numpy as np
 import pytest
 
-from kmbench.judge import scan
+from kmbench.judge import scoring
 from kmbench.judge.precision import FLOAT32, FLOAT64
 from kmbench.judge.scan import Geometry, assign
 from kmbench.judge.seeds import Bank, Seed, closest_first
@@ -35,13 +35,13 @@ def as_pairs(found):
 def scored_rows(monkeypatch):
     """Counts the points the scorer scores (those no carried bound settled)."""
     counted = []
-    original = scan._Scorer.best_two
+    original = scoring.Scorer.best_two
 
     def counting(self, points, rows):
         counted.append(int(np.size(rows)))
         return original(self, points, rows)
 
-    monkeypatch.setattr(scan._Scorer, "best_two", counting)
+    monkeypatch.setattr(scoring.Scorer, "best_two", counting)
     return counted
 
 
@@ -130,12 +130,12 @@ def test_the_closest_seeds_come_first_and_foreign_ones_are_left_out():
 
 @pytest.mark.parametrize("k", [1, 2, 5, 31])
 def test_the_direct_scan_finds_the_two_nearest_and_the_lowest_index_of_ties(k):
-    from kmbench.judge.scan import _direct_best_two
+    from kmbench.judge.scoring import direct_best_two
 
     rng = np.random.default_rng(k)
     x = rng.integers(-3, 4, (20_000, 3)).astype(np.float64)  # integers: exact ties, across several blocks
     c = rng.integers(-3, 4, (k, 3)).astype(np.float64)
-    first, second, nearest = _direct_best_two(x, c)
+    first, second, nearest = direct_best_two(x, c)
     exact = ((x[:, None, :] - c[None]) ** 2).sum(axis=2)
     order = np.sort(exact, axis=1)
     np.testing.assert_array_equal(first, order[:, 0])

@@ -18,13 +18,15 @@ that `takes_weights` (kmbench-cpu); with any other, the own Lloyd runs the weigh
 data are centred first, as scikit-learn's are,
 and the initial centroids come from the harness's seeding (k-means++ or k distinct points),
 so every implementation starts from the same place for the same random_state.
+
+This file checks the parameters and the data and keeps the fitted state; fitting.py runs each
+run, choice.py picks the row, labels.py finds the nearest centres.
 """
 
 from __future__ import annotations
 
 import warnings
 from contextlib import nullcontext
-from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,9 +36,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from kmbench.estimator import choice, lloyd
+from kmbench.estimator import choice, fitting, lloyd
 from kmbench.estimator.labels import distances, nearest, nearest_labels
-from kmbench.protocol import Problem
 from kmbench.protocol.settings import initial_centroids
 
 INITS = {"k-means++": "kmeans++", "random": "random"}
@@ -252,8 +253,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         shift = X.mean(axis=0, dtype=np.float64).astype(X.dtype)
         X -= shift
         try:
-            runs = [self._one_run(row, X, start - shift, weights, still) for start in starts]
-            centers, self.n_iter_, self.impl_ = runs[0] if len(runs) == 1 else self._best(runs, X, weights)
+            runs = [fitting.one_run(row, X, start - shift, weights, still, self.max_iter, self.verbose)
+                    for start in starts]
+            centers, self.n_iter_, self.impl_ = runs[0] if len(runs) == 1 else fitting.best(runs, X, weights)
         finally:
             X += shift
         self.cluster_centers_ = (centers + shift).astype(X.dtype)
@@ -267,87 +269,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
                           stacklevel=2)
         return self
 
-    @staticmethod
-    def _best(runs, X, weights):
-        """scikit-learn's choice among runs: the first of least inertia, a later one replacing it
-        only where it is not the same clustering (where rounding alone made it lower)."""
-        best = best_inertia = best_labels = None
-        for run in runs:
-            labels, distances = nearest(X, run[0])
-            inertia = _weighted_sum(distances, weights)
-            if best is None or (inertia < best_inertia and not lloyd.same_clustering(labels, best_labels)):
-                best, best_inertia, best_labels = run, inertia, labels
-        return best
-
-    def _one_run(self, row, X, start, weights, still) -> tuple[np.ndarray, int, str]:
-        """One run from `start` (centred): the centres, the iterations, and what ran it."""
-        if self.verbose:
-            print("Initialization complete")
-        if row is not None:
-            centers, n_iter, emptied = self._run_row(row, X, start, still, weights)
-            if emptied is None:  # the row does not say: a cluster empty at its end tells
-                emptied = np.unique(nearest(X, centers)[0]).size < self.n_clusters
-            if not emptied:
-                return centers, n_iter, row.name
-        step = partial(lloyd.relocating_step, X, weights)
-        return (*lloyd.iterate(step, start, int(self.max_iter), still, self.verbose), lloyd.OWN)
-
-    def _run_row(self, row, X, start, still, weights=None) -> tuple[np.ndarray, int, bool | None]:
-        """The run on a row, and whether it left a cluster empty (None: the row does not say).
-        Whole where the row follows the stop rule itself and verbose does not ask for each
-        iteration (`_whole_runs`); else one iteration at a time, where a step that left a
-        cluster empty is taken again by the estimator's own step, which relocates it, and the
-        row goes on."""
-        row.prepare(self._problem(X, start, 1, weights=weights))  # once: compile, write or upload the data
-        try:
-            if row.follows_shift and not self.verbose:
-                return self._whole_runs(row, X, start, still, weights)
-            said = []
-
-            def step(centers):
-                result = row.run(self._problem(X, centers, 1, weights=weights))
-                if result.emptied:
-                    return lloyd.relocating_step(X, weights, centers)
-                said.append(result.emptied is not None)
-                inertia = _weighted_sum(nearest(X, centers)[1], weights) if self.verbose else None
-                return np.asarray(result.centroids, dtype=np.float64), inertia
-
-            centers, n_iter = lloyd.iterate(step, start, int(self.max_iter), still, self.verbose)
-            return centers, n_iter, False if all(said) else None
-        finally:
-            row.release()
-
-    def _whole_runs(self, row, X, start, still, weights=None) -> tuple[np.ndarray, int, bool | None]:
-        """Whole runs of a row that follows the stop rule, each ending before an iteration that
-        would leave a cluster empty (Problem.halt_on_empty). The estimator's own step takes that
-        iteration, relocating the cluster, and the row runs on from there. A kmbench-cpu fit
-        that emptied one had been redone whole in NumPy (239 s at 1e6 x 16, k = 100, where
-        scikit-learn's took 4), then stepped, a process an iteration (11 s)."""
-        centers, done, most = np.asarray(start, dtype=np.float64), 0, int(self.max_iter)
-        while done < most:
-            result = row.run(self._problem(X, centers, most - done, shift_tol=still, halt_on_empty=True,
-                                           weights=weights))
-            centers, done = np.asarray(result.centroids, dtype=np.float64), done + int(result.iterations)
-            if not result.emptied:  # False: ended by the rule or the count; None: the row does not say
-                return centers, done, result.emptied
-            moved, _ = lloyd.relocating_step(X, weights, centers)
-            shift = float(np.sum((moved - centers) ** 2))
-            centers, done = moved, done + 1
-            if shift == 0:  # nothing to relocate to (fewer distinct points than clusters): every
-                return centers, (done if still is not None else most), False  # later step the same
-            if still is not None and shift <= still:
-                break
-        return centers, done, False
-
-    @staticmethod
-    def _problem(X, start, iterations: int, shift_tol=None, halt_on_empty=False, weights=None) -> Problem:
-        return Problem(data=X, initial_centroids=np.ascontiguousarray(start, dtype=X.dtype), iterations=iterations,
-                       tol=None, warmup=0, repeats=1, shift_tol=shift_tol, halt_on_empty=halt_on_empty,
-                       weights=weights)
-
     def _labels_inertia(self, X, weights) -> tuple[np.ndarray, float]:
         labels, distances = nearest(X, self.cluster_centers_)
-        return labels.astype(np.int32), _weighted_sum(distances, weights)
+        return labels.astype(np.int32), fitting.weighted_sum(distances, weights)
 
     def predict(self, X):
         """The index of the nearest fitted centre of each sample of X: the float64 oracle's, found
@@ -376,9 +300,3 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     @property
     def _n_features_out(self):
         return self.cluster_centers_.shape[0]
-
-
-def _weighted_sum(distances: np.ndarray, weights: np.ndarray | None) -> float:
-    """The inertia of these squared distances: summed, or weighted by sample weights."""
-    return float(distances @ weights if weights is not None else distances.sum())
-

@@ -86,7 +86,7 @@ class KmbenchCpu(NativeLloyd):
         """OpenMP threads that wait at the end of a loop sleep rather than spin (unless
         OMP_WAIT_POLICY says otherwise): a spinning thread kept the core from the thread it
         waited for whenever another program held the other core, and 2 threads took 12 ms an
-        iteration where 1 took 2.5 (NOTES.md, bench/kmbench_cpu_busy_core.py)."""
+        iteration where 1 took 2.5 (NOTES.md, f08c955:bench/kmbench_cpu_busy_core.py)."""
         return {**os.environ, "OMP_WAIT_POLICY": wait_policy()}
 
     def command(self, problem: Problem) -> list[str]:

@@ -412,7 +412,7 @@ long lloyd(const Problem<T>& p, std::vector<double>& centroids, const kmbench::S
 #pragma omp for schedule(static)
         for (std::size_t block = 0; block < blocks; ++block) one_block(block);
       } else {
-#ifdef KMBENCH_CPU_STATIC_SCHEDULE  // the equal shares of before, for bench/kmbench_cpu_busy_core.py
+#ifdef KMBENCH_CPU_STATIC_SCHEDULE  // the equal shares of before, for f08c955:bench/kmbench_cpu_busy_core.py
 #pragma omp for schedule(static)
 #else
 #pragma omp for schedule(dynamic, UNIT_BLOCKS)

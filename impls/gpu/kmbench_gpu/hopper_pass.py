@@ -33,11 +33,11 @@ WIDE_TILE_N, WIDE_ROWS, WIDE_CHUNK = 256, 128, 32
 # Consumer warpgroups of 64 rows each, beside a producer warpgroup: three where a row's coordinates
 # leave registers for them (TF32 d <= THREE_GROUPS_UP_TO; fp16, two coordinates a register, up to
 # twice that), so that two others' products hide each one's epilogue; two above (hopper_pass.cu's
-# GROUPS). A module setting, so that bench/tensor_experiments.py hopper measures one against the other.
+# GROUPS). A module setting, so that f08c955:bench/tensor_experiments.py hopper measures one against the other.
 THREE_GROUPS_UP_TO = 64
 # The consumer warpgroups take turns at the tensor cores (hopper_pass.cu's TAKE_TURNS): with two, 4% faster
 # at 1e6 x 128 and 1e7 x 128, even at 1e6 x 64, in one process (NOTES.md). A module setting, so that
-# bench/tensor_experiments.py hopper measures one against the other.
+# f08c955:bench/tensor_experiments.py hopper measures one against the other.
 TAKE_TURNS = True
 # Packed scores are unsigned ints, a 23-bit mantissa above the tile number (hopper_pass.cu's pack):
 # tile numbers of up to 9 bits fit.

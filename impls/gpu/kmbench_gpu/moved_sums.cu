@@ -3,7 +3,7 @@
 // into a cluster, minus each row that left it. A row that kept its label costs its 8 bytes of
 // labels; one that moved, its 4 d bytes and 2 d float64 atomics. The sort and the sums over every
 // row (update.cu) read all n x d floats again: at 1e6 x 128, k = 1,024 on an H200, 186-198 us a
-// step against 13-17 us once under 0.5% of the rows move (bench/moved_rows.py).
+// step against 13-17 us once under 0.5% of the rows move (f08c955:bench/moved_rows.py).
 //
 // Launch order, inside an iteration's update (update.py), all on the device so that the run's
 // CUDA graph holds them: `moved` cleared, count_moved, choose_sums, update.cu's sort kernels (which

@@ -23,7 +23,7 @@ def default_tilings(d: int, k: int = 0, packable: bool = True) -> tuple[tuple, t
     keeps the rows on chip. With the packed epilogue (pack_bits) the pass runs four warps on 32
     centroids a tile, 64 where k needs fewer tiles to fit the packing's bits: at 1e6 x 64 and
     1e6 x 128 that took it from 1.15 and 1.51 ms (eight warps, slots) to 0.68 and 1.19 ms
-    (`bench/tensor_experiments.py epilogue`, NOTES.md). Up to d = 64 its tiles are 128 centroids
+    (`f08c955:bench/tensor_experiments.py epilogue`, NOTES.md). Up to d = 64 its tiles are 128 centroids
     folded into 32 slots: 0.75 against 0.87 ms at 1e6 x 64 (with the copy engine's loads), while
     at d = 128 they were slower (1.39 against 1.28 ms). The re-check streams its rows in chunks
     of 32 at every d: it holds two copies of them (FP32 and TF32), and on chip they cost it 3.6x

@@ -22,12 +22,12 @@ CHUNK = 256  # as in update.cu
 SHARED_HISTOGRAM_K = 12288  # k int counters in 48 KB of shared memory
 # How the update orders the points where k fits in shared memory: "block" (block_scatter, one
 # global atomic per block and label) or "warp" (scatter, one per warp and label). A module
-# setting, so bench/tensor_experiments.py update measures one against the other in one process.
+# setting, so f08c955:bench/tensor_experiments.py update measures one against the other in one process.
 SCATTER = "block"
 SCATTER_THREADS = 512
 SCATTER_BLOCKS_PER_SM = 2  # long ranges per block: most of k's labels meet in each block's counters
 # The largest share of rows that moved for which the sums come from them: past it, the sort. On an
-# H200 (bench/moved_rows.py) the moved rows cost about 1.4 ns each at d = 128 and 0.65 at d = 64
+# H200 (f08c955:bench/moved_rows.py) the moved rows cost about 1.4 ns each at d = 128 and 0.65 at d = 64
 # (their float64 atomics), the sort and sums about 190 us at 1e6 rows of either: even at d = 128
 # the moved rows are cheaper below 13%. A module setting: the tests force either way with it.
 MOVED_MOST = 1 / 8
@@ -97,7 +97,7 @@ class Update:
         """The update's launches before finish, as (name, launch) pairs: the counting sort
         (histogram, scan, scatter) and the sums, each skipped on the GPU where from_moved holds 1
         (never_moved: never); scan, unlike chunk_scan, takes the flag after scan_tail.
-        bench/tensor_experiments.py update times each."""
+        f08c955:bench/tensor_experiments.py update times each."""
         n, d, k = np.int64(self.n), np.int32(self.d), np.int32(self.k)
         scan_tail = scan_tail + ((from_moved,) if scan == "scan" else ())
         shared_k = self.k if self.k <= SHARED_HISTOGRAM_K else 0
