@@ -193,7 +193,7 @@ def interruptible(total: int, store):
         if any(record["status"] != "skipped" for record in finished):
             console.print(summary_table(finished))
         show_warnings(finished)
-        say("interrupted", f"(Ctrl-C): {_records(len(finished))} appended to {results.store_path(store)}; "
+        say("interrupted", f"(Ctrl-C): {_records(len(finished))} appended to {results.kept_in(store)}; "
             "the cell in progress left none", "bold red")
         raise typer.Exit(130) from None
 
@@ -216,7 +216,7 @@ def run_and_show(passes, data, settings, store, data_dir=None, cluster=None) -> 
     reach = threads_line(passes[0][0] if passes else [], records, counts)
     if reach:
         say("", reach, "")
-    say("", f"{_records(len(records))} appended to {results.store_path(store)}; "
+    say("", f"{_records(len(records))} appended to {results.kept_in(store)}; "
         "`kmbench report` renders every stored record.", "", to=console)
     status, why = _exit_status(records)
     if why:
@@ -263,7 +263,7 @@ def execute_plan(steps, store, data_dir, force, options: Options = Options(), cl
     if records:
         console.print(summary_table(records))
         show_warnings(records)
-    console.print(f"{_records(len(records))} appended to {results.store_path(store)}"
+    console.print(f"{_records(len(records))} appended to {results.kept_in(store)}"
                   + (f"; {skipped} cells skipped, measured before with this code on {'these machines' if cluster else 'this machine'} "
                      "(--force runs them again)" if skipped else "") + ".")
     return plan.latest_records(steps, store)
