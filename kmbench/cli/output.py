@@ -24,7 +24,7 @@ from kmbench.protocol.device import nvidia_gpu_present
 from kmbench.protocol.statistics import SPREAD, WIDE_SPREAD_CV
 from kmbench.report.formatting import row_status, seconds_text
 from kmbench.report import report
-from kmbench.report.plot import per_iteration_chart, sweep_charts
+from kmbench.report.plot import matplotlib_missing, per_iteration_chart, sweep_charts
 from kmbench.tasks import lloyd
 
 
@@ -267,6 +267,15 @@ def execute_plan(steps, store, data_dir, force, options: Options = Options(), cl
                   + (f"; {skipped} cells skipped, measured before with this code on {'these machines' if cluster else 'this machine'} "
                      "(--force runs them again)" if skipped else "") + ".")
     return plan.latest_records(steps, store)
+
+
+def can_plot(needed_by: str) -> bool:
+    """Whether matplotlib is here for a command's plots; if not, a note says how to get it, and
+    the command writes its tables without them (said before the run and again at its end)."""
+    missing = matplotlib_missing(needed_by)
+    if missing:
+        say("note", f"{missing[:-1]}; the tables are written without them.")
+    return missing is None
 
 
 def write_plots(cells, kinds, stem: Path):

@@ -21,8 +21,18 @@ def require_matplotlib(needed_by: str = "--plot"):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError(f"{needed_by} needs matplotlib: pip install 'kmbench[plot]'.") from None
+        raise UsageError(matplotlib_missing(needed_by)) from None
     return plt
+
+
+def matplotlib_missing(needed_by: str) -> str | None:
+    """None where matplotlib imports, else the sentence that says what needs it and how to get it
+    (for commands whose plots come beside tables, which they write without it)."""
+    try:
+        import matplotlib  # noqa: F401 - only whether it is there
+    except ImportError:
+        return f"{needed_by} needs matplotlib: pip install 'kmbench[plot]'."
+    return None
 
 
 def _save(plt, figure, out: Path, dpi: int) -> None:
