@@ -229,3 +229,22 @@ def test_every_table_shows_the_precision_a_row_was_certified_in():
     assert rows["kmbench-gpu"]["certified_in"] == "float32"
     pytest.importorskip("plotly")
     assert ">ok (tf32)</span>" in html.render(contents) and ">ok (fp16)</span>" in html.render(contents)
+
+
+def test_the_spread_warning_names_each_cell_by_what_differs(capsys):
+    """A sweep's cells read "numpy n=1,000 (38%), numpy n=1,000 (127%)": k and d were left out."""
+    from kmbench.cli.output import show_warnings
+    from kmbench.protocol.statistics import SPREAD
+
+    records = []
+    for k, d, cv in ((3, 2, 0.38), (30, 2, 1.27), (30, 8, 0.5)):
+        record = _record("numpy", k=k, n=1_000)
+        record["dataset"]["d"] = d
+        record["times"]["iterate"]["cv"] = cv
+        record["warnings"] = [f"{SPREAD} (CV {cv:.0%} over 5 repeats)"]
+        records.append(record)
+    show_warnings(records)
+    said = " ".join(capsys.readouterr().err.split())
+    assert "in numpy d=2 k=3 (38%), numpy d=2 k=30 (127%), numpy d=8 k=30 (50%):" in said
+    show_warnings(records[:2])  # d the same: not said; n the same: not said, as before
+    assert "in numpy k=3 (38%), numpy k=30 (127%):" in " ".join(capsys.readouterr().err.split())

@@ -129,6 +129,18 @@ def _busy_line(records: list[dict]) -> str | None:
             "times and speedups are unreliable (close them and run again)")
 
 
+def _shape(record: dict) -> dict:
+    return {"n": record["dataset"]["n"], "d": record["dataset"].get("d"), "k": (record.get("params") or {}).get("k")}
+
+
+def _cell_label(record: dict, shown: set) -> str:
+    """"numpy n=1,000 k=30": the row and those of n, d and k that are `shown` (those that differ
+    between the cells: a sweep's two cells read "numpy n=1,000 (38%), numpy n=1,000 (127%)")."""
+    shape = _shape(record)
+    return " ".join([record["impl"], *(f"{name}={shape[name]:,}" for name in ("n", "d", "k")
+                                       if name in shown and shape[name] is not None)])
+
+
 def show_warnings(records: list[dict]) -> None:
     """Below the table: a busy machine, why a cell is not ok, and warnings. Rows that cannot run
     here are summed, one line per reason (`kmbench list` gives each one's); cells of a wide spread
@@ -139,14 +151,14 @@ def show_warnings(records: list[dict]) -> None:
     if busy:
         say("warning", busy, "bold yellow")
     spread = []
-    one_size = len({record["dataset"]["n"] for record in records}) == 1
+    varying = {name for name in ("n", "d", "k") if len({_shape(record)[name] for record in records}) > 1}
     for record in records:
-        where = f"{record['impl']} n={record['dataset']['n']:,}"
+        where = _cell_label(record, varying | {"n"})
         if record["status"] not in ("ok", "skipped"):
             say(record["status"], f"{where}: {record.get('detail') or ''}", STATUS_STYLE.get(record["status"], ""))
         for warning in record.get("warnings") or []:
             if warning.startswith(SPREAD):
-                spread.append(f"{record['impl'] if one_size else where} ({record['times']['iterate']['cv']:.0%})")
+                spread.append(f"{_cell_label(record, varying)} ({record['times']['iterate']['cv']:.0%})")
             else:
                 say("warning", f"{where}: {warning}")
     if spread:
