@@ -86,10 +86,11 @@ def test_skipped_rows_are_summed_one_line_per_reason():
     records += [_record("faiss-cpu", status="skipped", detail=FAISS),
                 _record("sklearnex", status="skipped", detail=SKLEARNEX)]
     assert skipped_lines(records, gpu_here=False) == [
-        "6 GPU rows skipped: no GPU here",
+        "6 GPU rows skipped (gpu-0, gpu-1, gpu-2, gpu-3, gpu-4, torch): no GPU here",
         "2 rows (faiss-cpu, sklearnex) not installed: pip install 'kmbench[peers]'"]
     with_gpu = skipped_lines(records, gpu_here=True)  # then a missing CuPy is the reason to say
-    assert "5 rows not installed: pip install 'kmbench[cuda12]' or 'kmbench[cuda13]'" in with_gpu
+    assert ("5 rows (gpu-0, gpu-1, gpu-2, gpu-3, gpu-4) not installed: pip install 'kmbench[cuda12]' or "
+            "'kmbench[cuda13]'") in with_gpu
 
 
 def test_the_rows_that_cannot_run_here_make_no_progress_lines():

@@ -83,8 +83,8 @@ def summary_table(records: list[dict]) -> Table:
 
 
 def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
-    """One line per reason rows cannot run here, the rows counted: "17 GPU rows skipped: no GPU
-    here", "2 rows not installed (faiss-cpu, sklearnex): pip install 'kmbench[peers]'"."""
+    """One line per reason rows cannot run here, the rows counted and named: "2 GPU rows skipped
+    (cuda-v1, torch): no GPU here", "2 rows (faiss-cpu, sklearnex) not installed: pip install 'kmbench[peers]'"."""
     reasons: dict[str, set] = {}
     for record in records:
         if record["status"] != "skipped":
@@ -102,8 +102,8 @@ def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
     for reason, names in reasons.items():
         gpu = reason.startswith("GPU ")
         count = f"{len(names)}{' GPU' if gpu else ''} row{'s' if len(names) > 1 else ''}"
-        listed = f" ({', '.join(sorted(names))})" if len(names) <= 4 and not gpu else ""
-        lines.append(f"{count}{reason[3:]}" if gpu else f"{count}{listed} {reason}"
+        listed = f" ({', '.join(sorted(names))})"  # every one: "20 GPU rows skipped" named none
+        lines.append(f"{count} skipped{listed}:{reason[len('GPU skipped:'):]}" if gpu else f"{count}{listed} {reason}"
                      if reason.startswith("not installed") else f"{count} skipped{listed}: {reason}")
     return lines
 
