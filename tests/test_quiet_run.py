@@ -249,3 +249,18 @@ def test_the_spread_warning_names_each_cell_by_what_differs(capsys):
     assert "in numpy d=2 k=3 (38%), numpy d=2 k=30 (127%), numpy d=8 k=30 (50%):" in said
     show_warnings(records[:2])  # d the same: not said; n the same: not said, as before
     assert "in numpy k=3 (38%), numpy k=30 (127%):" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_missing_dask_is_hinted_by_kmbench_s_own_extra(monkeypatch):
+    """The hint named dask[distributed] where kmbench[dask] exists (and pins what the row needs)."""
+    import tomllib
+
+    from impls.distributed.dask_lloyd import DaskLloyd
+
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed then fails
+    ready, why = DaskLloyd().available()
+    assert not ready
+    record = _record("dask", status="skipped", detail=why)
+    assert skipped_lines([record], gpu_here=False) == ["1 row (dask) not installed: pip install 'kmbench[dask]'"]
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert "dask" in pyproject["project"]["optional-dependencies"]

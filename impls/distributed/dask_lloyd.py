@@ -128,7 +128,7 @@ class DaskLloyd(Implementation):
             import dask.array  # noqa: F401
             import distributed  # noqa: F401
         except ImportError:
-            return False, "Dask is not installed (pip install 'dask[distributed]')"
+            return False, "Dask is not installed (pip install 'kmbench[dask]')"
         return True, ""
 
     def follows_tolerance(self, tol: float) -> bool:
