@@ -21,7 +21,7 @@ from kmbench.data import datasets, files, results
 from kmbench.errors import UsageError
 from kmbench.plans import plan, suite
 from kmbench.protocol import runner
-from kmbench.report import exporters, html, markdown, report
+from kmbench.report import report
 from kmbench.report.contents import Contents
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
 from kmbench.tasks import lloyd, tasks
@@ -146,6 +146,8 @@ def report_cmd(
     store: Optional[Path] = Store,
 ):
     """Render tables from stored records: per dataset, and document 000's published table beside ours."""
+    from kmbench.report import exporters, html  # pandas and the exporters: on use, not for every --help
+
     if format not in exporters.FORMATS:
         raise UsageError(f"--format must be one of {', '.join(exporters.FORMATS)}; got {format!r}.")
     if format == "html":
@@ -266,6 +268,8 @@ def sweep(
     store: Optional[Path] = Store,
 ):
     """Run a grid of sizes, k and iterations, skipping cells already measured, and plot rate and time against n, k and h."""
+    from kmbench.report import markdown
+
     spec: dict = {"generator": data}
     for item in vary:
         key, sep, values = item.partition("=")

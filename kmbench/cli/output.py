@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
 import typer
 from rich import box
 from rich.markup import escape
@@ -42,6 +41,8 @@ def _records(count: int) -> str:
 
 def _iterations_short(row) -> str:
     """Iterations executed, "of" those expected where they differ (the warnings below say why)."""
+    import pandas as pd  # here, not at import: `kmbench --help` and `list` need no pandas
+
     executed, reference = row["iters_executed"], row.get("reference_iterations")
     if pd.isna(executed):
         return "-"
@@ -61,6 +62,8 @@ def summary_table(records: list[dict]) -> Table:
     """The cells that ran, in at most 100 columns (the report files carry the detail); rows that
     cannot run here are summed below instead (skipped_lines). d, k and the thread count get a
     column where the cells differ in them, so a sweep's rows do not look like duplicates."""
+    import pandas as pd
+
     shown = [record for record in records if record["status"] != "skipped"]
     cells = report.cells_frame(shown)
     varying = [name for name in VARYING if not cells.empty and cells[name].dropna().nunique() > 1]

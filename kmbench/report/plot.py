@@ -4,12 +4,15 @@ log scale, one panel per dataset group. Needs matplotlib (pip install 'kmbench[p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from kmbench.data import files
 from kmbench.errors import UsageError
+
+if TYPE_CHECKING:  # the frames' type alone: pandas is not imported until a table is made
+    import pandas as pd
 
 
 def require_matplotlib(needed_by: str = "--plot"):
