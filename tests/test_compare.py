@@ -132,3 +132,30 @@ def test_a_side_that_is_not_a_store_exits_2(tmp_path, spec, needle):
     a = _store(tmp_path / "a.jsonl", [_record("x", SPREAD)])
     out = _compare(a, spec)
     assert out.exit_code == 2 and needle in out.output, out.output
+
+
+def test_cells_no_side_measured_are_summed_by_reason_not_listed(tmp_path):
+    """A store from a machine without a GPU holds a skipped record per GPU row: compare printed a
+    line for each, and counted each as unclear."""
+    cupy = "CuPy is not installed (pip install 'kmbench[cuda12]' or 'kmbench[cuda13]')"
+    gone = [dict(_record(f"gpu-{index}", [], status="skipped"), detail=cupy) for index in range(3)]
+    torch = dict(_record("torch", [], status="skipped"), detail="PyTorch sees no CUDA GPU")
+    a = _store(tmp_path / "a.jsonl", [_record("numpy", SPREAD), *gone, torch])
+    b = _store(tmp_path / "b.jsonl", [_record("numpy", SPREAD), *gone[:2]])  # gpu-2 and torch: only in A
+    out = _compare(a, b)
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.output.split())
+    assert "gpu-" not in said.replace("(gpu-0, gpu-1, gpu-2)", "") and "torch on" not in said
+    assert "not compared, 3 rows (gpu-0, gpu-1, gpu-2) not installed: pip install 'kmbench[cuda12]' or 'kmbench[cuda13]'" in said
+    assert "not compared, 1 row skipped (torch): PyTorch sees no CUDA GPU" in said
+    assert said.endswith("0 faster, 0 slower, 1 same, 0 unclear")
+    found = compare.compare([json.loads(line) for line in a.read_text().splitlines()],
+                            [json.loads(line) for line in b.read_text().splitlines()])
+    assert [one.cell.impl for one in found.cells] == ["numpy"] and not found.only_a and not found.only_b
+
+
+def test_a_cell_skipped_on_one_side_and_measured_on_the_other_is_still_compared(tmp_path):
+    a = _store(tmp_path / "a.jsonl", [_record("numpy", SPREAD)])
+    b = _store(tmp_path / "b.jsonl", [dict(_record("numpy", [], status="skipped"), detail="gone")])
+    out = _compare(a, b)
+    assert out.exit_code == 1 and "ok -> skipped" in " ".join(out.output.split())

@@ -42,3 +42,21 @@ def test_on_the_gpus_present_it_is_judged_like_every_row(d, k):
     oracle, record = gpu_cell(FlashKMeansMultiGpu(), data, k, iterations=5)
     assert record["status"] == validate.OK, record.get("detail")
     assert record["build"]["workers"] >= 1 and record["iterations_executed"] == 5
+
+
+def test_its_pinned_memory_warning_is_kept_out_of_the_console_and_no_other():
+    """kmeans_largeN's UserWarning landed in the console mid-table (issue 59): it is left out,
+    said in the cell's note instead, and any other warning still shows."""
+    import warnings
+
+    from impls.peers.flash_kmeans_multi_gpu import pinning_note, pinning_warning_kept_quiet
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pinning_warning_kept_quiet():
+            warnings.warn("x is not in pinned memory. H2D transfers will not overlap with compute. "
+                          "Use x = x.pin_memory() for best multi-GPU performance.", UserWarning)
+            warnings.warn("something else", UserWarning)
+    assert [str(warning.message) for warning in caught] == ["something else"]
+    assert "not overlap" in pinning_note(2, pinned=False)[0]
+    assert pinning_note(1, pinned=False) == pinning_note(2, pinned=True) == []  # it warns of neither

@@ -74,6 +74,16 @@ def test_example_is_judged_ok(rng):
     assert record["iterations_executed"] == 10
 
 
+def test_the_kmeans_snippet_runs_as_copied():
+    """Copied whole into a fresh namespace, it fits (it raised NameError: X, its data left out)."""
+    namespace = {"__name__": "readme_snippet"}
+    code = fenced_block(README.read_text(), "## In your own code: `kmbench.KMeans`", "python")
+    exec(compile(code, "README.md (In your own code)", "exec"), namespace)
+    model, points = namespace["model"], namespace["X"]
+    assert model.labels_.shape == (len(points),) and model.cluster_centers_.shape == (8, points.shape[1])
+    assert model.impl_
+
+
 def test_example_entry_point_is_found_by_the_registry(tmp_path, monkeypatch):
     """The README's pyproject snippet, as an installed distribution, names the example's class."""
     text = README.read_text()

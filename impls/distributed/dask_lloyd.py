@@ -25,6 +25,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from impls import installed
 from impls.distributed.gpu_share import share_must_fit
 from kmbench.errors import ImplementationError
 from kmbench.protocol import Implementation, Options, Problem, Result, stop_done
@@ -124,11 +125,8 @@ class DaskLloyd(Implementation):
     min_chunk_rows = MIN_CHUNK_ROWS
 
     def available(self):
-        try:
-            import dask.array  # noqa: F401
-            import distributed  # noqa: F401
-        except ImportError:
-            return False, "Dask is not installed (pip install 'dask[distributed]')"
+        if not installed("dask", "distributed"):
+            return False, "Dask is not installed (pip install 'kmbench[dask]')"
         return True, ""
 
     def follows_tolerance(self, tol: float) -> bool:

@@ -20,6 +20,8 @@ newly pinned host memory, inside the library: part of its time, as the record no
 from __future__ import annotations
 
 import inspect
+import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -40,6 +42,28 @@ def device_argument(gpus: str | None, visible: int):
         return None
     raise ImplementationError(f"flash-kmeans's multi-GPU mode runs on one GPU or on every visible one ({visible}); "
                               f"GPUs {gpus} cannot be named through its API (set CUDA_VISIBLE_DEVICES={gpus})")
+
+
+# kmeans_largeN warns, on several GPUs, when PyTorch does not see the host array as pinned (the
+# plan's points are registered through CuPy, which it cannot see): a UserWarning that landed in
+# the console mid-table. It is kept as the cell's note instead (pinning_note).
+PINNED_WARNING = "x is not in pinned memory"
+
+
+@contextmanager
+def pinning_warning_kept_quiet():
+    """kmeans_largeN's pinned-memory warning left out of the console; every other warning shown."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=PINNED_WARNING, category=UserWarning)
+        yield
+
+
+def pinning_note(gpus: int, pinned: bool) -> list[str]:
+    """The note of a run whose copies could not overlap its compute, where kmeans_largeN warns of it."""
+    if gpus > 1 and not pinned:
+        return ["kmeans_largeN saw the points as not pinned (x.is_pinned() is False): its host-to-device "
+                "copies do not overlap its compute, as it warns"]
+    return []
 
 
 class FlashKMeansMultiGpu(FlashKMeans):
@@ -76,12 +100,14 @@ class FlashKMeansMultiGpu(FlashKMeans):
 
         start = torch.as_tensor(np.asarray(problem.initial_centroids, dtype=np.float32))
         phases: dict[str, float] = {}
-        with host_region(phases, "iterate"):  # several GPUs: no one device's events span the call
+        # Several GPUs: no one device's events span the call, so the host clock times it.
+        with host_region(phases, "iterate"), pinning_warning_kept_quiet():
             _, centroids = kmeans_largeN(self._x, problem.k, max_iters=problem.iterations, tol=-1.0,
                                          init_centroids=start, device=self._device)
             for gpu in range(torch.cuda.device_count()):
                 torch.cuda.synchronize(gpu)
-        return Result(centroids=centroids.double().cpu().numpy(), iterations=problem.iterations, phases=phases)
+        return Result(centroids=centroids.double().cpu().numpy(), iterations=problem.iterations, phases=phases,
+                      notes=pinning_note(self._gpus, self._x.is_pinned()))
 
     def release(self) -> None:
         self.__dict__.pop("_x", None)  # the host array stays the plan's

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from impls import installed
 from kmbench.protocol import Implementation, Problem, Result
 from kmbench.protocol.timing import host_region
 
@@ -32,9 +33,7 @@ class SklearnKMeans(Implementation):
     source = "000, section Python (the scikit-learn baseline)"
 
     def available(self):
-        try:
-            import sklearn  # noqa: F401
-        except ImportError:
+        if not installed("sklearn"):
             return False, "scikit-learn is not installed"
         return True, ""
 

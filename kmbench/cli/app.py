@@ -71,15 +71,27 @@ _python_show_warning = warnings.showwarning
 
 
 def friendly(command):
-    """Turn a UsageError into one sentence on stderr and exit code 2."""
+    """Turn a UsageError into one sentence on stderr and exit code 2; a record store that refused
+    the records measured (kept elsewhere, kmbench.data.results.keep) into one sentence and exit 1."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        before = results.diverted()
         try:
-            return command(*args, **kwargs)
+            command(*args, **kwargs)
+            status = 0
         except UsageError as exc:
             errors.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from None
+        except typer.Exit as exc:
+            status = exc.exit_code
+        refused = {store: kept for store, kept in results.diverted().items() if store not in before}
+        for store, (fallback, why) in refused.items():
+            errors.print(f"[bold red]Error:[/] the record store {escape(str(store))} could not be written ({escape(why)}); "
+                         f"this run's records are in {escape(str(fallback))}: make the store writable and append them "
+                         f"(cat {escape(str(fallback))} >> {escape(str(store))}).", highlight=False)
+        if status or refused:
+            raise typer.Exit(status or 1)
 
     return wrapper
 

@@ -15,12 +15,13 @@ from kmbench import progress, registry
 from kmbench.cli.app import DataDir, Scheduler, Store, app, console, errors, friendly, gen_app
 from kmbench.cli.options import (cells_on, init_method, numbers, planned_datasets, refuse_ignored, row_options,
                                  thread_counts, whole_count)
-from kmbench.cli.output import execute_plan, interruptible, made_datasets, run_and_show, write_text, write_plots
+from kmbench.cli.output import (can_plot, execute_plan, interruptible, made_datasets, run_and_show, write_text,
+                                write_plots)
 from kmbench.data import datasets, files, results
 from kmbench.errors import UsageError
 from kmbench.plans import plan, suite
 from kmbench.protocol import runner
-from kmbench.report import exporters, html, markdown, report
+from kmbench.report import report
 from kmbench.report.contents import Contents
 from kmbench.report.plot import per_iteration_chart, require_matplotlib
 from kmbench.tasks import lloyd, tasks
@@ -145,6 +146,8 @@ def report_cmd(
     store: Optional[Path] = Store,
 ):
     """Render tables from stored records: per dataset, and document 000's published table beside ours."""
+    from kmbench.report import exporters, html  # pandas and the exporters: on use, not for every --help
+
     if format not in exporters.FORMATS:
         raise UsageError(f"--format must be one of {', '.join(exporters.FORMATS)}; got {format!r}.")
     if format == "html":
@@ -207,8 +210,9 @@ def reproduce(
     if not no_run:
         plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
+    plots_by = f"drawing kmbench reproduce {name}'s plots"
     if chosen.plots:
-        require_matplotlib(f"kmbench reproduce {name} (it draws the suite's plots)")
+        can_plot(plots_by)
     if no_run:
         records = plan.latest_records(steps, store)
     else:
@@ -222,7 +226,8 @@ def reproduce(
         chosen.comparison, [(chosen.comparison, chosen.published)])
     task = lloyd.LloydTask(comparisons=comparisons, title=f"kmbench reproduce {name}: {chosen.title}")
     write_text(task.render(records, chosen, str(results.store_path(store))), out)
-    write_plots(report.cells_frame(records), chosen.plots, out.with_suffix(""))
+    if chosen.plots and can_plot(plots_by):
+        write_plots(report.cells_frame(records), chosen.plots, out.with_suffix(""))
 
 
 def _reproduce_task(chosen: tasks.TaskSuite, impl: str | None, out: Path, force: bool, no_run: bool, store,
@@ -263,6 +268,8 @@ def sweep(
     store: Optional[Path] = Store,
 ):
     """Run a grid of sizes, k and iterations, skipping cells already measured, and plot rate and time against n, k and h."""
+    from kmbench.report import markdown
+
     spec: dict = {"generator": data}
     for item in vary:
         key, sep, values = item.partition("=")
@@ -274,10 +281,11 @@ def sweep(
     steps = plan.expand([spec], settings, numbers("--k", k), numbers("--iters", iters), impl)
     plan.check(steps, store, data_dir)
     files.check_writable_file(out, "--out")
-    require_matplotlib("kmbench sweep (it draws its plots)")
+    can_plot("drawing kmbench sweep's plots")
     options = row_options(scheduler=scheduler)
     with cells_on(scheduler) as cluster:
         records = execute_plan(steps, store, data_dir, force, options, cluster)
     cells = report.cells_frame(records)
     write_text(markdown.render(Contents(records, str(results.store_path(store)), "kmbench sweep", comparisons=())), out)
-    write_plots(cells, ["sweep"], out.with_suffix(""))
+    if can_plot("drawing kmbench sweep's plots"):
+        write_plots(cells, ["sweep"], out.with_suffix(""))

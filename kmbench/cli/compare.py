@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kmbench.cli.app import STATUS_STYLE, app, console, errors, friendly
+from kmbench.cli.output import skipped_lines
 from kmbench.data.cells import Cell
 from kmbench.errors import UsageError
 from kmbench.report import compare as stats
@@ -60,6 +61,8 @@ def compare_cmd(
     for side, missing in (("A", found.only_a), ("B", found.only_b)):
         for cell in missing:
             console.print(f"only in {side}: {escape(_cell_text(cell))}", highlight=False)
+    for line in skipped_lines(found.skipped, gpu_here=True):  # as recorded: the stores may be other machines'
+        console.print(f"not compared, {escape(line)}", highlight=False)
     console.print(", ".join(f"{count} {label}" for label, count in found.counts().items()), highlight=False)
     regressed = found.regressions(fail_above)
     for one in regressed:

@@ -18,7 +18,6 @@ from kmbench.cli.options import row_options
 from kmbench.data import files, results
 from kmbench.plans import out_of_core, scaling
 from kmbench.plans.in_memory import Counts, exit_status
-from kmbench.report import markdown
 from kmbench.report.contents import Contents
 
 # The protocol's counts, the same options (and defaults) for both commands.
@@ -29,8 +28,11 @@ Seed = typer.Option(0, "--seed", help="Seed of the data and of the initial centr
 PlanStore = typer.Option(..., "--store", help="Record store (records.jsonl) to append to.")
 
 
-def _finish(table: str, out: Optional[Path], records: list[dict]) -> None:
+def _finish(contents: Contents, out: Optional[Path], records: list[dict]) -> None:
     """The table written (atomically, where asked) and printed; exit 1 if a cell was judged wrong."""
+    from kmbench.report import markdown  # pandas and the exporters: on use, not for every --help
+
+    table = markdown.render(contents)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         files.write_text_atomically(out, table)
@@ -66,7 +68,7 @@ def scale_cmd(
     results.check_writable(store)
     with progress.reporting(console, scaling.cell_count(plan)) as reporter:
         records = scaling.run(plan, store, row_options(), reporter, force)
-    _finish(markdown.render(Contents(results.read(store, ["lloyd"]), view="scaling")), out, records)
+    _finish(Contents(results.read(store, ["lloyd"]), view="scaling"), out, records)
 
 
 @app.command("out-of-core")
@@ -93,4 +95,4 @@ def out_of_core_cmd(
     results.check_writable(store)
     with progress.reporting(console, out_of_core.cell_count(chosen, impl)) as reporter:
         records = out_of_core.run(chosen, d, k, centers, impl, counts, store, reporter)
-    _finish(markdown.render(Contents(records, view="out-of-core")), out, records)
+    _finish(Contents(records, view="out-of-core"), out, records)

@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-import pandas as pd
 import typer
 from rich import box
 from rich.markup import escape
@@ -24,7 +23,7 @@ from kmbench.protocol.device import nvidia_gpu_present
 from kmbench.protocol.statistics import SPREAD, WIDE_SPREAD_CV
 from kmbench.report.formatting import row_status, seconds_text
 from kmbench.report import report
-from kmbench.report.plot import per_iteration_chart, sweep_charts
+from kmbench.report.plot import matplotlib_missing, per_iteration_chart, sweep_charts
 from kmbench.tasks import lloyd
 
 
@@ -42,6 +41,8 @@ def _records(count: int) -> str:
 
 def _iterations_short(row) -> str:
     """Iterations executed, "of" those expected where they differ (the warnings below say why)."""
+    import pandas as pd  # here, not at import: `kmbench --help` and `list` need no pandas
+
     executed, reference = row["iters_executed"], row.get("reference_iterations")
     if pd.isna(executed):
         return "-"
@@ -61,6 +62,8 @@ def summary_table(records: list[dict]) -> Table:
     """The cells that ran, in at most 100 columns (the report files carry the detail); rows that
     cannot run here are summed below instead (skipped_lines). d, k and the thread count get a
     column where the cells differ in them, so a sweep's rows do not look like duplicates."""
+    import pandas as pd
+
     shown = [record for record in records if record["status"] != "skipped"]
     cells = report.cells_frame(shown)
     varying = [name for name in VARYING if not cells.empty and cells[name].dropna().nunique() > 1]
@@ -83,8 +86,8 @@ def summary_table(records: list[dict]) -> Table:
 
 
 def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
-    """One line per reason rows cannot run here, the rows counted: "17 GPU rows skipped: no GPU
-    here", "2 rows not installed (faiss-cpu, sklearnex): pip install 'kmbench[peers]'"."""
+    """One line per reason rows cannot run here, the rows counted and named: "2 GPU rows skipped
+    (cuda-v1, torch): no GPU here", "2 rows (faiss-cpu, sklearnex) not installed: pip install 'kmbench[peers]'"."""
     reasons: dict[str, set] = {}
     for record in records:
         if record["status"] != "skipped":
@@ -102,8 +105,8 @@ def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:
     for reason, names in reasons.items():
         gpu = reason.startswith("GPU ")
         count = f"{len(names)}{' GPU' if gpu else ''} row{'s' if len(names) > 1 else ''}"
-        listed = f" ({', '.join(sorted(names))})" if len(names) <= 4 and not gpu else ""
-        lines.append(f"{count}{reason[3:]}" if gpu else f"{count}{listed} {reason}"
+        listed = f" ({', '.join(sorted(names))})"  # every one: "20 GPU rows skipped" named none
+        lines.append(f"{count} skipped{listed}:{reason[len('GPU skipped:'):]}" if gpu else f"{count}{listed} {reason}"
                      if reason.startswith("not installed") else f"{count} skipped{listed}: {reason}")
     return lines
 
@@ -129,6 +132,18 @@ def _busy_line(records: list[dict]) -> str | None:
             "times and speedups are unreliable (close them and run again)")
 
 
+def _shape(record: dict) -> dict:
+    return {"n": record["dataset"]["n"], "d": record["dataset"].get("d"), "k": (record.get("params") or {}).get("k")}
+
+
+def _cell_label(record: dict, shown: set) -> str:
+    """"numpy n=1,000 k=30": the row and those of n, d and k that are `shown` (those that differ
+    between the cells: a sweep's two cells read "numpy n=1,000 (38%), numpy n=1,000 (127%)")."""
+    shape = _shape(record)
+    return " ".join([record["impl"], *(f"{name}={shape[name]:,}" for name in ("n", "d", "k")
+                                       if name in shown and shape[name] is not None)])
+
+
 def show_warnings(records: list[dict]) -> None:
     """Below the table: a busy machine, why a cell is not ok, and warnings. Rows that cannot run
     here are summed, one line per reason (`kmbench list` gives each one's); cells of a wide spread
@@ -139,14 +154,14 @@ def show_warnings(records: list[dict]) -> None:
     if busy:
         say("warning", busy, "bold yellow")
     spread = []
-    one_size = len({record["dataset"]["n"] for record in records}) == 1
+    varying = {name for name in ("n", "d", "k") if len({_shape(record)[name] for record in records}) > 1}
     for record in records:
-        where = f"{record['impl']} n={record['dataset']['n']:,}"
+        where = _cell_label(record, varying | {"n"})
         if record["status"] not in ("ok", "skipped"):
             say(record["status"], f"{where}: {record.get('detail') or ''}", STATUS_STYLE.get(record["status"], ""))
         for warning in record.get("warnings") or []:
             if warning.startswith(SPREAD):
-                spread.append(f"{record['impl'] if one_size else where} ({record['times']['iterate']['cv']:.0%})")
+                spread.append(f"{_cell_label(record, varying)} ({record['times']['iterate']['cv']:.0%})")
             else:
                 say("warning", f"{where}: {warning}")
     if spread:
@@ -193,7 +208,7 @@ def interruptible(total: int, store):
         if any(record["status"] != "skipped" for record in finished):
             console.print(summary_table(finished))
         show_warnings(finished)
-        say("interrupted", f"(Ctrl-C): {_records(len(finished))} appended to {results.store_path(store)}; "
+        say("interrupted", f"(Ctrl-C): {_records(len(finished))} appended to {results.kept_in(store)}; "
             "the cell in progress left none", "bold red")
         raise typer.Exit(130) from None
 
@@ -216,7 +231,7 @@ def run_and_show(passes, data, settings, store, data_dir=None, cluster=None) -> 
     reach = threads_line(passes[0][0] if passes else [], records, counts)
     if reach:
         say("", reach, "")
-    say("", f"{_records(len(records))} appended to {results.store_path(store)}; "
+    say("", f"{_records(len(records))} appended to {results.kept_in(store)}; "
         "`kmbench report` renders every stored record.", "", to=console)
     status, why = _exit_status(records)
     if why:
@@ -263,10 +278,19 @@ def execute_plan(steps, store, data_dir, force, options: Options = Options(), cl
     if records:
         console.print(summary_table(records))
         show_warnings(records)
-    console.print(f"{_records(len(records))} appended to {results.store_path(store)}"
+    console.print(f"{_records(len(records))} appended to {results.kept_in(store)}"
                   + (f"; {skipped} cells skipped, measured before with this code on {'these machines' if cluster else 'this machine'} "
                      "(--force runs them again)" if skipped else "") + ".")
     return plan.latest_records(steps, store)
+
+
+def can_plot(needed_by: str) -> bool:
+    """Whether matplotlib is here for a command's plots; if not, a note says how to get it, and
+    the command writes its tables without them (said before the run and again at its end)."""
+    missing = matplotlib_missing(needed_by)
+    if missing:
+        say("note", f"{missing[:-1]}; the tables are written without them.")
+    return missing is None
 
 
 def write_plots(cells, kinds, stem: Path):

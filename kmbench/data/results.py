@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import tempfile
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -75,6 +76,43 @@ def append(record: dict | records.Record, path: Path | str | None = None) -> Non
             handle.write(old + line.encode() + b"\n")
             handle.flush()
             os.fsync(handle.fileno())
+
+
+# Stores that refused a record in this process (an immutable file, a folder made read-only
+# during the run): where their records went instead, and why.
+_diverted: dict[Path, tuple[Path, str]] = {}
+
+
+def keep(record: dict | records.Record, path: Path | str | None = None) -> Path:
+    """append, for a run whose cell is measured already: where the store refuses the write, the
+    record goes to a new file in the temporary folder instead (this one and the run's next ones),
+    said once as a StoreWarning, and `diverted` tells the command to fail at the end. A
+    measured cell is not lost to a store that cannot take it. Returns the file written."""
+    path = store_path(path)
+    if path not in _diverted:
+        try:
+            append(record, path)
+            return path
+        except OSError as exc:
+            handle, fallback = tempfile.mkstemp(prefix=f"kmbench-{path.stem}-", suffix=path.suffix or ".jsonl")
+            os.close(handle)
+            why = exc.strerror or str(exc)
+            _diverted[path] = Path(fallback), why
+            warnings.warn(f"cannot write the record store {path} ({why}): this run's records go to {fallback} "
+                          "instead", StoreWarning, stacklevel=2)
+    append(record, _diverted[path][0])
+    return _diverted[path][0]
+
+
+def diverted() -> dict[Path, tuple[Path, str]]:
+    """Each store that refused a record in this process: (the file that holds its records, why)."""
+    return dict(_diverted)
+
+
+def kept_in(path: Path | str | None = None) -> Path:
+    """Where a run's records went: the store, or the file that took them when it refused."""
+    path = store_path(path)
+    return _diverted.get(path, (path,))[0]
 
 
 def _read(path: Path | str | None, tasks: set[str]) -> list[tuple[dict, records.Record]]:

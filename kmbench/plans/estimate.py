@@ -98,8 +98,11 @@ def long_cells(plan: list[Planned], limit: float = LONG_S) -> list[str]:
         if total < limit:
             continue
         s = planned.settings
+        # The total is for rows at the yardstick's speed, said before the count: a slower row's
+        # own line ("timed runs about 79 s more") otherwise read as contradicting "78 s for 7 rows".
+        rows = f"{planned.rows} row{'s' if planned.rows > 1 else ''}"
         lines.append(f"{planned.name} ({planned.n:,} x {planned.d}, k = {s.k:,}, {s.iterations} iterations): "
-                     f"about {rough_duration(total)} for {planned.rows} row{'s' if planned.rows > 1 else ''} "
-                     f"({rough_duration(row)} each with its validation, for a row as fast as NumPy in "
-                     f"float64 here)")
+                     f"about {rough_duration(total)} if its {rows} {'are' if planned.rows > 1 else 'is'} as fast "
+                     f"as NumPy in float64 here ({rough_duration(row)} a row with its validation); a slower row "
+                     "says its own time once its warm-up has run")
     return lines

@@ -205,7 +205,7 @@ def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None,
     records: list[dict] = []
 
     def keep(record: dict) -> None:
-        results.append(record, store)  # only ever here, by the client: a worker never writes
+        results.keep(record, store)  # only ever here, by the client: a worker never writes
         records.append(record)
         if reporter:
             reporter.done(record)

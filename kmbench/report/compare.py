@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +61,7 @@ class StoreComparison:
     cells: list[CellComparison]
     only_a: list[cells.Cell]
     only_b: list[cells.Cell]
+    skipped: list[dict] = field(default_factory=list)  # cells no side measured: their records (B's where both)
 
     def regressions(self, fail_above: float) -> list[CellComparison]:
         return [one for one in self.cells if one.regresses(fail_above)]
@@ -107,9 +108,15 @@ def label_of(low: float | None, high: float | None, noise: float = NOISE_FRACTIO
 
 def compare(a_records: list[dict], b_records: list[dict], noise: float = NOISE_FRACTION) -> StoreComparison:
     """Every cell of A and B, the newest record of each on each side; cells on one side only
-    are listed apart."""
+    are listed apart, and so are the cells that no side measured (skipped where they are: a
+    store of a machine without a GPU holds twenty), to be summed by reason, not compared."""
     a_cells = {cells.cell_of(record): record for record in cells.newest(a_records)}
     b_cells = {cells.cell_of(record): record for record in cells.newest(b_records)}
+    unmeasured = {cell for cell in a_cells | b_cells
+                  if all(side[cell]["status"] == "skipped" for side in (a_cells, b_cells) if cell in side)}
+    skipped = [b_cells.get(cell) or a_cells[cell] for cell in unmeasured]
+    a_cells = {cell: record for cell, record in a_cells.items() if cell not in unmeasured}
+    b_cells = {cell: record for cell, record in b_cells.items() if cell not in unmeasured}
     rng = np.random.default_rng(SEED)
     compared = []
     for cell, a in a_cells.items():
@@ -124,7 +131,7 @@ def compare(a_records: list[dict], b_records: list[dict], noise: float = NOISE_F
             one.label = label_of(one.low, one.high, noise)
         compared.append(one)
     return StoreComparison(compared, [cell for cell in a_cells if cell not in b_cells],
-                           [cell for cell in b_cells if cell not in a_cells])
+                           [cell for cell in b_cells if cell not in a_cells], skipped)
 
 
 def load_side(spec: str, option: str) -> list[dict]:

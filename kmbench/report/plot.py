@@ -4,12 +4,15 @@ log scale, one panel per dataset group. Needs matplotlib (pip install 'kmbench[p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from kmbench.data import files
 from kmbench.errors import UsageError
+
+if TYPE_CHECKING:  # the frames' type alone: pandas is not imported until a table is made
+    import pandas as pd
 
 
 def require_matplotlib(needed_by: str = "--plot"):
@@ -21,8 +24,18 @@ def require_matplotlib(needed_by: str = "--plot"):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError(f"{needed_by} needs matplotlib: pip install 'kmbench[plot]'.") from None
+        raise UsageError(matplotlib_missing(needed_by)) from None
     return plt
+
+
+def matplotlib_missing(needed_by: str) -> str | None:
+    """None where matplotlib imports, else the sentence that says what needs it and how to get it
+    (for commands whose plots come beside tables, which they write without it)."""
+    try:
+        import matplotlib  # noqa: F401 - only whether it is there
+    except ImportError:
+        return f"{needed_by} needs matplotlib: pip install 'kmbench[plot]'."
+    return None
 
 
 def _save(plt, figure, out: Path, dpi: int) -> None:

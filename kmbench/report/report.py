@@ -3,7 +3,7 @@ comparison of document 000. The exporters (`kmbench.report.exporters`) render th
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from kmbench import registry
 from kmbench.data import cells, records
@@ -11,6 +11,9 @@ from kmbench.data.records import LloydRecord
 from kmbench.protocol import ceilings, environment, validate
 from kmbench.report import published
 from kmbench.protocol import describe_stop
+
+if TYPE_CHECKING:  # pandas itself is imported where a frame is made: `kmbench --help` needs none
+    import pandas as pd
 
 # Which way is better, per metric: every ratio against the baseline is taken through it.
 POLARITY = {"mean_s": "lower", "per_iter_s": "lower", "dist_evals_per_s": "higher",
@@ -114,6 +117,8 @@ def _speedups(cells: pd.DataFrame, column: str) -> pd.Series:
     at several thread counts (`run --threads 1,2`) is held against each row at the row's own
     count where it has one, else at its best count: scikit-learn at 2 threads beside a busy
     program was 17 times slower than at 1, and a speedup over that would flatter the row."""
+    import pandas as pd
+
     base = cells[(cells["impl"] == registry.baseline("lloyd")) & (cells["status"] == "ok")]
     by_problem = base.groupby(["group", "n"])[column]
     strongest = by_problem.min() if POLARITY[column] == "lower" else by_problem.max()
@@ -128,6 +133,8 @@ def _speedups(cells: pd.DataFrame, column: str) -> pd.Series:
 
 def _published_columns(cells: pd.DataFrame, chosen: list[LloydRecord]) -> pd.DataFrame:
     """Attach document 000's published seconds and speedup to the cells it covers."""
+    import pandas as pd
+
     table = published.table("python-cpp-cuda")
     seconds = {(row["impl"], int(n)): value for row in table["rows"] for n, value in row["seconds"].items()}
     baseline = {int(n): value for n, value in next(
@@ -144,6 +151,8 @@ def _published_columns(cells: pd.DataFrame, chosen: list[LloydRecord]) -> pd.Dat
 def cells_frame(lloyd: list[LloydRecord | dict]) -> pd.DataFrame:
     """One row per Lloyd cell; the latest record wins where a cell was measured more than once.
     The records come typed (kmbench.data.records) or as the objects a run just built."""
+    import pandas as pd
+
     if not lloyd:
         return pd.DataFrame()
     chosen = [records.typed(record) for record in cells.newest(lloyd)]
