@@ -38,6 +38,7 @@ class TorchLloyd(Implementation):
     dtype = "float32"
     library: str | None = None  # a peer built on PyTorch: the module it needs, and how to get it
     install_hint = ""
+    on_gpus = "one"
 
     def available(self):
         return torch_gpu_status(self.library, self.install_hint)
