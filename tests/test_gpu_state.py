@@ -71,9 +71,9 @@ def fake_nvml(reasons=0x4, pids=(FOREIGN_PID,), gpus=1, fail_init=False):
 
 @pytest.fixture
 def no_cuda_libraries(monkeypatch):
-    """Neither CuPy nor PyTorch loaded: the GPUs are those NVML sees (as on a machine without them)."""
-    for name in ("cupy", "torch"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    """As where neither CuPy nor PyTorch can name the row's CUDA device: the GPUs are those NVML
+    sees (the fake's, on any machine, the GPU machine's too)."""
+    monkeypatch.setattr(gpu_state, "_cuda_bus_ids", lambda ordinals: None)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 

@@ -155,7 +155,7 @@ def _nvml():
         pynvml.nvmlInit()  # counted by the driver: starting it again costs nothing
     except Exception as exc:
         return None, f"NVML could not start ({_text(exc).strip() or type(exc).__name__})"
-    return pynvml, ""
+    return pynvml, None
 
 
 class GpuWatch:
@@ -167,18 +167,19 @@ class GpuWatch:
         options = getattr(problem, "options", None)
         self.asked = getattr(options, "gpus", None)
         self.nvml = self.why = None
-        if self.on_gpus == "several" and getattr(options, "scheduler", None):
-            self.on_gpus, self.why = "elsewhere", "the row ran on the GPUs of the Dask cluster at --scheduler"
         self.gpus: list[dict] = []
         self.handles: list = []
+        if self.on_gpus == "several" and getattr(options, "scheduler", None):
+            self.on_gpus, self.why = "elsewhere", "the row ran on the GPUs of the Dask cluster at --scheduler"
+        if self.on_gpus in ("one", "several"):
+            # Started here, before the row's set-up: a first start takes a while, which would
+            # otherwise fall between the warm-up and the counted runs.
+            self.nvml, self.why = _nvml()
 
     def before(self) -> None:
-        if self.on_gpus not in ("one", "several"):
+        if self.nvml is None:
             return
         try:
-            self.nvml, self.why = _nvml()
-            if self.nvml is None:
-                return
             self.handles, self.found_by = used_gpus(self.nvml, self.on_gpus, self.asked)
             if not self.handles:
                 self.why = "NVML sees no GPU this row could have used"
