@@ -118,6 +118,7 @@ def test_a_gpu_cell_records_clocks_before_and_after_and_is_flagged_throttled_and
     warnings = " ".join(gpu_record["warnings"])
     assert "timed throttled: GPU 0" in warnings and "timed shared" in warnings
 
+    assert state["found_by"] == "every GPU visible (which one the row used is not known here)"
     assert "gpu_state" not in cpu_record  # a CPU row's cell has no GPU to speak of
 
     # Every table marks it, its note says why: the console's, the markdown's, the CSV's and JSON's columns.
@@ -147,13 +148,26 @@ def test_a_multi_gpu_row_records_every_gpu_it_was_given(monkeypatch, tmp_path, n
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(reasons=0x0, pids=(), gpus=4))
     (every,) = _run([FakeMultiGpuRow()], tmp_path)
     assert [gpu["index"] for gpu in every["gpu_state"]["gpus"]] == [0, 1, 2, 3]
-    assert "every GPU visible" in every["gpu_state"]["found_by"]
+    assert every["gpu_state"]["found_by"] == "every GPU visible (the row uses them all)"
 
     data = Dataset("unit", blob_data(np.random.default_rng(5), n=400), None, {"generator": "test"})
     settings = runner.Settings(k=4, iterations=5, warmup=0, repeats=1)
     (asked,) = lloyd.run([FakeMultiGpuRow()], [data], settings, store=tmp_path / "r.jsonl",
                          options=runner.Options(gpus="1,3"))
     assert [gpu["index"] for gpu in asked["gpu_state"]["gpus"]] == [1, 3]
+    assert asked["gpu_state"]["found_by"] == "the GPUs asked for (--gpus), as NVML numbers them"
+
+
+def test_a_one_gpu_row_records_its_own_cuda_device_found_by_bus_id(monkeypatch, tmp_path):
+    """On a four-GPU machine, a row on CUDA's current device (here the third GPU, as a Dask
+    worker's CUDA_VISIBLE_DEVICES would make it) records that GPU alone."""
+    nvml = fake_nvml(reasons=0x0, pids=(), gpus=4)
+    nvml.nvmlDeviceGetHandleByPciBusId = {"0000:43:00.0": ("gpu", 2)}.__getitem__
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setattr(gpu_state, "_cuda_bus_ids", lambda ordinals: ["0000:43:00.0"] if ordinals is None else None)
+    (record,) = _run([FakeGpuRow()], tmp_path)
+    assert [gpu["index"] for gpu in record["gpu_state"]["gpus"]] == [2]
+    assert record["gpu_state"]["found_by"] == "the row's CUDA device, by PCI bus ID"
 
 
 def test_without_pynvml_or_a_driver_the_record_says_not_recorded_and_why(monkeypatch, tmp_path, no_cuda_libraries):
@@ -219,4 +233,4 @@ def test_on_the_gpu_machine_a_gpu_cell_records_the_real_clocks(tmp_path):
     for when in ("before", "after"):
         assert gpu[when]["sm_clock_mhz"] > 0 and gpu[when]["memory_clock_mhz"] > 0
         assert isinstance(gpu[when]["clocks_event_reasons"], list)
-    assert "CUDA device" in record["gpu_state"]["found_by"]
+    assert record["gpu_state"]["found_by"] == "the row's CUDA device, by PCI bus ID"

@@ -129,18 +129,29 @@ def _visible_indices(nvml) -> list[int]:
     return [index for index in chosen if index < count]
 
 
+def _ordinals(asked: str | None) -> list[int]:
+    """The CUDA numbers of options.gpus ("0,1"); [] where it names none (or not by number)."""
+    parts = [part.strip() for part in (asked or "").split(",") if part.strip()]
+    return [int(part) for part in parts] if parts and all(part.isdigit() for part in parts) else []
+
+
 def used_gpus(nvml, on_gpus: str, asked: str | None) -> tuple[list, str]:
     """(NVML handles of the GPUs the cell used, how they were found)."""
-    ordinals = None if on_gpus == "one" else [int(part) for part in asked.split(",")] if asked else []
+    ordinals = None if on_gpus == "one" else _ordinals(asked)
     ids = _cuda_bus_ids(ordinals)
+    if on_gpus == "one":
+        how = "the row's CUDA device"
+    else:
+        how = "the GPUs asked for (--gpus)" if ordinals else "every GPU visible (the row uses them all)"
     if ids:
         handles = [_read(nvml.nvmlDeviceGetHandleByPciBusId, bus) for bus in ids]
         if all(handle is not None for handle in handles):
-            return handles, "the row's CUDA device" if on_gpus == "one" else "the row's GPUs, by PCI bus ID"
-    if on_gpus == "several" and asked:
-        indices, how = ordinals, "the GPUs the row was asked for (--gpus), as NVML numbers them"
+            return handles, f"{how}, by PCI bus ID"
+    if ordinals:
+        indices, how = ordinals, f"{how}, as NVML numbers them"
     else:
-        indices, how = _visible_indices(nvml), "every GPU visible (which one the row used is not known here)"
+        indices = _visible_indices(nvml)
+        how = "every GPU visible (which one the row used is not known here)" if on_gpus == "one" else how
     return [handle for handle in (_read(nvml.nvmlDeviceGetHandleByIndex, index) for index in indices)
             if handle is not None], how
 
