@@ -207,17 +207,19 @@ def test_own_processes_are_this_one_its_children_and_its_parents_not_its_sibling
                 process.wait()
 
 
-def test_in_another_pid_namespace_only_the_count_of_processes_tells():
+def test_in_another_pid_namespace_only_the_count_of_processes_tells(monkeypatch):
     gpus = [{"index": 0, "minor": 0, "after": {"processes": [{"pid": 11, "memory_bytes": 1}, {"pid": 12, "memory_bytes": 1}]}}]
-    original = gpu_state._holding
-    try:
-        gpu_state._holding = lambda pids, minor: 1  # this run holds the GPU, under a PID NVML does not list
-        (line,) = gpu_state.shared(gpus, own={999})
-        assert "2 processes, 1 of them this run's" in line
-        gpu_state._holding = lambda pids, minor: 2
-        assert gpu_state.shared(gpus, own={999}) == []
-    finally:
-        gpu_state._holding = original
+    monkeypatch.setattr(gpu_state, "_holding", lambda pids, minor: 1)  # ours holds it, under a PID NVML does not list
+    (line,) = gpu_state.shared(gpus, own={999})
+    assert "2 processes, 1 of them this run's" in line
+    monkeypatch.setattr(gpu_state, "_holding", lambda pids, minor: 2)
+    assert gpu_state.shared(gpus, own={999}) == []
+    # A namespace that hides every process: not flagged, but said to be unknown.
+    blind = [{"index": 0, "minor": 0, "before": {"processes": []}, "after": {"processes": []}}]
+    assert gpu_state.shared(blind, own={999}) == []
+    (line,) = gpu_state.hidden(blind, own={999})
+    assert "whether another program shared it is not known" in line
+    assert gpu_state.hidden(gpus, own={999}) == []
 
 
 @pytest.mark.gpu

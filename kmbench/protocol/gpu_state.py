@@ -220,6 +220,9 @@ class GpuWatch:
         own = own_processes()
         state = {"found_by": self.found_by, "gpus": self.gpus, THROTTLED: throttled(self.gpus),
                  SHARED: shared(self.gpus, own)}
+        unseen = hidden(self.gpus, own)
+        if unseen:
+            state["processes_not_visible"] = unseen  # "not shared" is then not known
         return {"gpu_state": state}
 
 
@@ -259,6 +262,19 @@ def shared(gpus: list[dict], own: set[int]) -> list[str]:
             # PID namespace (a container), so only the count can tell.
             lines.append(f"GPU {gpu['index']}: {len(seen)} processes, {held_here} of them this run's "
                          "(counted by open device files; NVML's process IDs are of another PID namespace)")
+    return lines
+
+
+def hidden(gpus: list[dict], own: set[int]) -> list[str]:
+    """The GPUs whose processes NVML does not show here, though this run holds them (a container
+    whose PID namespace hides every process, ours too): whether another shared them is unknown."""
+    lines = []
+    for gpu in gpus:
+        looks = [(gpu.get(when) or {}).get("processes") for when in ("before", "after")]
+        if any(looks) or not _holding(own, gpu.get("minor")):
+            continue
+        lines.append(f"GPU {gpu['index']}: NVML lists no process, not even this run's, which holds it "
+                     "(another PID namespace): whether another program shared it is not known")
     return lines
 
 
