@@ -215,6 +215,7 @@ class DaskCudaLloyd(DaskLloyd):
     label = "Dask (CuPy chunks, one worker per GPU)"
     description = "the dask row on CuPy chunks, one worker per GPU through dask-cuda's LocalCUDACluster"
     cuda = True
+    on_gpus = "several"
 
     def available(self):
         ready, why = dask_cuda_status()

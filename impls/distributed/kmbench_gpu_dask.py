@@ -153,6 +153,7 @@ class DaskNcclLloyd(Implementation):
     source = "kmbench's own (issue 21: the fast kernels on every GPU of a Dask cluster)"
     dtype = "float32"
     spans_cluster = True
+    on_gpus = "several"
 
     def available(self):
         ready, why = dask_cuda_status()

@@ -74,6 +74,7 @@ class FlashKMeansMultiGpu(FlashKMeans):
                    "points streamed through every GPU each iteration; fp32 input, TF32 dots, float32 sums")
     source = "peer users pick (issue 49): flash-kmeans 0.3's multi-GPU mode"
     install_hint = "flash-kmeans is not installed: pip install 'flash-kmeans>=0.3'"
+    on_gpus = "several"
 
     def available(self):
         ready, why = super().available()

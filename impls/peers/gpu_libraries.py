@@ -131,6 +131,7 @@ class CumlKMeans(Implementation):
     description = "cuml.cluster.KMeans(init=given, n_init=1, max_iter, tol=0); untested on kmbench's GPU machine"
     source = "peer users pick (the Yinyang issue): RAPIDS cuML"
     dtype = "float32"
+    on_gpus = "one"
 
     def available(self):
         try:

@@ -53,6 +53,7 @@ class TorchLloyd(Implementation):
     library: str | None = None  # a peer built on PyTorch: the module it needs, and how to get it
     install_hint = ""
     score_bytes = SCORE_BYTES  # a test forces small blocks on an instance
+    on_gpus = "one"
 
     def available(self):
         return torch_gpu_status(self.library, self.install_hint)

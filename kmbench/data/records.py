@@ -25,6 +25,7 @@ import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 
 SCHEMA_VERSION = 1
+GPU_FLAGS = ("throttled", "shared")  # kmbench.protocol.gpu_state's keys of a flagged cell
 
 
 class RecordError(ValueError):
@@ -167,8 +168,17 @@ class Record(_Part):
     times: Times = field(default_factory=Times)
     build: dict = field(default_factory=dict)  # what the row declares it is built on, free-form per row
     env: dict = field(default_factory=dict)  # the machine, as kmbench.protocol.environment captures it
+    # A GPU row's GPUs around its counted runs: clocks, power, temperature, throttle reasons and
+    # other processes (kmbench.protocol.gpu_state), or {"not_recorded": why}; {} for a CPU row.
+    gpu_state: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict, repr=False)
     given: frozenset = field(default=frozenset(), repr=False, compare=False)
+
+    @property
+    def gpu_flags(self) -> list[str]:
+        """"throttled" and/or "shared" where the GPU state says its counted runs were (the lines
+        that say why are its warnings)."""
+        return [flag for flag in GPU_FLAGS if self.gpu_state.get(flag)]
 
     def to_dict(self) -> dict:
         out = super().to_dict()

@@ -39,8 +39,10 @@ def row_error_bound(points, c_norm_max, c_centred_max, precision: Precision, xp)
 def round_up(values, xp):
     """Non-negative float64 values to a float32 at or above each: widened by 2^-22 relatively and
     2^-149 absolutely, more than rounding to the nearest float32 can take off (half an ulp: 2^-24
-    relatively, 2^-150 among subnormals)."""
-    return (values * (1 + 2.0 ** -22) + 2.0 ** -149).astype(xp.float32)
+    relatively, 2^-150 among subnormals). Past float32's largest, inf: still a bound above (data
+    of 1e30 get there), and no warning to say."""
+    with np.errstate(over="ignore"):
+        return (values * (1 + 2.0 ** -22) + 2.0 ** -149).astype(xp.float32)
 
 
 def round_down(values, xp):

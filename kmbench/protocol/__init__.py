@@ -147,6 +147,10 @@ class Implementation:
     # on a matrix sent to a cluster (`--scheduler`) its cells run in the client, one at a time,
     # with the whole cluster to themselves, instead of on one worker (kmbench.protocol.placement).
     spans_cluster: bool = False
+    # The NVIDIA GPUs its timed work runs on, whose clocks and other programs its cells record
+    # (kmbench.protocol.gpu_state): "one", the current CUDA device; "several", the GPUs of
+    # Problem.options.gpus, else every one visible (the multi-GPU rows); "": none (a CPU row).
+    on_gpus: str = ""
     follows_shift: bool = False  # stops by Problem.shift_tol itself (else kmbench.KMeans steps it)
     takes_weights: bool = False  # weights each point by Problem.weights (kmbench.KMeans's sample_weight)
     roofline_on: str = "gpu"  # whose measured ceilings its declared counts are held against ("gpu" or "cpu")

@@ -17,7 +17,7 @@ from kmbench.protocol import ceilings
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "KMBENCH_THREADS")
 LIBRARIES = ("numpy", "scipy", "scikit-learn", "pandas", "threadpoolctl", "cupy-cuda12x",
-             "cupy-cuda13x", "cmeel-eigen")
+             "cupy-cuda13x", "cmeel-eigen", "nvidia-ml-py")
 
 
 def cpu_model() -> str:

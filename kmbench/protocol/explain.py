@@ -8,9 +8,10 @@ from kmbench.protocol.validate import Oracle
 
 
 def causes(oracle: Oracle, dtype: str, notes: list[str], relocates_empty: bool,
-           iterations: int | None) -> list[str]:
-    """The known causes of a mismatch of one row on one problem, most specific first."""
-    found = []
+           iterations: int | None, known=()) -> list[str]:
+    """The known causes of a mismatch of one row on one problem, most specific first; `known`:
+    causes found of the problem beforehand (values its precision cannot hold), None where none."""
+    found = [cause for cause in known if cause]
     if oracle.emptied and relocates_empty:
         found.append(f"the reference left {oracle.emptied} cluster(s) empty during the run and kept their "
                      "centroids; this row moves an empty cluster's centroid instead")

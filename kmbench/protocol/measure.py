@@ -23,6 +23,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from kmbench.protocol import clock, usable, validate
+from kmbench.protocol.gpu_state import GpuWatch, notes as gpu_notes
 from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol.statistics import spread_warning, summarize
 
@@ -79,9 +80,14 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
         oracle.make_room()  # the judge's GPU memory for this problem, given back where a row may need it
     watch = MemoryWatch()
     threads = _threads(impl, problem)
+    gpus = GpuWatch(impl, problem)  # the clocks and other programs of the GPUs it runs on
     try:
         with watch, _thread_limit(threads):
-            _runs(task, impl, problem, task.counting(impl, problem), measured, getattr(progress, "expect", None))
+            _runs(task, impl, problem, task.counting(impl, problem), measured, getattr(progress, "expect", None),
+                  gpus.before)
+            gpus.after()
+        record.update(gpus.fields())
+        record["warnings"] += gpu_notes(record.get("gpu_state"))
         if not measured.counted or not measured.times:
             raise RuntimeError("the implementation returned no counted repeat")
         # What the timed runs did (strategy, filter counts): before the judge's runs overwrite it.
@@ -142,14 +148,17 @@ def _still_to_time(counting: Counting, wall: float) -> float:
     return (counting.warmup - 1) * wall + counted
 
 
-def _runs(task, impl, problem, counting: Counting, measured: Measured, expect=None) -> None:
+def _runs(task, impl, problem, counting: Counting, measured: Measured, expect=None, before_counted=None) -> None:
     """expect(seconds, warm-up seconds): told, after the first warm-up run, how long the rest of
-    the timed runs should take (kmbench.progress says so where that is long)."""
+    the timed runs should take (kmbench.progress says so where that is long); before_counted():
+    called just before the counted runs (the GPUs' clocks are read there)."""
     start = time.perf_counter()
     impl.prepare(problem)
     measured.setup = time.perf_counter() - start
     if impl.runs_repeats_itself:
         # Native programs repeat inside their own process and report each counted repeat.
+        if before_counted:
+            before_counted()
         result, wall, claims = _timed_run(task, impl, problem)
         measured.times, measured.wall, measured.counted = list(claims), [wall], [result]
         measured.row_calls = wall
@@ -163,6 +172,8 @@ def _runs(task, impl, problem, counting: Counting, measured: Measured, expect=No
             measured.first_run = claims[0] if claims else None
             if expect is not None:
                 expect(_still_to_time(counting, wall), wall)
+    if before_counted:
+        before_counted()
     budget_start = time.perf_counter()
     for _ in range(counting.repeats):
         result, wall, claims = _timed_run(task, impl, problem)

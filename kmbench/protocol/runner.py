@@ -13,7 +13,8 @@ from dataclasses import asdict, replace
 
 from kmbench.data.datasets import Dataset
 from kmbench.judge import precision, trajectory
-from kmbench.protocol import Implementation, Options, Problem, Result, ceilings, clock, explain, oracles, reference, validate
+from kmbench.protocol import (Implementation, Options, Problem, Result, ceilings, clock, explain, oracles, overflow,
+                              reference, validate)
 from kmbench.protocol.measure import Counting, Measured
 from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
                                        make_problem)
@@ -98,6 +99,10 @@ class LloydProtocol(Task):
     def counting(self, impl: Implementation, problem: Problem) -> Counting:
         return Counting(self.settings.warmup, self.settings.repeats, self.settings.max_time)
 
+    def cannot(self, impl: Implementation, problem: Problem) -> str | None:
+        """Points or squared distances the row's precision cannot hold (kmbench.protocol.overflow)."""
+        return overflow.cannot_hold(problem.data, problem.initial_centroids, impl.dtype or str(problem.dtype))
+
     def label(self, impl: Implementation, problem: Problem | None) -> str:
         """A row that takes a thread count is named by the count asked for, so a scaling run's rows differ."""
         label = super().label(impl, problem)
@@ -132,7 +137,8 @@ class LloydProtocol(Task):
         iterations = last.iterations
         dtype = impl.dtype or str(problem.dtype)
         if verdict.status == validate.MISMATCH:
-            reasons = explain.causes(oracle, dtype, last.notes, impl.relocates_empty_clusters, last.iterations)
+            reasons = explain.causes(oracle, dtype, last.notes, impl.relocates_empty_clusters, last.iterations,
+                                     known=[overflow.expanded_cause(problem.data, dtype)])
             verdict = replace(verdict, detail=explain.detail(verdict.detail, reasons))
         fields = dict(
             status=verdict.status,

@@ -8,6 +8,7 @@ BatchedTask) each fill it in:
     problem(workload)             the inputs every implementation is handed, the same for all
     oracle(workload, problem)     the float64 answer they are judged against
     counting(impl, problem)       warm-up and counted runs, the time budget
+    cannot(impl, problem)         why a row cannot compute this problem, known before it runs
     claims(impl, problem, result, wall)   the times a run claims, checked against the wall clock
     judge(results, oracle, ...)   the verdict on every counted result
     fields(impl, ..., measured, verdict)  the record fields a measured cell makes
@@ -28,6 +29,7 @@ from datetime import datetime, timezone
 
 from kmbench.data import results
 from kmbench.protocol import clock, environment
+from kmbench.protocol.validate import SKIPPED
 from kmbench.protocol.measure import Counting, measure_cell, usable
 from kmbench.protocol.memory import give_back_gpus
 
@@ -55,6 +57,12 @@ class Task:
 
     def counting(self, impl, problem) -> Counting:
         raise NotImplementedError
+
+    def cannot(self, impl, problem) -> str | None:
+        """Why this row cannot compute this problem, known before it runs (Lloyd: values its
+        precision cannot hold), or None: its cell is skipped with the reason, and the run says
+        so before the workload's cells."""
+        return None
 
     def label(self, impl, problem) -> str:
         """The row's name in tables."""
@@ -96,7 +104,11 @@ def cell_record(task: Task, impl, problem, oracle, workload, run_id: str, progre
     measurement. A row that cannot run here is measured as skipped, possibly before any
     problem exists."""
     record = cell_header(task, impl, problem, workload, run_id)
-    record.update(task.measure(impl, problem, oracle, workload, progress))
+    why = task.cannot(impl, problem) if problem is not None and usable(impl)[0] else None
+    if why:
+        record.update(status=SKIPPED, detail=why, warnings=[])
+    else:
+        record.update(task.measure(impl, problem, oracle, workload, progress))
     return record
 
 
@@ -131,11 +143,25 @@ class Inputs:
             self.problem = self.task.problem(self.workload)
             self.oracle = self.task.oracle(self.workload, self.problem, progress=self.note)
             self.floor = self.task.floor(self.impls, self.problem, self.env)
+            self.say_cannot()
             # Computed here, now (0 where it came from the cache); an in-memory plan's next call
             # of run_cells that reuses this oracle owes none of it.
             self.reference_seconds = getattr(self.oracle, "seconds", 0.0)
             if hasattr(self.oracle, "seconds"):
                 self.oracle.seconds = 0.0
+
+    def say_cannot(self) -> None:
+        """Before the workload's cells: the rows that cannot compute it, and why (one line a reason)."""
+        if self.note is None:
+            return
+        reasons: dict[str, list[str]] = {}
+        for impl in self.impls:
+            why = self.task.cannot(impl, self.problem) if usable(impl)[0] else None
+            if why:
+                reasons.setdefault(why, []).append(impl.name)
+        for why, names in reasons.items():
+            self.note.say(f"{', '.join(names)} cannot compute {self.task.workload_name(self.workload)} "
+                          f"and {'are' if len(names) > 1 else 'is'} skipped there: {why}")
 
     def charged(self, record: dict) -> dict:
         """The record with times.judge: its share of the reference beside its own judgement."""
@@ -189,6 +215,10 @@ class _Progress:
     def expect(self, seconds: float, warmup: float) -> None:
         if hasattr(self.reporter, "expect"):
             self.reporter.expect(seconds, warmup)
+
+    def say(self, text: str) -> None:
+        """A line of its own (a reporter without one hears it as a note)."""
+        (getattr(self.reporter, "say", None) or self.reporter.note)(text)
 
 
 def run_cells(task: Task, workloads: list, impls: list, store=None, stored=None, reporter=None,

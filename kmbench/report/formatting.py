@@ -64,29 +64,42 @@ def rate_text(value) -> str:
     return f"{value:.0f}/s"
 
 
-def status_text(status: str, certified, data, weak: bool = False) -> str:
+def status_text(status: str, certified, data, weak: bool = False, gpu_flags=None) -> str:
     """The verdict, and beside it the precision it was certified in where that is less than the
     data's (`certified`, `data`: precision names), so that no reader compares a TF32 row's time
-    with a float32 row's unawares: `ok (tf32)`, `ok (fp16)`, `ok (fp32)` on float64 data; and
+    with a float32 row's unawares: `ok (tf32)`, `ok (fp16)`, `ok (fp32)` on float64 data;
     `weak` where most of its point decisions could go more than one way in that precision, so
-    that the `ok` proves little there (kmbench.protocol.validate.weak): `ok (weak)`."""
+    that the `ok` proves little there (kmbench.protocol.validate.weak): `ok (weak)`; and
+    `throttled` or `shared` where its GPU slowed its clocks or held another program during its
+    counted runs (`gpu_flags`: the flags, or the cells frame's text of them), so that its time is
+    not read as the GPU's: `ok (throttled)` (its warnings say why)."""
     marks = []
     if isinstance(certified, str) and isinstance(data, str) and precision.narrower(certified, data):
         marks.append(SHORT_PRECISION.get(certified, certified))
     if weak is True and status == "ok":
         marks.append("weak")
+    if isinstance(gpu_flags, str):
+        gpu_flags = [flag.strip() for flag in gpu_flags.split(",") if flag.strip()]
+    if status not in ("skipped", "error"):
+        marks += list(gpu_flags or [])
     return f"{status} ({', '.join(marks)})" if marks else status
+
+
+def gpu_flags_text(flags) -> str:
+    """A record's GPU flags as the cells frame holds them: "throttled, shared", "" where none."""
+    return ", ".join(flags)
 
 
 def row_status(row) -> str:
     """status_text of a cells-frame row (kmbench.report.report)."""
-    return status_text(row["status"], row.get("certified_in"), row.get("dtype"), row.get("weak"))
+    return status_text(row["status"], row.get("certified_in"), row.get("dtype"), row.get("weak"),
+                       row.get("gpu_flags"))
 
 
 def record_status(record) -> str:
     """status_text of a typed Lloyd record (kmbench.data.records.LloydRecord)."""
     return status_text(record.status, record.validation.get("dtype"), record.dataset.dtype,
-                       validate.weak(record.validation))
+                       validate.weak(record.validation), record.gpu_flags)
 
 
 def skipped_summaries(group) -> list[str]:

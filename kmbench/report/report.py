@@ -10,6 +10,7 @@ from kmbench.data import cells, records
 from kmbench.data.records import LloydRecord
 from kmbench.protocol import ceilings, environment, validate
 from kmbench.report import published
+from kmbench.report.formatting import gpu_flags_text
 from kmbench.protocol import describe_stop
 
 if TYPE_CHECKING:  # pandas itself is imported where a frame is made: `kmbench --help` needs none
@@ -79,6 +80,8 @@ def _row(record: LloydRecord) -> dict:
         "certified_in": record.validation.get("dtype"),
         "dtype": data.dtype,
         "weak": validate.weak(record.validation),  # most decisions left open: the ok proves little
+        # Timed while its GPU was throttled or shared (kmbench.protocol.gpu_state); its warnings say why.
+        "gpu_flags": gpu_flags_text(record.gpu_flags),
         "detail": record.detail,
         "iters_executed": record.iterations_executed,
         "repeats": record.repeats_done,

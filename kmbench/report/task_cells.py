@@ -9,12 +9,14 @@ import pandas as pd
 from kmbench.data import cells
 from kmbench.data.records import AssignRecord, BatchedRecord, Statistic, TaskRecord
 from kmbench.protocol import environment
+from kmbench.report.formatting import gpu_flags_text
 
 
 def _row(record: TaskRecord) -> dict:
     run = record.times.run or Statistic()
     row = {"task": record.task, "suite": record.suite, "workload": record.workload, **record.spec,
            "impl": record.impl, "label": record.label, "step": record.step, "status": record.status,
+           "gpu_flags": gpu_flags_text(record.gpu_flags),
            "detail": record.detail, "repeats": record.repeats_done, "mean_s": run.mean, "median_s": run.median,
            "min_s": run.min, "std_s": run.std, "cv": run.cv, "floor_s": record.floor_s}
     if isinstance(record, AssignRecord):

@@ -10,11 +10,18 @@ from kmbench import registry
 from kmbench.data.records import AssignRecord, BatchedRecord, TaskRecord
 from kmbench.report import published
 from kmbench.protocol import environment
-from kmbench.report.formatting import seconds_text
+from kmbench.protocol.gpu_state import NOTE_PREFIXES as GPU_NOTE_PREFIXES
+from kmbench.report.formatting import seconds_text, status_text
 
 
 def _status(record: TaskRecord) -> str:
-    return record.status if record.status == "ok" else f"**{record.status}**: {record.detail}"
+    """The verdict; a GPU flag beside it with why (these tables have no notes below them)."""
+    if record.status != "ok":
+        return f"**{record.status}**: {record.detail}"
+    if not record.gpu_flags:
+        return record.status
+    why = [warning for warning in record.warnings if warning.startswith(GPU_NOTE_PREFIXES)]
+    return f"{status_text(record.status, None, None, gpu_flags=record.gpu_flags)}: {'; '.join(why)}"
 
 
 def _flagged(text: str, record: TaskRecord) -> str:

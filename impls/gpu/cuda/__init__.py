@@ -36,6 +36,7 @@ class GpuImplementation(Implementation):
     info and setup phases its `prepare` recorded (in `_info` and `_setup`)."""
 
     _info: dict = {}
+    on_gpus = "one"
 
     def available(self):
         return cuda_status()

@@ -50,6 +50,7 @@ class TritonFused(Implementation):
                    "scores on mean-shifted data (tl.dot in IEEE FP32 above d = 8)")
     source = "kmbench's own (the Yinyang issue: a Triton fused kernel)"
     dtype = "float32"
+    on_gpus = "one"
 
     def __init__(self):
         self.use_graph = os.environ.get("KMBENCH_CUDA_GRAPH", "1") != "0"
