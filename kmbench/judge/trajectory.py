@@ -86,8 +86,10 @@ def _stepped(impl, problem, count: int):
         current = result.centroids
 
 
-def _traced(impl, problem, count: int):
-    result = impl.run(replace(problem, trace=True))
+def _traced(impl, problem, count: int, result=None):
+    """(centroids, labels) of each iteration from the row's trace run: `result` where it was
+    made already (the measuring loop's first warm-up), else run now."""
+    result = result if result is not None else impl.run(replace(problem, trace=True))
     trace = list(result.trace or [])
     if len(trace) != result.iterations:
         raise ValueError(f"the row's trace has {len(trace)} steps for {result.iterations} iterations")
@@ -96,8 +98,9 @@ def _traced(impl, problem, count: int):
 
 
 def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, data=None,
-            bank: Bank | None = None, spread: float | None = None, geometry=None) -> Certificate:
+            bank: Bank | None = None, spread: float | None = None, geometry=None, traced=None) -> Certificate:
     """Certify `impl`'s trajectory on `problem` and the end of every timed result in `timed`;
+    `traced`: the result of the row's trace run on `problem`, where one was made already;
     `progress(text)` hears of each step; `data`: the problem's data already where xp computes;
     `bank`: the problem's kept scans (kmbench.judge.seeds), which this certification adds to;
     `spread`, `geometry`: the data's, where known (the oracle's)."""
@@ -112,7 +115,7 @@ def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, 
     if counts[0] < 1:
         certificate.failure = Failure(0, "iterations", text="a timed run claims no iteration at all")
         return certificate
-    source = _traced(impl, problem, length) if traces else _stepped(impl, problem, length)
+    source = _traced(impl, problem, length, traced) if traces else _stepped(impl, problem, length)
     kept = {0: np.asarray(problem.initial_centroids, dtype=np.float64)}
     wanted = {1} | {c for count in counts for c in (count - 1, count)}
     previous, before, changes = kept[0], None, {}

@@ -56,6 +56,7 @@ class Problem:
     warmup: int = 1
     repeats: int = 5
     max_time: float | None = None
+    min_repeats: int = 1  # counted repeats a max_time budget cannot cut
     # How the initial centroids were made ({"method", "device", "seconds"}): shown, not timed.
     seeding: dict = field(default_factory=dict)
     # An untimed validation run: a row that `traces` returns every iteration's centroids.
@@ -174,6 +175,13 @@ class Implementation:
 
     def available(self) -> tuple[bool, str]:
         return True, ""
+
+    def unsuited(self, problem: Problem) -> str:
+        """Why the row is not offered for this problem, in a sentence its description also says
+        (`kmbench list`); "" where it is. A run skips such a cell with the sentence: a row that
+        could compute it but has no business there (TF32 tensor cores at small d), not a limit
+        it fails at (those raise ImplementationError in prepare)."""
+        return ""
 
     def prepare(self, problem: Problem) -> None:
         """Compile, build or upload. Timed as the setup phase."""
