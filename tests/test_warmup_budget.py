@@ -3,13 +3,15 @@ trajectory warms up with the judge's trace run, so it runs no extra time; `run`'
 stops a slow row after at least 3 counted runs and says so; reproduce's suites keep their
 documents' protocol (no budget where the suite names none)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from impls.cpu.numpy_fast import NumpyFast
 from kmbench.data.datasets import Dataset
 from kmbench.plans import suite
-from kmbench.protocol import measure, runner
+from kmbench.protocol import Problem, measure, runner
 from kmbench.report.formatting import repeats_text
 from kmbench.tasks import lloyd
 from tests.conftest import blob_data
@@ -162,3 +164,44 @@ def test_document_000_is_the_mean_of_five_unbudgeted_runs():
     (document,) = [name for name in suite.names() if suite.load(name).source.startswith("000_")]
     counting = suite.load(document).settings().counting()
     assert (counting.repeats, counting.max_time, counting.least()) == (5, None, 1)
+
+
+def _trace_is_the_trajectory(row, problem):
+    """The trace a row reports is its run's trajectory: iteration i's centroids are where a run of
+    i iterations from the same start ends, and the last is the run's own end."""
+    traced = row.run(replace(problem, trace=True))
+    assert traced.trace is not None and len(traced.trace) == traced.iterations == problem.iterations
+    np.testing.assert_array_equal(traced.trace[-1], traced.centroids)
+    for count in (1, 2, problem.iterations):
+        shorter = row.run(replace(problem, iterations=count))
+        np.testing.assert_array_equal(traced.trace[count - 1], np.asarray(shorter.centroids, np.float64))
+
+
+def _small_problem():
+    data = blob_data(np.random.default_rng(9), n=500)
+    return Problem(data=data, initial_centroids=data[:4].copy(), iterations=4)
+
+
+def test_numpy_blog_reports_its_trajectory():
+    from impls.cpu.numpy_blog import NumpyBlog
+
+    row, problem = NumpyBlog(), _small_problem()
+    assert row.traces
+    row.prepare(problem)
+    try:
+        _trace_is_the_trajectory(row, problem)
+    finally:
+        row.release()
+
+
+def test_the_dask_row_reports_its_trajectory():
+    pytest.importorskip("distributed")
+    from impls.distributed.dask_lloyd import DaskLloyd
+
+    row, problem = DaskLloyd(), _small_problem()
+    assert row.traces
+    row.prepare(problem)
+    try:
+        _trace_is_the_trajectory(row, problem)
+    finally:
+        row.release()

@@ -2,7 +2,8 @@
 
 The trajectory comes from the row itself, in untimed validation runs:
 - a row that can report it cheaply (`Implementation.traces`) is run once with `Problem.trace`
-  set and returns every iteration's centroids (`Result.trace`) and its last labels;
+  set and returns every iteration's centroids (`Result.trace`) and its last labels (the
+  measuring loop makes that run the row's first warm-up and hands it here: `traced`);
 - every other row (scikit-learn, subprocesses, third parties) is stepped: run for one
   iteration at a time, each from its own previous output.
 Each step is certified (kmbench.judge.certify). A timed run's final centroids must then be the
