@@ -136,7 +136,9 @@ class Implementation:
     # Keeps no precision's bounds (an approximate method): a step the judge cannot certify makes
     # its verdict `approximate`, with its quality, rather than `mismatch`.
     approximate: bool = False
-    traces: bool = False  # fills Result.trace when Problem.trace is set (else the judge steps it)
+    # Fills Result.trace when Problem.trace is set (else the judge steps it). That traced run is
+    # also the row's first warm-up, so it must run the same code as a plain run (plus the copies).
+    traces: bool = False
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
