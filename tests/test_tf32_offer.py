@@ -26,7 +26,7 @@ def _problem(d):
 @pytest.mark.parametrize("d", [1, 2, 16, TF32_FROM_DIM - 1])
 def test_tf32_is_not_offered_where_tensor_cores_cannot_help(d):
     why = KmbenchGpuTf32().unsuited(_problem(d))
-    assert why.startswith(f"Not offered at d = {d}: ") and f"cannot help below d = {TF32_FROM_DIM}" in why
+    assert why.startswith(f"not offered at d = {d}: ") and f"cannot help below d = {TF32_FROM_DIM}" in why
     assert "kmbench-gpu's exact pass" in why
     assert KmbenchGpu().unsuited(_problem(d)) == ""  # its sibling is offered everywhere
 

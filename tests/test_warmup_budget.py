@@ -205,3 +205,17 @@ def test_the_dask_row_reports_its_trajectory():
         _trace_is_the_trajectory(row, problem)
     finally:
         row.release()
+
+
+def test_runs_summary_says_which_rows_the_budget_stopped(monkeypatch, tmp_path):
+    from rich.console import Console
+
+    from kmbench.cli.output import summary_table
+
+    cut = _budgeted(monkeypatch, tmp_path, 60.0, repeats=5, max_time=10.0, min_repeats=3)
+    whole = _budgeted(monkeypatch, tmp_path, 1.0, repeats=5, max_time=10.0, min_repeats=3)
+    whole = {**whole, "impl": "whole", "label": "whole"}
+    console = Console(width=200, record=True)
+    console.print(summary_table([cut, whole]))
+    lines = {line.split()[0]: line for line in console.export_text().splitlines() if line.strip()}
+    assert "(3 runs, budget)" in lines["slow"] and "budget" not in lines["whole"]

@@ -267,5 +267,5 @@ class KmbenchGpuTf32(KmbenchGpu):
         # 2.6 us (1e5 points, k = 5, one H200): a product of depth d <= 32 keeps the tensor cores idle
         # while n x k scores go through memory, so nothing TF32 could win there is worth a row.
         if problem.d < TF32_FROM_DIM:
-            return f"Not offered at d = {problem.d}: {TF32_WHY}."
+            return f"not offered at d = {problem.d}: {TF32_WHY}"
         return ""
