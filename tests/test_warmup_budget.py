@@ -219,3 +219,19 @@ def test_runs_summary_says_which_rows_the_budget_stopped(monkeypatch, tmp_path):
     console.print(summary_table([cut, whole]))
     lines = {line.split()[0]: line for line in console.export_text().splitlines() if line.strip()}
     assert "(3 runs, budget)" in lines["slow"] and "budget" not in lines["whole"]
+
+
+def test_a_native_row_keeps_the_least_of_three_runs_under_its_own_clock(tmp_path, monkeypatch):
+    """The C++ harness stops by --max-time itself: any run outlasts a nanosecond's budget, so it
+    would stop after one run; --min-repeats 3 makes it three (and one where the least is 1)."""
+    from impls.cpu.cpp import CppPlain, build
+
+    if build.find_compiler()[0] is None:
+        pytest.skip("no C++ compiler on PATH")
+    monkeypatch.setenv("KMBENCH_CACHE", str(tmp_path / "cache"))
+    done = {}
+    for least in (1, 3):
+        record = _record(CppPlain(), tmp_path, warmup=1, repeats=5, max_time=1e-9, min_repeats=least)
+        assert record["status"] == "ok", record["detail"]
+        done[least] = (record["repeats_done"], record["stopped_by_budget"])
+    assert done == {1: (1, True), 3: (3, True)}
