@@ -101,7 +101,7 @@ def run(
     tol: Optional[float] = typer.Option(None, "--tol", help=escape("With --stop tolerance: the fraction of points that may still change cluster (0: none) [default: 0].")),
     max_iters: Optional[int] = typer.Option(None, "--max-iters", help=escape("With --stop tolerance: the most iterations [default: --iters].")),
     repeats: int = typer.Option(5, "--repeats", help="Counted runs per cell (the mean is document 000's statistic)."),
-    warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first (compilation, caches)."),
+    warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first (compilation, caches); for a row that reports its trajectory the first is the judge's untimed run that records it."),
     impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations, comma separated [default: all]. See `kmbench list`.")),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="A generated dataset's name or a .npy / text file, instead of blobs of --n points."),
     label_column: bool = typer.Option(False, "--label-column", help="The last column of --dataset is a label: drop it."),
