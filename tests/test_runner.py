@@ -64,8 +64,8 @@ def test_everyone_gets_the_same_start_and_counted_repeats(tmp_path):
     a, b = Spy("a"), Spy("b")
     settings = runner.Settings(k=5, iterations=12, warmup=2, repeats=3)
     records = lloyd.run([a, b], [_dataset()], settings, store=tmp_path / "r.jsonl")
-    assert a.calls == b.calls == 5  # 2 warm-up + 3 counted
-    assert a.steps == b.steps == 1  # then one untimed run that reports its trajectory (numpy traces)
+    assert a.calls == b.calls == 4  # the second warm-up + 3 counted
+    assert a.steps == b.steps == 1  # the first warm-up: the judge's run that reports the trajectory (numpy traces)
     assert a.prepared == 1
     for start in a.starts + b.starts:
         np.testing.assert_array_equal(start, a.starts[0])

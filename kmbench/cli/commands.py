@@ -102,7 +102,7 @@ def run(
     tol: Optional[float] = typer.Option(None, "--tol", help=escape("With --stop tolerance: the fraction of points that may still change cluster (0: none) [default: 0].")),
     max_iters: Optional[int] = typer.Option(None, "--max-iters", help=escape("With --stop tolerance: the most iterations [default: --iters].")),
     repeats: int = typer.Option(5, "--repeats", help="Counted runs per cell (the mean is document 000's statistic)."),
-    warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first (compilation, caches)."),
+    warmup: int = typer.Option(1, "--warmup", help="Uncounted runs first (compilation, caches); for a row that reports its trajectory the first is the judge's untimed run that records it."),
     impl: Optional[str] = typer.Option(None, "--impl", help=escape("Implementations, comma separated [default: all]. See `kmbench list`.")),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="A generated dataset's name or a .npy / text file, instead of blobs of --n points."),
     label_column: bool = typer.Option(False, "--label-column", help="The last column of --dataset is a label: drop it."),
@@ -111,7 +111,7 @@ def run(
     dtype: Optional[str] = typer.Option(None, "--dtype", help=escape("float32 or float64 for generated data [default: float32].")),
     init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++ (also spelled k-means++)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
-    max_time: Optional[float] = typer.Option(None, "--max-time", help="Stop repeating a cell after this many seconds of counted runs."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", "--budget", help=escape(f"A slow row's time budget: after {runner.RUN_MIN_REPEATS} counted runs, no new one once this many seconds of them are spent; the table says so; inf: none [default: {runner.RUN_BUDGET_S:g}].")),
     threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of the rows that take a count: kmbench-cpu's own, and through threadpoolctl the BLAS and OpenMP pools of numpy, sklearn and faiss-cpu [default: $KMBENCH_THREADS, else every core]; several, comma separated (1,2,4), run their cells once per count and the report shows the scaling. Each record says how many ran; the run says which rows the count did not reach.")),
     scheduler: Optional[str] = Scheduler,
     data_dir: Optional[Path] = DataDir,
@@ -123,7 +123,8 @@ def run(
     counts = thread_counts(threads)
     settings = runner.Settings(k=k, iterations=max_iters if max_iters is not None else iters,
                                stop=stop, tol=tol or 0.0, init=init_method(init), seed=seed, warmup=warmup,
-                               repeats=repeats, max_time=max_time)
+                               repeats=repeats, max_time=runner.RUN_BUDGET_S if max_time is None else max_time,
+                               min_repeats=runner.RUN_MIN_REPEATS)
     impls = registry.select(impl)
     sizes, make = planned_datasets(n or "100000", dataset, d or 2, centers or 5, dtype or "float32", data_dir, label_column)
     plan.check_before_writing([(settings, sizes)], store, data_dir, generating=not dataset)

@@ -78,11 +78,18 @@ def summary_table(records: list[dict]) -> Table:
         table.add_row(
             row["impl"], _count_short(int(row["n"])), *("-" if pd.isna(row[name]) else f"{int(row[name]):,}" for name in varying),
             f"[{style}]{row_status(row)}[/]", _iterations_short(row),
-            seconds_text(row["mean_s"]),
+            seconds_text(row["mean_s"]) + _budget_mark(row),
             seconds_text(row["per_iter_s"]),
             f"{speedup:.2f}x" if pd.notna(speedup) else "-",
         )
     return table
+
+
+def _budget_mark(row) -> str:
+    """" (3 runs, budget)" beside the mean of a row its time budget stopped (`run --budget`)."""
+    if not row.get("stopped_by_budget") or pd.isna(row.get("repeats")):
+        return ""
+    return f" ({int(row['repeats'])} runs, budget)"
 
 
 def skipped_lines(records: list[dict], gpu_here: bool) -> list[str]:

@@ -2,7 +2,8 @@
 
 The trajectory comes from the row itself, in untimed validation runs:
 - a row that can report it cheaply (`Implementation.traces`) is run once with `Problem.trace`
-  set and returns every iteration's centroids (`Result.trace`) and its last labels;
+  set and returns every iteration's centroids (`Result.trace`) and its last labels (the
+  measuring loop makes that run the row's first warm-up and hands it here: `traced`);
 - every other row (scikit-learn, subprocesses, third parties) is stepped: run for one
   iteration at a time, each from its own previous output.
 Each step is certified (kmbench.judge.certify). A timed run's final centroids must then be the
@@ -86,8 +87,10 @@ def _stepped(impl, problem, count: int):
         current = result.centroids
 
 
-def _traced(impl, problem, count: int):
-    result = impl.run(replace(problem, trace=True))
+def _traced(impl, problem, count: int, result=None):
+    """(centroids, labels) of each iteration from the row's trace run: `result` where it was
+    made already (the measuring loop's first warm-up), else run now."""
+    result = result if result is not None else impl.run(replace(problem, trace=True))
     trace = list(result.trace or [])
     if len(trace) != result.iterations:
         raise ValueError(f"the row's trace has {len(trace)} steps for {result.iterations} iterations")
@@ -96,8 +99,9 @@ def _traced(impl, problem, count: int):
 
 
 def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, data=None,
-            bank: Bank | None = None, spread: float | None = None, geometry=None) -> Certificate:
+            bank: Bank | None = None, spread: float | None = None, geometry=None, traced=None) -> Certificate:
     """Certify `impl`'s trajectory on `problem` and the end of every timed result in `timed`;
+    `traced`: the result of the row's trace run on `problem`, where one was made already;
     `progress(text)` hears of each step; `data`: the problem's data already where xp computes;
     `bank`: the problem's kept scans (kmbench.judge.seeds), which this certification adds to;
     `spread`, `geometry`: the data's, where known (the oracle's)."""
@@ -112,7 +116,7 @@ def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, 
     if counts[0] < 1:
         certificate.failure = Failure(0, "iterations", text="a timed run claims no iteration at all")
         return certificate
-    source = _traced(impl, problem, length) if traces else _stepped(impl, problem, length)
+    source = _traced(impl, problem, length, traced) if traces else _stepped(impl, problem, length)
     kept = {0: np.asarray(problem.initial_centroids, dtype=np.float64)}
     wanted = {1} | {c for count in counts for c in (count - 1, count)}
     previous, before, changes = kept[0], None, {}

@@ -82,7 +82,7 @@ def seconds(planned: Planned) -> tuple[float, float]:
     s = planned.settings
     iteration = planned.n * s.k * planned.d / float64_terms_per_second(planned.d, s.k)
     run = iteration * s.iterations
-    counted = s.repeats * run if s.max_time is None else min(s.repeats * run, s.max_time + run)
+    counted = s.counting().counted_seconds(run)  # under a budget, never fewer than its least runs
     validation = run + planned.n * s.iterations * judge_seconds_per_point(planned.d, s.k)
     row = s.warmup * run + counted + validation
     return run + planned.rows * row, row

@@ -56,6 +56,7 @@ class Problem:
     warmup: int = 1
     repeats: int = 5
     max_time: float | None = None
+    min_repeats: int = 1  # counted repeats a max_time budget cannot cut
     # How the initial centroids were made ({"method", "device", "seconds"}): shown, not timed.
     seeding: dict = field(default_factory=dict)
     # An untimed validation run: a row that `traces` returns every iteration's centroids.
@@ -135,7 +136,9 @@ class Implementation:
     # Keeps no precision's bounds (an approximate method): a step the judge cannot certify makes
     # its verdict `approximate`, with its quality, rather than `mismatch`.
     approximate: bool = False
-    traces: bool = False  # fills Result.trace when Problem.trace is set (else the judge steps it)
+    # Fills Result.trace when Problem.trace is set (else the judge steps it). That traced run is
+    # also the row's first warm-up, so it must run the same code as a plain run (plus the copies).
+    traces: bool = False
     runs_repeats_itself: bool = False  # True: one `run` call performs warm-up and repeats
     tasks: tuple[str, ...] = ("lloyd",)  # the problem shapes it serves (kmbench.tasks.batched: "batched")
     relocates_empty_clusters: bool = False  # moves an empty cluster's centroid (the protocol keeps it)
@@ -178,6 +181,13 @@ class Implementation:
 
     def available(self) -> tuple[bool, str]:
         return True, ""
+
+    def unsuited(self, problem: Problem) -> str:
+        """Why the row is not offered for this problem, in a sentence its description also says
+        (`kmbench list`); "" where it is. A run skips such a cell with the sentence: a row that
+        could compute it but has no business there (TF32 tensor cores at small d), not a limit
+        it fails at (those raise ImplementationError in prepare)."""
+        return ""
 
     def prepare(self, problem: Problem) -> None:
         """Compile, build or upload. Timed as the setup phase."""

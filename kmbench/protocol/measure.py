@@ -1,9 +1,12 @@
 """The one measuring loop, for every task: one implementation on one problem, never raising.
 
     setup        prepare(problem), timed on the harness's clock (compile, build, upload)
-    warm-up      uncounted runs (compilation, JIT, caches); the first one's time is kept
-    counted      `repeats` runs, or fewer where the time budget (`max_time`) runs out; a row
-                 that repeats inside its own process (native programs) is called once
+    warm-up      uncounted runs (compilation, JIT, caches); the first one's time is kept. Where
+                 the task makes one (Task.trace_problem: a row that `traces`), the first is the
+                 judge's untimed trace run, kept for the judge: no row runs an extra time to warm up
+    counted      `repeats` runs, or fewer where the time budget (`max_time`) runs out, never fewer
+                 than `min_repeats`; a row that repeats inside its own process (native programs)
+                 is called once
     clock check  every run under the harness's own clock, GPU synchronised on both sides; what
                  the row claims for its timed region is checked against it (the task says how)
     memory       peak host and GPU memory of prepare and every run
@@ -35,6 +38,18 @@ class Counting:
     warmup: int = 1
     repeats: int = 5
     max_time: float | None = None  # seconds of counted runs after which the cell stops repeating
+    min_repeats: int = 1  # counted runs made whatever the budget (hyperfine's rule: `run` asks 3)
+
+    def least(self) -> int:
+        """The counted runs a budget cannot cut: min_repeats, or every one asked for if fewer."""
+        return min(max(1, self.min_repeats), self.repeats)
+
+    def counted_seconds(self, run: float) -> float:
+        """Seconds of counted runs, each `run` seconds long: every repeat, or under a budget as
+        many as it lets start (the one that overshoots it included), never fewer than least()."""
+        if self.max_time is None:
+            return self.repeats * run
+        return min(self.repeats * run, max(self.least() * run, self.max_time + run))
 
 
 @dataclass
@@ -47,6 +62,7 @@ class Measured:
     wall: list[float] = field(default_factory=list)  # the harness's clock around each counted call
     counted: list = field(default_factory=list)  # the result of each counted call
     stopped_by_budget: bool = False
+    trace: object = None  # the row's traced warm-up run (a Result), handed to the judge
     validation: float | None = None  # seconds the judge took (untimed)
     row_calls: float = 0.0  # seconds of the row's timed work: its warm-up and counted calls, wall clock
     memory: dict = field(default_factory=dict)  # {"host_bytes", "gpu_bytes"}: peaks above the start
@@ -73,6 +89,9 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
     ready, why = usable(impl)
     if not ready or problem is None:
         return {**record, "status": validate.SKIPPED, "detail": why or "no problem was made"}
+    refused = impl.unsuited(problem)
+    if refused:
+        return {**record, "status": validate.SKIPPED, "detail": refused}
     measured = Measured()
     problem, measured.followed = task.followed(impl, problem, oracle)
     record.update(measured.followed)
@@ -95,7 +114,7 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
         if threads is not None:
             record["build"]["threads"] = threads  # the count its timed runs were held to
         judging = time.perf_counter()
-        verdict = task.judge(measured.counted, oracle, problem, impl, progress)
+        verdict = task.judge(measured.counted, oracle, problem, impl, progress, trace=measured.trace)
         measured.validation = time.perf_counter() - judging
     except Exception as exc:
         record.update(error_fields(exc))
@@ -142,10 +161,26 @@ def _timed_run(task, impl, problem):
 
 def _still_to_time(counting: Counting, wall: float) -> float:
     """Seconds the cell's other warm-up and counted runs should take, each as long as the first."""
-    counted = counting.repeats * wall
-    if counting.max_time is not None:
-        counted = min(counted, counting.max_time + wall)
-    return (counting.warmup - 1) * wall + counted
+    return (counting.warmup - 1) * wall + counting.counted_seconds(wall)
+
+
+def _warm_up(task, impl, problem, counting: Counting, measured: Measured, expect=None) -> None:
+    """The uncounted runs. The first is the judge's trace run where the task makes one: it
+    compiles, fills caches and touches memory as any warm-up does, and the judge then needs no
+    run of its own (the trajectory is the same row's on the same problem). Its time is kept as
+    the cold start, as the first warm-up's always was; no warm-up is counted or timed for the
+    table, so the counted runs' region is unchanged."""
+    traced = task.trace_problem(impl, problem)
+    for index in range(counting.warmup):
+        given = traced if index == 0 and traced is not None else problem
+        result, wall, claims = _timed_run(task, impl, given)
+        measured.row_calls += wall
+        if given is traced:
+            measured.trace = result
+        if index == 0:
+            measured.first_run = claims[0] if claims else None
+            if expect is not None:
+                expect(_still_to_time(counting, wall), wall)
 
 
 def _runs(task, impl, problem, counting: Counting, measured: Measured, expect=None, before_counted=None) -> None:
@@ -165,13 +200,7 @@ def _runs(task, impl, problem, counting: Counting, measured: Measured, expect=No
         measured.first_run = result.phases.get("first_run")
         measured.stopped_by_budget = len(claims) < counting.repeats
         return
-    for index in range(counting.warmup):
-        _, wall, claims = _timed_run(task, impl, problem)
-        measured.row_calls += wall
-        if index == 0:
-            measured.first_run = claims[0] if claims else None
-            if expect is not None:
-                expect(_still_to_time(counting, wall), wall)
+    _warm_up(task, impl, problem, counting, measured, expect)
     if before_counted:
         before_counted()
     budget_start = time.perf_counter()
@@ -182,6 +211,6 @@ def _runs(task, impl, problem, counting: Counting, measured: Measured, expect=No
         measured.wall.append(wall)
         measured.row_calls += wall
         over = counting.max_time is not None and time.perf_counter() - budget_start > counting.max_time
-        if over and len(measured.counted) < counting.repeats:
+        if over and counting.least() <= len(measured.counted) < counting.repeats:
             measured.stopped_by_budget = True
             break

@@ -16,13 +16,13 @@ from kmbench.judge import precision, trajectory
 from kmbench.protocol import (Implementation, Options, Problem, Result, ceilings, clock, explain, oracles, overflow,
                               reference, validate)
 from kmbench.protocol.measure import Counting, Measured
-from kmbench.protocol.settings import (INITS, Settings, check_settings, check_sizes, choose_start, initial_centroids,
-                                       make_problem)
+from kmbench.protocol.settings import (INITS, RUN_BUDGET_S, RUN_MIN_REPEATS, Settings, check_settings, check_sizes,
+                                       choose_start, initial_centroids, make_problem)
 from kmbench.protocol.task import Task, cell_record, usable
 from kmbench.protocol.statistics import summarize
 
 # Settings and problems are made in settings.py; callers read them from the runner that uses them.
-__all__ = ["INITS", "LloydProtocol", "Settings", "check_settings", "check_sizes", "choose_start", "describe_dataset",
+__all__ = ["INITS", "LloydProtocol", "RUN_BUDGET_S", "RUN_MIN_REPEATS", "Settings", "check_settings", "check_sizes", "choose_start", "describe_dataset",
            "initial_centroids", "iteration_warnings", "judgement", "make_problem", "run_cell", "usable"]
 
 
@@ -47,8 +47,9 @@ def _phase_stats(runs: list[Result]) -> dict:
 
 
 def judgement(results: list[Result], oracle: validate.Oracle, problem: Problem,
-              impl: Implementation, progress=None) -> validate.Verdict:
-    """The verdict of a row's counted results: certified in the precision it declares."""
+              impl: Implementation, progress=None, trace: Result | None = None) -> validate.Verdict:
+    """The verdict of a row's counted results: certified in the precision it declares.
+    trace: the row's traced run, where it was made as the warm-up (else the judge makes it)."""
     broken = [end for end in (validate.malformed(result.centroids, oracle) for result in results) if end]
     if broken:
         return broken[0]
@@ -59,7 +60,7 @@ def judgement(results: list[Result], oracle: validate.Oracle, problem: Problem,
     try:
         certificate = trajectory.certify(impl, problem, results, impl.dtype or str(problem.dtype), xp=space.xp,
                                          progress=progress, data=space.data, bank=oracle.seeds,
-                                         spread=oracle.spread, geometry=space.geometry)
+                                         spread=oracle.spread, geometry=space.geometry, traced=trace)
         oracle.remember(certificate.inertias)
         ends = [validate.figures(result.centroids, oracle, problem.data) for result in results]
         return validate.worst([validate.verdict(certificate, end, oracle, impl.approximate) for end in ends])
@@ -97,7 +98,11 @@ class LloydProtocol(Task):
         return oracle
 
     def counting(self, impl: Implementation, problem: Problem) -> Counting:
-        return Counting(self.settings.warmup, self.settings.repeats, self.settings.max_time)
+        return self.settings.counting()
+
+    def trace_problem(self, impl: Implementation, problem: Problem) -> Problem | None:
+        """A row that reports its trajectory (`traces`) warms up with the judge's trace run."""
+        return replace(problem, trace=True) if impl.traces else None
 
     def cannot(self, impl: Implementation, problem: Problem) -> str | None:
         """Points or squared distances the row's precision cannot hold (kmbench.protocol.overflow)."""
@@ -124,11 +129,11 @@ class LloydProtocol(Task):
         return clock.claims_of(result)
 
     def judge(self, results: list[Result], oracle: validate.Oracle, problem: Problem, impl: Implementation,
-              progress=None) -> validate.Verdict:
+              progress=None, trace: Result | None = None) -> validate.Verdict:
         """The row's trajectory certified step by step (untimed validation runs), every counted
         repeat's end checked against it; the float64 figures of each repeat beside (the oracle
         remembers the inertia of centroids it has seen); the cell shows the worst."""
-        return judgement(results, oracle, problem, impl, progress)
+        return judgement(results, oracle, problem, impl, progress, trace)
 
     def fields(self, impl: Implementation, problem: Problem, oracle: validate.Oracle, measured: Measured,
                verdict: validate.Verdict) -> dict:

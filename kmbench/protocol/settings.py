@@ -12,8 +12,14 @@ import numpy as np
 from kmbench.data.dataset import Dataset
 from kmbench.errors import UsageError
 from kmbench.protocol import STOP_RULES, Options, Problem, seeding
+from kmbench.protocol.measure import Counting
 
 INITS = ("random", "kmeans++")
+# `run`'s budget for a slow row, hyperfine's way: at least RUN_MIN_REPEATS counted runs, then no
+# new one once RUN_BUDGET_S seconds of them are spent. Suites (`reproduce`) keep their documents'
+# own protocol: no budget unless the suite names one, and every budgeted run may stop after one.
+RUN_BUDGET_S = 10.0
+RUN_MIN_REPEATS = 3
 
 
 @dataclass
@@ -27,6 +33,10 @@ class Settings:
     warmup: int = 1
     repeats: int = 5
     max_time: float | None = None  # seconds of counted repeats after which a cell stops
+    min_repeats: int = 1  # counted repeats made whatever max_time says
+
+    def counting(self) -> Counting:
+        return Counting(self.warmup, self.repeats, self.max_time, self.min_repeats)
 
 
 def check_settings(settings: Settings) -> None:
@@ -96,6 +106,7 @@ def make_problem(dataset: Dataset, settings: Settings, options: Options = Option
         warmup=settings.warmup,
         repeats=settings.repeats,
         max_time=settings.max_time,
+        min_repeats=settings.min_repeats,
         seeding=how,
         options=options,
     )

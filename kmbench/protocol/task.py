@@ -9,8 +9,9 @@ BatchedTask) each fill it in:
     oracle(workload, problem)     the float64 answer they are judged against
     counting(impl, problem)       warm-up and counted runs, the time budget
     cannot(impl, problem)         why a row cannot compute this problem, known before it runs
+    trace_problem(impl, problem)  the judge's untimed trace run, made as the first warm-up (or None)
     claims(impl, problem, result, wall)   the times a run claims, checked against the wall clock
-    judge(results, oracle, ...)   the verdict on every counted result
+    judge(results, oracle, ..., trace)   the verdict on every counted result (and that trace run)
     fields(impl, ..., measured, verdict)  the record fields a measured cell makes
     render(records, ...)          the markdown of its tables
 
@@ -68,6 +69,12 @@ class Task:
         """The row's name in tables."""
         return impl.label or impl.name
 
+    def trace_problem(self, impl, problem):
+        """The problem of the row's untimed trace run for the judge, where the task's judge uses
+        one: the loop makes it the first warm-up run and hands its result to `judge`. None: the
+        warm-up runs are plain runs."""
+        return None
+
     def followed(self, impl, problem, oracle) -> tuple[object, dict]:
         """The problem as this row will run it, and record fields that say so (Lloyd's stop rule)."""
         return problem, {}
@@ -79,8 +86,9 @@ class Task:
         clock.check_wall(impl.name, claimed, wall)
         return claimed
 
-    def judge(self, results: list, oracle, problem, impl, progress=None):
-        """The verdict on every counted result; `fields` turns it into the record's status."""
+    def judge(self, results: list, oracle, problem, impl, progress=None, trace=None):
+        """The verdict on every counted result; `fields` turns it into the record's status.
+        trace: the result of the run trace_problem asked for, made in the warm-up (None: none)."""
         raise NotImplementedError
 
     def fields(self, impl, problem, oracle, measured, verdict) -> dict:

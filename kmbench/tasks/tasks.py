@@ -112,7 +112,7 @@ class SuiteTask(Task):
             return Counting(warmup=0, repeats=1)
         return Counting(self.suite.warmup, self.suite.repeats)
 
-    def judge(self, results: list, oracle, problem, impl, progress=None) -> tuple[str, str]:
+    def judge(self, results: list, oracle, problem, impl, progress=None, trace=None) -> tuple[str, str]:
         """Every counted result by the task's own judge; the first that is wrong says why."""
         verdicts = [self.judge_one(result, oracle) for result in results]
         bad = [detail for status, detail in verdicts if status != validate.OK]

@@ -112,7 +112,7 @@ class NativeLloyd(Implementation):
         if problem.trace:
             command += ["--trace", str(self._trace_path)]
         if problem.max_time and not problem.trace:
-            command += ["--max-time", str(problem.max_time)]
+            command += ["--max-time", str(problem.max_time), "--min-repeats", str(problem.min_repeats)]
         if problem.tol is not None:
             command += ["--tol", repr(float(problem.tol))]
         return command + (["--float32"] if self.single else [])

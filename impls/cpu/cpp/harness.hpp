@@ -120,6 +120,7 @@ struct Options {
   double tol = -1;
   double shift_tol = -1;
   double max_time = 0;  // seconds of counted repeats after which to stop; 0: no budget
+  long min_repeats = 1;  // counted repeats made whatever --max-time says
   bool single = false;  // compute in float32
 };
 
@@ -136,6 +137,7 @@ inline Options parse(int argc, char** argv) {
     else if (flag == "--warmup") o.warmup = std::stol(value);
     else if (flag == "--repeats") o.repeats = std::stol(value);
     else if (flag == "--max-time") o.max_time = std::stod(value);
+    else if (flag == "--min-repeats") o.min_repeats = std::stol(value);
     else if (flag == "--tol") o.tol = std::stod(value);
     else if (flag == "--shift-tol") o.shift_tol = std::stod(value);
     else if (flag == "--trace") o.trace = value;
@@ -178,7 +180,7 @@ inline void print_json(const std::vector<double>& centroids, std::size_t d, long
 
 // The warm-up and the counted repeats: each run starts with `reset()` (untimed), then `once()`
 // (timed with a steady clock, returning the iterations it executed); counting stops early once
-// --max-time is spent. Returns the last run's iterations.
+// --max-time is spent and --min-repeats are done. Returns the last run's iterations.
 template <typename Reset, typename Once>
 long timed_runs(const Options& o, Reset&& reset, Once&& once, std::vector<double>& times,
                 std::vector<double>& warmup) {
@@ -194,7 +196,7 @@ long timed_runs(const Options& o, Reset&& reset, Once&& once, std::vector<double
     } else {
       times.push_back(seconds);
       spent += seconds;
-      if (o.max_time > 0 && spent > o.max_time) break;
+      if (o.max_time > 0 && spent > o.max_time && long(times.size()) >= o.min_repeats) break;
     }
   }
   return executed;

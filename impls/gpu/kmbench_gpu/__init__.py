@@ -242,6 +242,13 @@ class KmbenchGpu(GpuImplementation):
         return declared
 
 
+# Below this d, kmbench-gpu runs its exact FP32 passes on CUDA cores (strategies: resident,
+# small-k, tiled up to TILED_MAX_DIM) and the TF32 row is not offered.
+TF32_FROM_DIM = TILED_MAX_DIM + 1
+TF32_WHY = (f"TF32 tensor cores cannot help below d = {TF32_FROM_DIM}, where kmbench-gpu's exact pass is the "
+            "one to use")
+
+
 class KmbenchGpuTf32(KmbenchGpu):
     """The high-d path with TF32 matrix products: faster, not exact. Its notes say how many
     labels differ from FP32 in the last assignment."""
@@ -250,6 +257,15 @@ class KmbenchGpuTf32(KmbenchGpu):
     row_order = 110
     ranked_in_reports = True
     label = "kmbench-gpu (TF32)"
-    description = "kmbench-gpu's GEMM path with TF32 tensor-core products (not exact FP32)"
+    description = ("kmbench-gpu's GEMM path with TF32 tensor-core products (not exact FP32); "
+                   f"not offered where {TF32_WHY}")
     dtype = "tf32"  # certified to TF32's bounds (kmbench.judge.precision), not FP32's
     tf32 = True
+
+    def unsuited(self, problem: Problem) -> str:
+        # At d = 2 its GEMM path took 5.3 ms an iteration where kmbench-gpu's fused pass took
+        # 2.6 us (1e5 points, k = 5, one H200): a product of depth d <= 32 keeps the tensor cores idle
+        # while n x k scores go through memory, so nothing TF32 could win there is worth a row.
+        if problem.d < TF32_FROM_DIM:
+            return f"not offered at d = {problem.d}: {TF32_WHY}"
+        return ""
