@@ -87,7 +87,8 @@ def summary_table(records: list[dict]) -> Table:
 
 def _budget_mark(row) -> str:
     """" (3 runs, budget)" beside the mean of a row its time budget stopped (`run --budget`)."""
-    if not row.get("stopped_by_budget") or pd.isna(row.get("repeats")):
+    repeats = row.get("repeats")
+    if not row.get("stopped_by_budget") or repeats is None or repeats != repeats:  # NaN: not measured
         return ""
     return f" ({int(row['repeats'])} runs, budget)"
 
