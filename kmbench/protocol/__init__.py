@@ -37,7 +37,10 @@ class Options:
     """What the user chose for the rows that take a choice, handed to every row in its Problem
     (never through environment variables). None: the row's own default."""
 
-    threads: int | None = None  # CPU threads of a row that takes_threads; None: every core it may use
+    # CPU threads of a row that takes_threads; None: its fastest count (kmbench.protocol.threads
+    # calibrates it before the counted runs, which it hands the count chosen), or every core
+    # it may use where no harness chose one (kmbench.KMeans)
+    threads: int | None = None
     scheduler: str | None = None  # a running Dask scheduler's address for the rows that span a cluster; None: they start their own
     gpus: str | None = None  # the GPUs ("0" or "0,1") of a multi-GPU row's own cluster; None: every one visible
 

@@ -1,6 +1,9 @@
 """The one measuring loop, for every task: one implementation on one problem, never raising.
 
     setup        prepare(problem), timed on the harness's clock (compile, build, upload)
+    threads      a row that takes a thread count runs at the count forced, or else at its
+                 fastest, found by a short calibration here (kmbench.protocol.threads): untimed,
+                 uncounted, unjudged
     warm-up      uncounted runs (compilation, JIT, caches); the first one's time is kept
     counted      `repeats` runs, or fewer where the time budget (`max_time`) runs out; a row
                  that repeats inside its own process (native programs) is called once
@@ -19,10 +22,9 @@ from __future__ import annotations
 
 import time
 import traceback
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-from kmbench.protocol import clock, usable, validate
+from kmbench.protocol import clock, threads, usable, validate
 from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol.statistics import spread_warning, summarize
 
@@ -78,16 +80,19 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
     if hasattr(oracle, "make_room"):
         oracle.make_room()  # the judge's GPU memory for this problem, given back where a row may need it
     watch = MemoryWatch()
-    threads = _threads(impl, problem)
+    choice = None
     try:
-        with watch, _thread_limit(threads):
-            _runs(task, impl, problem, task.counting(impl, problem), measured, getattr(progress, "expect", None))
+        with watch:
+            _prepare(impl, problem, measured)
+            problem, choice = threads.choose(task, impl, problem)
+            with threads.limit(choice.count if choice else None):
+                _runs(task, impl, problem, task.counting(impl, problem), measured, getattr(progress, "expect", None))
         if not measured.counted or not measured.times:
             raise RuntimeError("the implementation returned no counted repeat")
         # What the timed runs did (strategy, filter counts): before the judge's runs overwrite it.
         record["build"] = build_info(impl)
-        if threads is not None:
-            record["build"]["threads"] = threads  # the count its timed runs were held to
+        if choice is not None:
+            record["build"]["threads"] = choice.count  # the count its timed runs were held to
         judging = time.perf_counter()
         verdict = task.judge(measured.counted, oracle, problem, impl, progress)
         measured.validation = time.perf_counter() - judging
@@ -100,6 +105,8 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
         except Exception:
             pass
         record.setdefault("build", build_info(impl))
+        if choice is not None:
+            record["thread_choice"] = choice.as_dict()
     measured.memory = watch.peaks()
     warning = spread_warning(summarize(measured.times))
     if warning:
@@ -110,22 +117,11 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
     return record
 
 
-def _threads(impl, problem) -> int | None:
-    """The thread count a row that takes one is to run at (Problem.options.threads), else None."""
-    options = getattr(problem, "options", None)
-    return options.threads if impl.takes_threads and options is not None else None
-
-
-def _thread_limit(threads: int | None):
-    """Around the timed runs: the BLAS and OpenMP pools of this process limited to `threads`
-    (threadpoolctl), so `--threads` reaches the rows computing here (numpy's BLAS, scikit-learn's
-    and faiss's OpenMP) as kmbench-cpu's own count reaches its program. The judge's runs are
-    untimed and keep every core."""
-    if threads is None:
-        return nullcontext()
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=threads)
+def _prepare(impl, problem, measured: Measured) -> None:
+    """The setup phase: prepare(problem) on the harness's clock."""
+    start = time.perf_counter()
+    impl.prepare(problem)
+    measured.setup = time.perf_counter() - start
 
 
 def _timed_run(task, impl, problem):
@@ -144,10 +140,7 @@ def _still_to_time(counting: Counting, wall: float) -> float:
 
 def _runs(task, impl, problem, counting: Counting, measured: Measured, expect=None) -> None:
     """expect(seconds, warm-up seconds): told, after the first warm-up run, how long the rest of
-    the timed runs should take (kmbench.progress says so where that is long)."""
-    start = time.perf_counter()
-    impl.prepare(problem)
-    measured.setup = time.perf_counter() - start
+    the timed runs should take (kmbench.progress says so where that is long). The row is prepared."""
     if impl.runs_repeats_itself:
         # Native programs repeat inside their own process and report each counted repeat.
         result, wall, claims = _timed_run(task, impl, problem)
