@@ -88,10 +88,10 @@ class ThreadBound(NumpyFast):
         return result
 
 
-def _cell(impl, options=Options(), repeats=2, warmup=1):
+def _cell(impl, options=None, repeats=2, warmup=1):
     data = blob_data(np.random.default_rng(3), n=500, k=3)
     dataset, settings, problem = memory_problem(data, 3, 20, repeats=repeats, warmup=warmup)
-    problem = replace(problem, options=options)
+    problem = replace(problem, options=options or Options())
     oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 20)
     return problem, runner.run_cell(impl, problem, oracle, dataset, settings, "t")
 

@@ -145,6 +145,7 @@ class Implementation:
     # Its CPU threads follow Problem.options.threads (`run --threads`), so a scaling run repeats it:
     # read by the row itself (kmbench-cpu's program), or, for a row that computes in kmbench's
     # process on BLAS or OpenMP pools, set by the harness's threadpoolctl limit around its runs.
+    # Unless the user forces a count, the harness runs it at its fastest (kmbench.protocol.threads).
     takes_threads: bool = False
     # Runs on a whole Dask cluster of its own making or at Problem.options.scheduler (the Dask rows):
     # on a matrix sent to a cluster (`--scheduler`) its cells run in the client, one at a time,

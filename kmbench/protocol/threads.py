@@ -22,12 +22,11 @@ are measured and judged as any others. The record keeps what was tried (`thread_
 
 from __future__ import annotations
 
-import math
 import os
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from kmbench.data.records import THREADS_FASTEST, THREADS_FORCED
 from kmbench.protocol import Problem, clock

@@ -1,4 +1,4 @@
-"""kmbench-cpu: our exact Lloyd on every core, C++17 with OpenMP and SIMD (kmbench_cpu.cpp),
+"""kmbench-cpu: our exact Lloyd on the CPU's cores, C++17 with OpenMP and SIMD (kmbench_cpu.cpp),
 built on demand and run as a subprocess like the `cpp` rows (impls/cpu/cpp's protocol and build
 cache). The data are centred once before any timed run and kept in their own precision: float32
 data in float32, float64 data in float64 (kmbench.KMeans's default for them; --float64, the
@@ -45,9 +45,9 @@ SORTED_SEARCH = "sorted search"  # kmbench_cpu.cpp's name for its low-d path for
 class KmbenchCpu(NativeLloyd):
     name = "kmbench-cpu"
     row_order = 50
-    description = ("our exact Lloyd on every core: OpenMP over points; low d, SIMD over points, or for many "
-                   "centroids a scan of them sorted along one axis; high d, a register block with the argmin "
-                   "fused; centred data in their own precision, float64 sums; subprocess")
+    description = ("our exact Lloyd on the CPU's cores (its fastest count): OpenMP over points; low d, SIMD over "
+                   "points, or for many centroids a scan of them sorted along one axis; high d, a register block "
+                   "with the argmin fused; centred data in their own precision, float64 sums; subprocess")
     source = "kmbench's own (the kmbench-cpu issue)"
     source_file = "kmbench_cpu.cpp"
 
