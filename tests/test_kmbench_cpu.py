@@ -34,7 +34,9 @@ def test_agrees_with_the_oracle_on_both_paths(d, k):
     _, record = _cell(_blobs(5_003, d, max(k, 1)), k)
     assert record["status"] == "ok", record.get("detail")
     assert record["iterations_executed"] == 12
-    assert record["build"]["threads"] == len(os.sched_getaffinity(0))  # none asked for: every core
+    choice = record["thread_choice"]  # none asked for: its fastest count, up to every core
+    assert choice["how"] == "fastest" and choice["cores"] == len(os.sched_getaffinity(0))
+    assert record["build"]["threads"] == choice["count"]
 
 
 @needs_compiler
@@ -193,6 +195,35 @@ def test_any_thread_count_gives_the_same_answer_and_is_recorded(threads):
     assert record["status"] == "ok", record.get("detail")
     assert record["build"]["threads"] == threads
     assert record["label"] == f"kmbench CPU ({threads} thread{'' if threads == 1 else 's'})"
+
+
+class _Counted(KmbenchCpu):
+    """kmbench-cpu, logging the thread count each of its programs was started with."""
+
+    name = "kmbench-cpu-counted"
+
+    def command(self, problem):
+        command = super().command(problem)
+        self.started = getattr(self, "started", []) + [int(command[command.index("--threads") + 1])]
+        return command
+
+
+@needs_compiler
+def test_none_asked_for_its_programs_are_run_at_each_count_tried_then_at_the_fastest():
+    """The thread count reaches the program at every run, not once at prepare: the calibration
+    (kmbench.protocol.threads) runs it at 1, 2, ... after one prepare, then the counted runs and
+    the judge's at the count chosen."""
+    dataset, settings, problem = memory_problem(_blobs(5_000, 2, 7, seed=4), 7, 12, repeats=2)
+    oracle = validate.Oracle.compute(problem.data, problem.initial_centroids, 12)
+    row = _Counted()
+    record = runner.run_cell(row, problem, oracle, dataset, settings, "t")
+    assert record["status"] == "ok", record.get("detail")
+    tried = [count for count, _ in record["thread_choice"]["tried"]]
+    chosen = record["thread_choice"]["count"]
+    first_of_each = [count for index, count in enumerate(row.started) if count not in row.started[:index]]
+    assert first_of_each[:len(tried)] == tried  # the ladder, in order
+    assert row.started[-2:] == [chosen, chosen]  # the counted runs' program, then the judge's
+    assert record["build"]["threads"] == chosen and record["label"] == row.label
 
 
 def test_waiting_threads_sleep_unless_the_user_says_otherwise(monkeypatch):

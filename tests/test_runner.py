@@ -12,7 +12,10 @@ from tests.conftest import blob_data
 
 
 class Spy(NumpyFast):
-    """A correct implementation that remembers what the harness handed it."""
+    """A correct implementation that remembers what the harness handed it. It takes no thread
+    count, so no calibration runs come before its warm-up (tests/test_threads.py has those)."""
+
+    takes_threads = False
 
     def __init__(self, name):
         self.name = self.label = name

@@ -112,9 +112,11 @@ def test_worst_shows_the_worst_repeat():
 
 
 class WrongSecondRepeat(NumpyFast):
-    """Correct in every validation run and in its first counted repeat; the second moves a centroid."""
+    """Correct in every validation run and in its first counted repeat; the second moves a centroid.
+    It takes no thread count: no calibration runs (tests/test_threads.py) come before the counted."""
 
     name = "wrong-second-repeat"
+    takes_threads = False
 
     def __init__(self):
         self.counted = 0

@@ -112,7 +112,7 @@ def run(
     init: str = typer.Option("random", "--init", help="Initial centroids: random (k distinct points) or kmeans++ (also spelled k-means++)."),
     seed: int = typer.Option(0, "--seed", help="Seed for the initial centroids."),
     max_time: Optional[float] = typer.Option(None, "--max-time", "--budget", help=escape(f"A slow row's time budget: after {runner.RUN_MIN_REPEATS} counted runs, no new one once this many seconds of them are spent; the table says so; inf: none [default: {runner.RUN_BUDGET_S:g}].")),
-    threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of the rows that take a count: kmbench-cpu's own, and through threadpoolctl the BLAS and OpenMP pools of numpy, sklearn and faiss-cpu [default: $KMBENCH_THREADS, else every core]; several, comma separated (1,2,4), run their cells once per count and the report shows the scaling. Each record says how many ran; the run says which rows the count did not reach.")),
+    threads: Optional[str] = typer.Option(None, "--threads", help=escape("CPU threads of the rows that take a count: kmbench-cpu's own, and through threadpoolctl the BLAS and OpenMP pools of numpy, sklearn and faiss-cpu [default: $KMBENCH_THREADS, else each row at its fastest count, found by a short calibration of 1, 2, 4, ... threads before its counted runs]; several, comma separated (1,2,4), run their cells once per count and the report shows the scaling. Each record says how many ran; the run says which rows the count did not reach.")),
     scheduler: Optional[str] = Scheduler,
     data_dir: Optional[Path] = DataDir,
     store: Optional[Path] = Store,

@@ -17,6 +17,7 @@ from rich.text import Text
 from kmbench import progress
 from kmbench.cli.app import STATUS_STYLE, console, errors
 from kmbench.data import files, results
+from kmbench.data.records import THREADS_FASTEST
 from kmbench.plans import estimate, plan
 from kmbench.protocol import Options
 from kmbench.protocol.device import nvidia_gpu_present
@@ -191,6 +192,19 @@ def threads_line(impls: list, records: list[dict], counts: list[int]) -> str | N
                    if other else "")
 
 
+def chosen_threads_line(records: list[dict]) -> str | None:
+    """The counts the calibration chose (kmbench.protocol.threads), one per row, or per row and
+    size where a row ran at several: "threads, each row at its fastest: sklearn 4 of 64, ..."."""
+    chosen = [record for record in records if (record.get("thread_choice") or {}).get("how") == THREADS_FASTEST]
+    if not chosen:
+        return None
+    sizes = len({record["dataset"]["n"] for record in chosen}) > 1
+    named = [f"{record['impl']} {record['thread_choice']['count']} of {record['thread_choice']['cores']}"
+             + (f" (n={record['dataset']['n']:,})" if sizes else "") for record in chosen]
+    return ("threads, each row at its fastest count (tried before its counted runs; --threads N forces N): "
+            + ", ".join(named))
+
+
 def _exit_status(records: list[dict]) -> tuple[int, str | None]:
     """1 where a cell is mismatch or error, or where no row asked for could run here; and the
     last line that says so. kmbench run's exit code, for CI."""
@@ -236,7 +250,7 @@ def run_and_show(passes, data, settings, store, data_dir=None, cluster=None) -> 
     show_seeding_times(records)
     show_warnings(records)
     counts = [options.threads for _, options in passes if options.threads is not None]
-    reach = threads_line(passes[0][0] if passes else [], records, counts)
+    reach = threads_line(passes[0][0] if passes else [], records, counts) or chosen_threads_line(records)
     if reach:
         say("", reach, "")
     say("", f"{_records(len(records))} appended to {results.kept_in(store)}; "

@@ -7,14 +7,16 @@ a plan's "already measured" check, in `--no-run` and in `kmbench compare`.
 
 The threads and GPUs are what the row reports it ran on (its build info: `threads`, and
 `workers` for a multi-GPU row), so a plan cannot name them before it runs: a planned cell leaves
-them open (None) and is found in a record at any count.
+them open (None) and is found in a record at any count. A count the harness chose as the row's
+fastest (kmbench.protocol.threads: the record's `thread_choice`) is no part of the cell: the
+cell is the row at its best, and a later calibration that picks another count measures it again.
 """
 
 from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple
 
-from kmbench.data.records import Record
+from kmbench.data.records import THREADS_FASTEST, Record
 
 
 class Cell(NamedTuple):
@@ -51,6 +53,8 @@ def cell_of(record: dict | Record) -> Cell:
     params = record["params"]
     build = record.get("build") or {}
     threads, gpus = build.get("threads"), build.get("workers")
+    if (record.get("thread_choice") or {}).get("how") == THREADS_FASTEST:
+        threads = None
     return lloyd_cell(record["impl"], record["dataset"]["name"], params["k"], params["iterations"],
                       params.get("stop", "iterations"), params.get("tol", 0.0), params["init"], params["seed"],
                       threads if isinstance(threads, int) else None, gpus if isinstance(gpus, int) else None)

@@ -26,6 +26,9 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 
 SCHEMA_VERSION = 1
 GPU_FLAGS = ("throttled", "shared")  # kmbench.protocol.gpu_state's keys of a flagged cell
+# How a row that takes a thread count came to its count (a Lloyd record's `thread_choice.how`):
+# forced by the user (`run --threads`), or the fastest of kmbench.protocol.threads' calibration.
+THREADS_FORCED, THREADS_FASTEST = "forced", "fastest"
 
 
 class RecordError(ValueError):
@@ -201,6 +204,9 @@ class LloydRecord(Record):
     copy_floor_s: float | None = None  # out-of-core: one host-to-device pass of the data
     floor_multiple: float | None = None
     gpu_memory_share: float | None = None
+    # A row that takes a thread count: {"count", "how", "cores"}, and where the count was the
+    # calibration's, what it tried (kmbench.protocol.threads.ThreadChoice). Older records lack it.
+    thread_choice: dict = field(default_factory=dict)
 
     @property
     def stop_followed(self) -> str:
@@ -210,6 +216,11 @@ class LloydRecord(Record):
     @property
     def threads(self):
         return self.build.get("threads")
+
+    @property
+    def threads_calibrated(self) -> bool:
+        """Whether its thread count was the calibration's fastest rather than asked for."""
+        return self.thread_choice.get("how") == THREADS_FASTEST
 
     @property
     def library(self):

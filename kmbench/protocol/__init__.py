@@ -37,7 +37,10 @@ class Options:
     """What the user chose for the rows that take a choice, handed to every row in its Problem
     (never through environment variables). None: the row's own default."""
 
-    threads: int | None = None  # CPU threads of a row that takes_threads; None: every core it may use
+    # CPU threads of a row that takes_threads; None: its fastest count (kmbench.protocol.threads
+    # calibrates it before the counted runs, which it hands the count chosen), or every core
+    # it may use where no harness chose one (kmbench.KMeans)
+    threads: int | None = None
     scheduler: str | None = None  # a running Dask scheduler's address for the rows that span a cluster; None: they start their own
     gpus: str | None = None  # the GPUs ("0" or "0,1") of a multi-GPU row's own cluster; None: every one visible
 
@@ -145,6 +148,7 @@ class Implementation:
     # Its CPU threads follow Problem.options.threads (`run --threads`), so a scaling run repeats it:
     # read by the row itself (kmbench-cpu's program), or, for a row that computes in kmbench's
     # process on BLAS or OpenMP pools, set by the harness's threadpoolctl limit around its runs.
+    # Unless the user forces a count, the harness runs it at its fastest (kmbench.protocol.threads).
     takes_threads: bool = False
     # Runs on a whole Dask cluster of its own making or at Problem.options.scheduler (the Dask rows):
     # on a matrix sent to a cluster (`--scheduler`) its cells run in the client, one at a time,

@@ -1,6 +1,9 @@
 """The one measuring loop, for every task: one implementation on one problem, never raising.
 
     setup        prepare(problem), timed on the harness's clock (compile, build, upload)
+    threads      a row that takes a thread count runs at the count forced, or else at its
+                 fastest, found by a short calibration here (kmbench.protocol.threads): untimed,
+                 uncounted, unjudged
     warm-up      uncounted runs (compilation, JIT, caches); the first one's time is kept. Where
                  the task makes one (Task.trace_problem: a row that `traces`), the first is the
                  judge's untimed trace run, kept for the judge: no row runs an extra time to warm up
@@ -22,10 +25,9 @@ from __future__ import annotations
 
 import time
 import traceback
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-from kmbench.protocol import clock, usable, validate
+from kmbench.protocol import clock, threads, usable, validate
 from kmbench.protocol.gpu_state import GpuWatch, notes as gpu_notes
 from kmbench.protocol.memory import MemoryWatch
 from kmbench.protocol.statistics import spread_warning, summarize
@@ -98,12 +100,15 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
     if hasattr(oracle, "make_room"):
         oracle.make_room()  # the judge's GPU memory for this problem, given back where a row may need it
     watch = MemoryWatch()
-    threads = _threads(impl, problem)
+    choice = None
     gpus = GpuWatch(impl, problem)  # the clocks and other programs of the GPUs it runs on
     try:
-        with watch, _thread_limit(threads):
-            _runs(task, impl, problem, task.counting(impl, problem), measured, getattr(progress, "expect", None),
-                  gpus.before)
+        with watch:
+            _prepare(impl, problem, measured)
+            problem, choice = threads.choose(task, impl, problem)
+            with threads.limit(choice.count if choice else None):
+                _runs(task, impl, problem, task.counting(impl, problem), measured, getattr(progress, "expect", None),
+                      gpus.before)
             gpus.after()
         record.update(gpus.fields())
         record["warnings"] += gpu_notes(record.get("gpu_state"))
@@ -111,8 +116,8 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
             raise RuntimeError("the implementation returned no counted repeat")
         # What the timed runs did (strategy, filter counts): before the judge's runs overwrite it.
         record["build"] = build_info(impl)
-        if threads is not None:
-            record["build"]["threads"] = threads  # the count its timed runs were held to
+        if choice is not None:
+            record["build"]["threads"] = choice.count  # the count its timed runs were held to
         judging = time.perf_counter()
         verdict = task.judge(measured.counted, oracle, problem, impl, progress, trace=measured.trace)
         measured.validation = time.perf_counter() - judging
@@ -125,6 +130,8 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
         except Exception:
             pass
         record.setdefault("build", build_info(impl))
+        if choice is not None:
+            record["thread_choice"] = choice.as_dict()
     measured.memory = watch.peaks()
     warning = spread_warning(summarize(measured.times))
     if warning:
@@ -135,22 +142,11 @@ def measure_cell(task, impl, problem, oracle, progress=None) -> dict:
     return record
 
 
-def _threads(impl, problem) -> int | None:
-    """The thread count a row that takes one is to run at (Problem.options.threads), else None."""
-    options = getattr(problem, "options", None)
-    return options.threads if impl.takes_threads and options is not None else None
-
-
-def _thread_limit(threads: int | None):
-    """Around the timed runs: the BLAS and OpenMP pools of this process limited to `threads`
-    (threadpoolctl), so `--threads` reaches the rows computing here (numpy's BLAS, scikit-learn's
-    and faiss's OpenMP) as kmbench-cpu's own count reaches its program. The judge's runs are
-    untimed and keep every core."""
-    if threads is None:
-        return nullcontext()
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=threads)
+def _prepare(impl, problem, measured: Measured) -> None:
+    """The setup phase: prepare(problem) on the harness's clock."""
+    start = time.perf_counter()
+    impl.prepare(problem)
+    measured.setup = time.perf_counter() - start
 
 
 def _timed_run(task, impl, problem):
@@ -186,10 +182,7 @@ def _warm_up(task, impl, problem, counting: Counting, measured: Measured, expect
 def _runs(task, impl, problem, counting: Counting, measured: Measured, expect=None, before_counted=None) -> None:
     """expect(seconds, warm-up seconds): told, after the first warm-up run, how long the rest of
     the timed runs should take (kmbench.progress says so where that is long); before_counted():
-    called just before the counted runs (the GPUs' clocks are read there)."""
-    start = time.perf_counter()
-    impl.prepare(problem)
-    measured.setup = time.perf_counter() - start
+    called just before the counted runs (the GPUs' clocks are read there). The row is prepared."""
     if impl.runs_repeats_itself:
         # Native programs repeat inside their own process and report each counted repeat.
         if before_counted:

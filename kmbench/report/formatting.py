@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from kmbench.data.records import THREADS_FASTEST
 from kmbench.judge import precision
 from kmbench.protocol import validate
 
@@ -169,3 +170,20 @@ def floor_multiple(row, floor: str) -> str:
     if missing(floor) or missing(row.get("per_iter_s")) or not floor:
         return "-"
     return f"{row['per_iter_s'] / floor:.2f}x"
+
+
+def tried_text(tried) -> str | None:
+    """What a thread-count calibration saw, per iteration at each count: "1: 1.590ms, 4: 1.200ms"."""
+    if not tried:
+        return None
+    return ", ".join(f"{int(count)}: {seconds_text(seconds)}" for count, seconds in tried)
+
+
+def chosen_threads_text(row) -> str | None:
+    """A row run at the count where it was fastest, in words: "at 4 of 64 threads, its fastest
+    (per iteration at 1: 1.590ms, ...)"; None for a row whose count was asked for, or none."""
+    if row.get("threads_chosen") != THREADS_FASTEST or missing(row.get("threads")):
+        return None
+    cores = "" if missing(row.get("threads_of")) else f" of {int(row['threads_of'])}"
+    tried = "" if missing(row.get("threads_tried")) else f" (per iteration at {row['threads_tried']})"
+    return f"at {int(row['threads'])}{cores} threads, its fastest{tried}"

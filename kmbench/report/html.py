@@ -18,8 +18,8 @@ import pandas as pd
 
 from kmbench.errors import UsageError
 from kmbench.report import lloyd_markdown
-from kmbench.report.formatting import (fraction_text, iterations_text, missing, rate_text, ratio_text,
-                                       repeats_text, row_status, seconds_text, skipped_summaries)
+from kmbench.report.formatting import (chosen_threads_text, fraction_text, iterations_text, missing, rate_text,
+                                       ratio_text, repeats_text, row_status, seconds_text, skipped_summaries)
 
 STATUS_COLOUR = {"ok": "#2e7d32", "approximate": "#8e24aa", "mismatch": "#c62828", "error": "#6d4c41",
                  "skipped": "#9e9d24"}
@@ -142,6 +142,8 @@ def _notes(group: pd.DataFrame) -> str:
              for _, row in group.iterrows() if row["status"] not in ("ok", "skipped") and row["detail"]]
     notes += [f"{escape(row['label'])} (n={row['n']:,}): {escape(row['warnings'])}"
               for _, row in group.iterrows() if row["warnings"] and row["status"] != "skipped"]
+    notes += [f"{escape(row['label'])} (n={row['n']:,}): {escape(chosen_threads_text(row))}"
+              for _, row in group.iterrows() if chosen_threads_text(row)]
     notes += [escape(line) for line in skipped_summaries(group)]
     return "" if not notes else '<ul class="note">' + "".join(f"<li>{note}</li>" for note in notes) + "</ul>"
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pandas as pd
 
 from kmbench.report.comparisons import peer_markdown, published_markdown, rates_markdown, whole_run_markdown
-from kmbench.report.formatting import (flagged_text, floor_multiple, fraction_text, iterations_text, markdown_table,
-                                       missing, rate_text, ratio_text, repeats_text, row_status, seconds_text,
-                                       skipped_summaries)
+from kmbench.report.formatting import (chosen_threads_text, flagged_text, floor_multiple, fraction_text,
+                                       iterations_text, markdown_table, missing, rate_text, ratio_text, repeats_text,
+                                       row_status, seconds_text, skipped_summaries)
 
 
 def _by_size(part: pd.DataFrame, sizes) -> list[str]:
@@ -107,6 +107,8 @@ def _group_markdown(everything: pd.DataFrame) -> list[str]:
              for _, row in group.iterrows() if row["status"] != "ok" and row["detail"]]
     notes += [f"- {row['label']} (n={row['n']:,}): {row['warnings']}"
               for _, row in group.iterrows() if row["warnings"]]
+    notes += [f"- {row['label']} (n={row['n']:,}): {chosen_threads_text(row)}"
+              for _, row in group.iterrows() if chosen_threads_text(row)]
     notes += [f"- {line}" for line in skipped_summaries(everything)]
     if notes:
         out += ["", "Notes:", *notes]

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING
 
 from kmbench import registry
 from kmbench.data import cells, records
-from kmbench.data.records import LloydRecord
+from kmbench.data.records import THREADS_FASTEST, LloydRecord
 from kmbench.protocol import ceilings, environment, validate
 from kmbench.report import published
-from kmbench.report.formatting import gpu_flags_text
+from kmbench.report.formatting import gpu_flags_text, tried_text
 from kmbench.protocol import describe_stop
 
 if TYPE_CHECKING:  # pandas itself is imported where a frame is made: `kmbench --help` needs none
@@ -98,6 +98,11 @@ def _row(record: LloydRecord) -> dict:
         **_roofline(record.to_dict()),
         # What a row is built on and computes in, as its build information declares it.
         "threads": record.threads,
+        # How the count came about: forced (--threads) or the row's fastest, found by a calibration
+        # (kmbench.protocol.threads) that tried the counts below, out of the cores it had.
+        "threads_chosen": record.thread_choice.get("how"),
+        "threads_of": record.thread_choice.get("cores"),
+        "threads_tried": tried_text(record.thread_choice.get("tried")),
         "workers": record.workers,
         "library": record.library,
         "precision": record.precision,
@@ -119,15 +124,19 @@ def _speedups(cells: pd.DataFrame, column: str) -> pd.Series:
     and n), the direction taken from POLARITY: above 1 always means better. A baseline measured
     at several thread counts (`run --threads 1,2`) is held against each row at the row's own
     count where it has one, else at its best count: scikit-learn at 2 threads beside a busy
-    program was 17 times slower than at 1, and a speedup over that would flatter the row."""
+    program was 17 times slower than at 1, and a speedup over that would flatter the row. A
+    count the calibration chose (each row at its fastest) is no count asked for: such a row is
+    held against the baseline at its best."""
     import pandas as pd
 
     base = cells[(cells["impl"] == registry.baseline("lloyd")) & (cells["status"] == "ok")]
     by_problem = base.groupby(["group", "n"])[column]
     strongest = by_problem.min() if POLARITY[column] == "lower" else by_problem.max()
-    counted = base.dropna(subset=["threads"])
+    calibrated = cells.get("threads_chosen", pd.Series(None, index=cells.index, dtype=object)) == THREADS_FASTEST
+    asked = cells["threads"].mask(calibrated)
+    counted = base.assign(threads=asked).dropna(subset=["threads"])
     same = dict(zip(zip(counted["group"], counted["n"], counted["threads"]), counted[column]))
-    keys = zip(cells["group"], cells["n"], cells["threads"])
+    keys = zip(cells["group"], cells["n"], asked)
     baseline = pd.Series([same.get((group, n, threads), strongest.get((group, n))) for group, n, threads in keys],
                          index=cells.index, dtype=float)
     value = cells[column].astype(float)

@@ -1,10 +1,11 @@
-"""kmbench-cpu: our exact Lloyd on every core, C++17 with OpenMP and SIMD (kmbench_cpu.cpp),
+"""kmbench-cpu: our exact Lloyd on the CPU's cores, C++17 with OpenMP and SIMD (kmbench_cpu.cpp),
 built on demand and run as a subprocess like the `cpp` rows (impls/cpu/cpp's protocol and build
 cache). The data are centred once before any timed run and kept in their own precision: float32
 data in float32, float64 data in float64 (kmbench.KMeans's default for them; --float64, the
 portable loops); the sums are float64. The row is judged in the data's precision.
 
-Threads: the problem's options.threads (`kmbench run --threads`), default every core
+Threads: the problem's options.threads, read at every run (the harness's calibration runs it at
+several counts after one prepare, kmbench.protocol.threads), default every core
 os.sched_getaffinity allows; each record's build information says how many ran. The binary is
 built for this machine's CPU (-march=native): the CPU's model is part of the build cache's key, so a cache
 shared between machines never runs one CPU's binary on another."""
@@ -22,6 +23,7 @@ from impls.cpu.cpp import NativeLloyd, build
 from kmbench.errors import ImplementationError
 from kmbench.protocol.environment import cpu_model
 from kmbench.protocol import Problem
+from kmbench.protocol.threads import usable_cores
 
 HERE = Path(__file__).resolve().parent
 
@@ -30,10 +32,7 @@ def thread_count(problem: Problem) -> int:
     """The threads the problem's options ask for, else every core this process may run on."""
     if problem.options.threads is not None:
         return problem.options.threads
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return usable_cores()
 
 
 def wait_policy() -> str:
@@ -46,9 +45,9 @@ SORTED_SEARCH = "sorted search"  # kmbench_cpu.cpp's name for its low-d path for
 class KmbenchCpu(NativeLloyd):
     name = "kmbench-cpu"
     row_order = 50
-    description = ("our exact Lloyd on every core: OpenMP over points; low d, SIMD over points, or for many "
-                   "centroids a scan of them sorted along one axis; high d, a register block with the argmin "
-                   "fused; centred data in their own precision, float64 sums; subprocess")
+    description = ("our exact Lloyd on the CPU's cores (its fastest count): OpenMP over points; low d, SIMD over "
+                   "points, or for many centroids a scan of them sorted along one axis; high d, a register block "
+                   "with the argmin fused; centred data in their own precision, float64 sums; subprocess")
     source = "kmbench's own (the kmbench-cpu issue)"
     source_file = "kmbench_cpu.cpp"
 
@@ -69,7 +68,6 @@ class KmbenchCpu(NativeLloyd):
         return [self.source_dir / self.source_file, self.source_dir / "sorted_search.hpp", CPP_HERE / "harness.hpp"]
 
     def prepare(self, problem: Problem) -> None:
-        self._threads = thread_count(problem)
         super().prepare(problem)
         self._weights_path = None
         if problem.weights is not None:  # written once, as the data are: every run of a fit has the same
@@ -98,6 +96,7 @@ class KmbenchCpu(NativeLloyd):
             if self._weights_path is None:
                 raise ImplementationError("kmbench-cpu was prepared without the weights it is now run with")
             weights = ["--weights", str(self._weights_path)]
+        self._threads = thread_count(problem)  # this run's: build_info names the count of the last
         return [*super().command(problem), *shift, *halt, *wide, *weights, "--threads", str(self._threads)]
 
     def bytes_per_iteration(self, problem: Problem) -> int:
