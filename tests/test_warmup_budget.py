@@ -18,9 +18,11 @@ from tests.conftest import blob_data
 
 
 class Counted(NumpyFast):
-    """A correct row that traces, and logs each call: "trace", or "plain" for any other run."""
+    """A correct row that traces, and logs each call: "trace", or "plain" for any other run. It
+    takes no thread count, so no calibration runs come first (tests/test_threads.py has those)."""
 
     name = label = "counted"
+    takes_threads = False
 
     def __init__(self, traces=True):
         self.traces = traces
@@ -77,9 +79,11 @@ class FakeClock:
 
 
 class Slow(NumpyFast):
-    """A row whose every run takes `clock.run` seconds on the fake clock (and claims as much)."""
+    """A row whose every run takes `clock.run` seconds on the fake clock (and claims as much); no
+    thread calibration, whose runs would spend the fake clock too."""
 
     name = label = "slow"
+    takes_threads = False
 
     def __init__(self, clock):
         self.clock, self.counted = clock, 0
