@@ -60,3 +60,21 @@ def test_its_pinned_memory_warning_is_kept_out_of_the_console_and_no_other():
     assert [str(warning.message) for warning in caught] == ["something else"]
     assert "not overlap" in pinning_note(2, pinned=False)[0]
     assert pinning_note(1, pinned=False) == pinning_note(2, pinned=True) == []  # it warns of neither
+
+
+@pytest.mark.gpu
+def test_read_only_points_raise_no_pytorch_warning_in_prepare():
+    """The harness hands its points read-only; torch.from_numpy warned that a tensor over them
+    could write (seen in the console of `kmbench run` on an H200). The row only reads them."""
+    import warnings
+
+    pytest.importorskip("flash_kmeans")
+    from impls.peers.flash_kmeans_multi_gpu import FlashKMeansMultiGpu
+    from kmbench.protocol import Problem
+
+    data = blob_data(np.random.default_rng(3), n=1_000, d=2, k=3)
+    data.flags.writeable = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        FlashKMeansMultiGpu().prepare(Problem(data=data, initial_centroids=data[:3].copy(), iterations=2))
+    assert not [w for w in caught if "not writable" in str(w.message)]

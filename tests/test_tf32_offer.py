@@ -32,8 +32,18 @@ def test_tf32_is_not_offered_where_tensor_cores_cannot_help(d):
 
 
 @pytest.mark.parametrize("d", [TF32_FROM_DIM, 128, 768])
-def test_tf32_is_offered_where_its_tensor_cores_can(d):
+def test_tf32_is_offered_above_it_only_where_kmbench_gpus_tensor_pass_cannot_run(d, monkeypatch):
+    """Where kmbench-gpu's certified tensor pass runs, the TF32 GEMM row trailed it 20-40x (one
+    H200), so it is offered only where that pass cannot run and kmbench-gpu falls back to FP32 GEMM."""
+    from impls.gpu.kmbench_gpu import tensor_settings
+
+    monkeypatch.setattr(tensor_settings, "tensor_status", lambda: (False, "no Triton here"))
+    assert KmbenchGpu().strategy_for(_problem(d)) == "gemm"
     assert KmbenchGpuTf32().unsuited(_problem(d)) == ""
+    monkeypatch.setattr(tensor_settings, "tensor_status", lambda: (True, ""))
+    assert KmbenchGpu().strategy_for(_problem(d)) == "tensor"
+    why = KmbenchGpuTf32().unsuited(_problem(d))
+    assert why.startswith(f"not offered at d = {d}: ") and "tensor-core pass runs here" in why
 
 
 class NotHere(NumpyFast):

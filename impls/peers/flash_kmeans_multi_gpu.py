@@ -91,8 +91,12 @@ class FlashKMeansMultiGpu(FlashKMeans):
 
         self._device = device_argument(problem.options.gpus, torch.cuda.device_count())
         self._gpus = 1 if self._device else torch.cuda.device_count()
-        # The host array itself, no copy: the plan's points are pinned where they lie.
-        self._x = torch.from_numpy(np.ascontiguousarray(problem.data, dtype=np.float32))
+        # The host array itself, no copy: the plan's points are pinned where they lie. The harness
+        # hands them read-only, and PyTorch warns that a tensor over them could write: the library
+        # only reads x, so that warning (once per process, in the middle of run's table) is noise.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+            self._x = torch.from_numpy(np.ascontiguousarray(problem.data, dtype=np.float32))
         self._version = torch.__version__
 
     def run(self, problem: Problem) -> Result:
