@@ -1,0 +1,168 @@
+"""The judge against a second opinion in exact arithmetic (tests/exact_oracle.py), on small problems
+drawn near the edges: exact ties (integer data within and past the exact-integer limit, points on a
+bisector), points about as far from a bisector as the rounding bound, empty clusters, data far from
+the origin, every declared precision, direct and expanded distances, with and without labels.
+
+Each row is built from the oracle: labels among those it says any admissible rounding may give, or
+one it says none can; centroids at a chosen share of the mean's rounding bound, or the float32
+rounding of the exact mean. The judge must accept every step the oracle shows is within its bounds
+and refuse every step the oracle shows is outside them (steps in the band between, where the
+judge's own float64 error may decide, are not asserted). Deterministic: hypothesis derandomized."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kmbench.judge import precision as judge_precision
+from kmbench.judge.certify import Certifier
+from tests.exact_oracle import FORMATS, Step, exact, root
+
+EXAMPLES = 120
+SETTINGS = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+PRECISIONS = tuple(FORMATS)
+SHARES = (0.0, 0.5, 0.999, 1.0, 1.001, 1.5, 2.5, 4.0)  # of the mean's rounding bound
+
+
+def test_the_judges_precision_table_is_the_formats_own():
+    """Each declared precision's units and exact-integer limit, from its significand bits."""
+    for name, f in FORMATS.items():
+        p = judge_precision.PRECISIONS[name]
+        assert (p.input, p.accumulate, p.store, p.exact_below) == (
+            float(f.u_in), float(f.u_acc), float(f.u_store), float(f.exact_below)), name
+
+
+@st.composite
+def problems(draw):
+    """(data float32, previous centroids float64, precision, direct) of a small step near an edge.
+    Every value is an integer times 2^-q below 2^24 in magnitude: exact in float32."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    name = draw(st.sampled_from(PRECISIONS))
+    direct = draw(st.booleans())
+    d = draw(st.sampled_from((1, 2, 3, 3, 9)))  # d = 9: the judge's float32 product scores first
+    k = draw(st.integers(1, 5))
+    n = draw(st.integers(max(2, k), 24))
+    edge = draw(st.sampled_from(("integer", "tie", "halfway", "far", "plain")))
+    if edge == "integer":
+        limit = FORMATS[name].exact_below
+        # L straddling the exact-integer limit 4 d L^2: exact ties on one side, none on the other.
+        reach = max(1, int(np.sqrt(limit / (4 * d)) * draw(st.sampled_from((0.3, 0.45, 0.55, 1.0, 2.0))) / 2))
+        q, spread, offset = 0, reach, 0
+    else:
+        q = draw(st.integers(0, 20))
+        spread = 2 ** draw(st.integers(2, 12))
+        offset = 2 ** draw(st.integers(14, 22)) if edge == "far" else 0
+    centres = offset + rng.integers(-spread, spread + 1, (k, d))
+    x = centres[rng.integers(0, k, n)] + np.rint(rng.standard_normal((n, d)) * spread / 4).astype(np.int64)
+    if edge in ("tie", "halfway", "integer") and k >= 2:
+        a, b = rng.choice(k, 2, replace=False)
+        h = int(rng.integers(1, spread + 1))
+        centres[b] = centres[a]
+        centres[b, 0] = centres[a, 0] + 2 * h
+        on = rng.random(n) < 0.5
+        x[on, 0] = centres[a, 0] + h  # on the bisector of a and b: an exact tie between them
+        if edge == "halfway":  # a few units of 2^-q off it: about as far as the rounding bound
+            x[on, 0] += rng.integers(0, 4 ** draw(st.integers(0, 6)), on.sum())
+    if edge == "integer":
+        x[-1] -= (x.sum(axis=0) % n)  # an integer mean: ties decided by the lowest index, where exact
+    if draw(st.booleans()) and k >= 2:  # an empty cluster: a centroid no point is near
+        centres[-1] = offset + 50 * spread
+    x = np.clip(x, -(2**23), 2**23)
+    scale = 2.0 ** -q
+    return (x * scale).astype(np.float32), (centres * scale).astype(np.float64), name, direct
+
+
+@st.composite
+def rows(draw):
+    """A problem, the oracle's step on it, and a row's labels and centroids built from the oracle."""
+    data, previous, name, direct = draw(problems())
+    step = Step(data, previous, name, direct)
+    choose = draw(st.sampled_from(("lowest", "highest", "nearest", "random")))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    labels = []
+    for i, can in enumerate(step.labels.surely):
+        options = sorted(can) or [step.labels.nearest[i]]
+        labels.append({"lowest": options[0], "highest": options[-1], "nearest": step.labels.nearest[i],
+                       "random": options[int(rng.integers(0, len(options)))]}[choose])
+    if draw(st.booleans()):  # one label no admissible rounding can give, the nearest such to the bound
+        wrong = [(step.distances[i][j] - step.distances[i][step.labels.nearest[i]], i, j)
+                 for i in range(step.n) for j in range(step.k) if j not in step.labels.possibly[i]]
+        if wrong:
+            _, i, j = min(wrong)
+            labels[i] = j
+    new = centroids_for(step, labels, previous, draw, rng)
+    return data, previous, name, step, np.array(labels), new
+
+
+def centroids_for(step: Step, labels, previous, draw, rng):
+    """Each centroid the float32 rounding of its exact mean, or moved from it by a chosen share of
+    the mean's rounding bound (along an axis or not)."""
+    means = step.means(labels)
+    rounding = draw(st.booleans())
+    new = previous.copy()
+    for j in range(step.k):
+        target = means[j] if means[j] is not None else step.c[j]
+        centre = np.array([float(v) for v in target])
+        if rounding and means[j] is not None:
+            new[j] = centre.astype(np.float32)
+            continue
+        row, judge = step.mean_bounds(labels, j)
+        if row is None:
+            new[j] = centre
+            continue
+        share = draw(st.sampled_from(SHARES))
+        toward = np.eye(step.d)[int(rng.integers(0, step.d))] if draw(st.booleans()) else rng.standard_normal(step.d)
+        toward /= max(np.linalg.norm(toward), 1e-300)
+        new[j] = centre + share * float(row + (2 * judge if share > 1 else 0)) * toward
+    return new
+
+
+def judged(data, previous, name, step: Step, labels, new):
+    certifier = Certifier.of(data, judge_precision.declared(name), direct=step.direct)
+    return certifier.step(1, previous, new, labels).failure
+
+
+@SETTINGS
+@given(rows())
+def test_the_judge_agrees_with_exact_arithmetic_on_a_labelled_step(row):
+    data, previous, name, step, labels, new = row
+    verdict = step.verdict(labels, new)
+    failure = judged(data, previous, name, step, labels, new)
+    if verdict == "within":
+        assert failure is None, (name, step.direct, failure.sentence())
+    elif verdict == "outside":
+        assert failure is not None, (name, step.direct, labels, new)
+
+
+@SETTINGS
+@given(rows())
+def test_the_judge_agrees_with_exact_arithmetic_on_a_step_without_labels(row):
+    """Without labels the judge bounds where each mean may be (NOTES.md, "Without labels"): every
+    rounding of an admissible labelling's means is inside; a cluster no point may join or leave is
+    held to its exact mean's bound, as with labels."""
+    data, previous, name, step, labels, new = row
+    failure = judged(data, previous, name, step, None, new)
+    if step.verdict(labels, new) == "within":
+        assert failure is None, (name, step.direct, failure.sentence())
+    fixed = step.fixed_clusters()
+    nearest = step.labels.nearest
+    if any(fixed[j] and step.centroid_verdict(nearest, new, j) == "outside" for j in range(step.k)):
+        assert failure is not None, (name, step.direct, new)
+
+
+def test_the_oracle_sees_an_exact_tie_only_where_the_arithmetic_is_exact():
+    """Its own check: integer ties within the float32 limit go to the lowest index only; the same
+    geometry scaled past the limit, or moved off the integers, may go either way."""
+    data = np.array([[1.0, 0.0], [1.0, 5.0], [0.0, 1.0], [2.0, -6.0]], np.float32)
+    previous = np.array([[0.0, 0.0], [2.0, 0.0]])
+    step = Step(data, previous, "float32")
+    assert step.labels.exact_points[:2] == [True, True] and step.labels.possibly[0] == {0}
+    big = Step(data * 1024, previous * 1024, "float32")
+    assert big.labels.exact_points == [False] * 4 and big.labels.surely[0] == {0, 1}
+    half = Step(data + 0.5, previous + 0.5, "float32")
+    assert half.labels.surely[0] == {0, 1}
+    assert root(exact([[2.0]])[0][0]) ** 2 == pytest.approx(2.0, rel=1e-30)
