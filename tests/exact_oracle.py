@@ -145,13 +145,13 @@ class Step:
         c_centred = max(norm([a - b for a, b in zip(c, self.m)]) for c in self.c)
         factor, judge_factor = distance_factor(self.f, d), distance_factor(FLOAT64, d)
         exact_points = self._exact_points()
-        nearest, surely, possibly = [], [], []
+        nearest, surely, possibly, self._shares = [], [], [], []
         for i, x in enumerate(self.x):
             row = self.distances[i]
             w = min(range(k), key=lambda j: (row[j], j))
             nearest.append(w)
             if exact_points[i]:
-                surely.append({w}), possibly.append({w})
+                surely.append({w}), possibly.append({w}), self._shares.append([Q(0)] * k)
                 continue
             spread_term = (norm([a - b for a, b in zip(x, self.m)]) + c_centred) ** 2
             judge = judge_factor * spread_term  # the judge's own float64 error on one distance
@@ -161,6 +161,7 @@ class Step:
             else:
                 e = factor * max((norm(x) + c_raw) ** 2, spread_term)
                 share = [2 * e] * k
+            self._shares.append(share)
             surely.append({j for j in range(k) if row[j] - row[w] <= share[j] * (1 - MARGIN)})
             possibly.append({j for j in range(k) if row[j] - row[w] <= (share[j] + 4 * judge) * (1 + MARGIN)})
         return Labels(nearest, surely, possibly, exact_points)
@@ -232,3 +233,77 @@ class Step:
                 for j in can | {own}:
                     out[j] = False
         return out
+
+    # Without labels (NOTES.md, "Without labels") -------------------------------------------------
+
+    def partition_is_certain(self) -> bool:
+        """Does every point have the same admissible labels whatever the judge's own rounding? Then
+        the judge's clear and ambiguous points are the oracle's, and its region for each mean is
+        a figure the oracle can compute exactly."""
+        return all(s == p for s, p in zip(self.labels.surely, self.labels.possibly))
+
+    def _weight(self, x, j: int) -> Q:
+        """A summand's largest norm over the anchors a row may subtract: 0, m, c_j_old."""
+        return max(norm(x), norm([a - b for a, b in zip(x, self.m)]), norm([a - b for a, b in zip(x, self.c[j])]))
+
+    def region(self, j: int) -> dict | None:
+        """Where a row that reports no labels may put centroid j (NOTES.md, "Without labels"): the
+        clear points F_j (j their only label) and the ambiguous A_j (j one of theirs) give a ball
+        about mean(F_j) and a box about mean(F_j) and A_j, each widened by the sum's rounding."""
+        possibly = self.labels.possibly
+        fixed = [x for x, can in zip(self.x, possibly) if can == {j}]
+        open_ = [x for x, can in zip(self.x, possibly) if len(can) > 1 and j in can]
+        mean = [sum(col, Q(0)) / len(fixed) for col in zip(*fixed)] if fixed else self.c[j]
+        count = len(fixed) + len(open_)
+        row_gamma = gamma(count + 2, self.f.u_acc)
+        if row_gamma is None:
+            return None
+        factor = row_gamma + self.f.u_in + gamma(count + 2, FLOAT64.u_acc)
+        weights = sum((self._weight(x, j) for x in fixed + open_), Q(0))
+        per = max(len(fixed), 1)
+        away = sum((norm([a - b for a, b in zip(x, mean)]) for x in open_), Q(0))
+        out = {"fixed": bool(fixed), "open": bool(open_), "mean": mean, "judge": 2 * gamma(count + 2, FLOAT64.u_acc)
+               * weights / per, "radius": factor * weights / per + 3 * self.f.u_store * (norm(mean) + away / per)
+               + away / per, "kept": 2 * self.f.u_store * norm(self.c[j])}
+        if open_:
+            corners = open_ + ([mean] if fixed else [])
+            out["low"] = [min(col) for col in zip(*corners)]
+            out["high"] = [max(col) for col in zip(*corners)]
+            reach = max(max(abs(v) for v in out["low"]), max(abs(v) for v in out["high"]))
+            out["margin"] = factor * weights / per + 3 * self.f.u_store * reach
+        return out
+
+    def labelless_verdict(self, new) -> str:
+        """'within', 'outside' or 'band' for a step without labels, against NOTES.md's region; only
+        where the partition is certain (else 'band')."""
+        if not self.partition_is_certain():
+            return "band"
+        any_open = any(len(can) > 1 for can in self.labels.possibly)
+        verdicts = []
+        for j in range(self.k):
+            place, c = self.region(j), exact([new[j]])[0]
+            if place is None:
+                verdicts.append("band")
+                continue
+            low, high = 1 - MARGIN, 1 + MARGIN
+            moved = root(squared(c, self.c[j]))
+            kept = "within" if moved <= place["kept"] * low else "outside" if moved > place["kept"] * high else "band"
+            if place["fixed"]:
+                gap = root(squared(c, place["mean"]))
+                verdicts.append("within" if gap <= place["radius"] * low else "outside"
+                                if gap > (place["radius"] + place["judge"]) * high else "band")
+            elif not place["open"]:
+                verdicts.append(kept)
+            if place["open"] and any_open:
+                outside = max(max(lo - place["margin"] - v, v - hi - place["margin"])
+                              for v, lo, hi in zip(c, place["low"], place["high"]))
+                box = ("within" if outside <= -MARGIN * place["margin"] else "outside"
+                       if outside > MARGIN * place["margin"] + place["judge"] else "band")
+                verdicts.append("within" if box == "within" or (not place["fixed"] and kept == "within") else
+                                "outside" if box == "outside" and (place["fixed"] or kept == "outside") else "band")
+        return "outside" if "outside" in verdicts else "within" if set(verdicts) <= {"within"} else "band"
+
+    def share(self, i: int, j: int) -> Q:
+        """How far above point i's smallest distance label j may lie for a row of this precision
+        (the row's own share of the gap: 2 E(x), or E(x, c_j) + E(x, c_w) for direct rows)."""
+        return self._shares[i][j]

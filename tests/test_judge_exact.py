@@ -36,57 +36,72 @@ def test_the_judges_precision_table_is_the_formats_own():
 
 
 @st.composite
-def problems(draw):
+def problems(draw, edges=("integer", "tie", "boundary", "far", "plain")):
     """(data float32, previous centroids float64, precision, direct) of a small step near an edge.
     Every value is an integer times 2^-q below 2^24 in magnitude: exact in float32."""
-    seed = draw(st.integers(0, 2**32 - 1))
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     name = draw(st.sampled_from(PRECISIONS))
     direct = draw(st.booleans())
     d = draw(st.sampled_from((1, 2, 3, 3, 9)))  # d = 9: the judge's float32 product scores first
     k = draw(st.integers(1, 5))
     n = draw(st.integers(max(2, k), 24))
-    edge = draw(st.sampled_from(("integer", "tie", "halfway", "far", "plain")))
+    edge = draw(st.sampled_from(edges))
+    limit = FORMATS[name].exact_below
     if edge == "integer":
-        limit = FORMATS[name].exact_below
-        # L straddling the exact-integer limit 4 d L^2: exact ties on one side, none on the other.
-        reach = max(1, int(np.sqrt(limit / (4 * d)) * draw(st.sampled_from((0.3, 0.45, 0.55, 1.0, 2.0))) / 2))
-        q, spread, offset = 0, reach, 0
+        # L = max |x| + max |c| + max |m| about sqrt(ratio * limit / (4 d)): exact ties below ratio 1.
+        ratio = draw(st.sampled_from((0.3, 0.9, 1.1, 1.9, 2.1, 3.9, 4.1)))
+        target = np.sqrt(ratio * limit / (4 * d))
+        q, spread, offset = 0, max(1, int(target / 8)), 0
     else:
         q = draw(st.integers(0, 20))
         spread = 2 ** draw(st.integers(2, 12))
-        offset = 2 ** draw(st.integers(14, 22)) if edge == "far" else 0
+        offset = 2 ** draw(st.integers(14, 22)) if edge in ("far", "boundary") and draw(st.booleans()) else 0
     centres = offset + rng.integers(-spread, spread + 1, (k, d))
     x = centres[rng.integers(0, k, n)] + np.rint(rng.standard_normal((n, d)) * spread / 4).astype(np.int64)
-    if edge in ("tie", "halfway", "integer") and k >= 2:
-        a, b = rng.choice(k, 2, replace=False)
+    pair = None
+    if edge in ("tie", "boundary", "integer") and k >= 2:
+        a, b = (int(v) for v in rng.choice(k, 2, replace=False))
         h = int(rng.integers(1, spread + 1))
         centres[b] = centres[a]
         centres[b, 0] = centres[a, 0] + 2 * h
         on = rng.random(n) < 0.5
+        on[0] = True
         x[on, 0] = centres[a, 0] + h  # on the bisector of a and b: an exact tie between them
-        if edge == "halfway":  # a few units of 2^-q off it: about as far as the rounding bound
-            x[on, 0] += rng.integers(0, 4 ** draw(st.integers(0, 6)), on.sum())
-    if edge == "integer":
-        x[-1] -= (x.sum(axis=0) % n)  # an integer mean: ties decided by the lowest index, where exact
-    if draw(st.booleans()) and k >= 2:  # an empty cluster: a centroid no point is near
+        pair = a, b, h
+    if draw(st.booleans()) and k >= 2 and pair is None:  # an empty cluster: a centroid no point is near
         centres[-1] = offset + 50 * spread
+    if edge == "integer":
+        if draw(st.booleans()):
+            x[-1] -= x.sum(axis=0) % n  # an integer mean (else most likely not: then no exact tie)
+        reach = lambda o: np.abs(x + o).max() + np.abs(centres + o).max() + np.abs((x + o).mean(axis=0)).max()  # noqa
+        shift = max(0, int(round((target - reach(0)) / 3)))
+        x, centres = x + shift, centres + shift
     x = np.clip(x, -(2**23), 2**23)
     scale = 2.0 ** -q
-    return (x * scale).astype(np.float32), (centres * scale).astype(np.float64), name, direct
+    data, previous = (x * scale).astype(np.float32), (centres * scale).astype(np.float64)
+    if edge == "boundary" and pair is not None:
+        # Point 0 moved off the bisector toward a until label b's gap is `share` times its bound.
+        a, b, h = pair
+        bound = float(Step(data, previous, name, direct).share(0, b))
+        share = draw(st.sampled_from((0.5, 0.9, 0.99, 1.01, 1.1, 2.0)))
+        units = int(round(share * bound / (4 * h * scale * scale)))
+        x[0, 0] -= min(units, 2**22)
+        data = (np.clip(x, -(2**23), 2**23) * scale).astype(np.float32)
+    return data, previous, name, direct
 
 
 @st.composite
-def rows(draw):
+def rows(draw, edges=("integer", "tie", "boundary", "far", "plain"), means=("rounded", "moved")):
     """A problem, the oracle's step on it, and a row's labels and centroids built from the oracle."""
-    data, previous, name, direct = draw(problems())
+    data, previous, name, direct = draw(problems(edges))
     step = Step(data, previous, name, direct)
-    choose = draw(st.sampled_from(("lowest", "highest", "nearest", "random")))
+    choose = draw(st.sampled_from(("lowest", "highest", "farthest", "nearest", "random")))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     labels = []
     for i, can in enumerate(step.labels.surely):
         options = sorted(can) or [step.labels.nearest[i]]
         labels.append({"lowest": options[0], "highest": options[-1], "nearest": step.labels.nearest[i],
+                       "farthest": max(options, key=lambda j: step.distances[i][j]),
                        "random": options[int(rng.integers(0, len(options)))]}[choose])
     if draw(st.booleans()):  # one label no admissible rounding can give, the nearest such to the bound
         wrong = [(step.distances[i][j] - step.distances[i][step.labels.nearest[i]], i, j)
@@ -94,31 +109,53 @@ def rows(draw):
         if wrong:
             _, i, j = min(wrong)
             labels[i] = j
-    new = centroids_for(step, labels, previous, draw, rng)
+    new = centroids_for(step, labels, previous, draw(st.sampled_from(means)), draw, rng)
     return data, previous, name, step, np.array(labels), new
 
 
-def centroids_for(step: Step, labels, previous, draw, rng):
-    """Each centroid the float32 rounding of its exact mean, or moved from it by a chosen share of
-    the mean's rounding bound (along an axis or not)."""
+def centroids_for(step: Step, labels, previous, how: str, draw, rng):
+    """Each centroid its exact mean rounded to float64 (`exact`) or to either (`rounded`: float32
+    is outside a float64 row's bound), or moved from it by a chosen
+    share of the mean's rounding bound (along an axis or not)."""
     means = step.means(labels)
-    rounding = draw(st.booleans())
     new = previous.copy()
+    float32 = how == "rounded" and draw(st.booleans())
     for j in range(step.k):
         target = means[j] if means[j] is not None else step.c[j]
         centre = np.array([float(v) for v in target])
-        if rounding and means[j] is not None:
-            new[j] = centre.astype(np.float32)
-            continue
         row, judge = step.mean_bounds(labels, j)
-        if row is None:
-            new[j] = centre
+        if how in ("rounded", "exact") or row is None:
+            new[j] = centre.astype(np.float32) if float32 and means[j] is not None else centre
             continue
         share = draw(st.sampled_from(SHARES))
         toward = np.eye(step.d)[int(rng.integers(0, step.d))] if draw(st.booleans()) else rng.standard_normal(step.d)
         toward /= max(np.linalg.norm(toward), 1e-300)
         new[j] = centre + share * float(row + (2 * judge if share > 1 else 0)) * toward
     return new
+
+
+@st.composite
+def labelless_rows(draw):
+    """A problem and a row without labels: every centroid where the oracle's region for it is
+    centred, one moved to a share of the region's radius, or past its box along one axis."""
+    data, previous, name, direct = draw(problems())
+    step = Step(data, previous, name, direct)
+    places = [step.region(j) for j in range(step.k)]
+    new = previous.copy()
+    for j, place in enumerate(places):
+        if place is not None and place["fixed"]:
+            new[j] = [float(v) for v in place["mean"]]
+    j = draw(st.integers(0, step.k - 1))
+    place, share = places[j], draw(st.sampled_from((0.5, 0.99, 1.01, 1.5, 3.0)))
+    axis = draw(st.integers(0, step.d - 1))
+    if place is not None and draw(st.booleans()) and "margin" in place:
+        middle = [(float(lo) + float(hi)) / 2 for lo, hi in zip(place["low"], place["high"])]
+        middle[axis] = float(place["high"][axis]) + share * float(place["margin"] + place["judge"])
+        new[j] = middle
+    elif place is not None:
+        radius = place["radius"] + place["judge"] if place["fixed"] else place["kept"]
+        new[j, axis] += share * float(radius)
+    return data, previous, name, step, new
 
 
 def judged(data, previous, name, step: Step, labels, new):
@@ -166,3 +203,32 @@ def test_the_oracle_sees_an_exact_tie_only_where_the_arithmetic_is_exact():
     half = Step(data + 0.5, previous + 0.5, "float32")
     assert half.labels.surely[0] == {0, 1}
     assert root(exact([[2.0]])[0][0]) ** 2 == pytest.approx(2.0, rel=1e-30)
+
+
+@SETTINGS
+@given(rows(edges=("integer", "tie", "boundary"), means=("exact",)))
+def test_the_judge_agrees_with_exact_arithmetic_on_labels_at_ties_and_at_the_bound(row):
+    """Centroids at their exact means (rounded to float64): the labels alone decide, at exact
+    ties, at the exact-integer limit and at the bound's edge."""
+    data, previous, name, step, labels, new = row
+    verdict = step.verdict(labels, new)
+    failure = judged(data, previous, name, step, labels, new)
+    if verdict == "within":
+        assert failure is None, (name, step.direct, failure.sentence())
+    elif verdict == "outside":
+        assert failure is not None and failure.check == "assignment", (name, step.direct, labels)
+
+
+@SETTINGS
+@given(labelless_rows())
+def test_the_judge_holds_a_step_without_labels_to_the_region_notes_derives(row):
+    """Where every point's admissible labels are certain, the judge's clear and ambiguous points
+    are the oracle's: a centroid inside the ball about its clear points' mean and their box with
+    the ambiguous points (each widened by the sum's rounding) passes, one outside either fails."""
+    data, previous, name, step, new = row
+    verdict = step.labelless_verdict(new)
+    failure = judged(data, previous, name, step, None, new)
+    if verdict == "within":
+        assert failure is None, (name, step.direct, failure.sentence())
+    elif verdict == "outside":
+        assert failure is not None, (name, step.direct, new)
