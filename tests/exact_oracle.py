@@ -121,7 +121,9 @@ class Step:
         self.x, self.c = exact(data), exact(previous)
         self.n, self.d, self.k = len(self.x), len(self.x[0]), len(self.c)
         self.f = FORMATS[precision]
-        # Direct distances are allowed only where one unit does all (NOTES.md, "Direct distances").
+        # Direct distances are allowed only where one unit does all (NOTES.md, "Direct distances"):
+        # `declared` is what the row says, `direct` the bound it gets.
+        self.declared = direct
         self.direct = direct and self.f.input_bits == self.f.accumulate_bits == self.f.store_bits
         self.m = [sum(col, Q(0)) / self.n for col in zip(*self.x)]
         self.distances = [[squared(x, c) for c in self.c] for x in self.x]

@@ -17,7 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kmbench.judge import precision as judge_precision
+from kmbench.judge import trajectory
 from kmbench.judge.certify import Certifier
+from kmbench.protocol import Implementation, Problem, Result
 from tests.exact_oracle import FORMATS, Step, exact, root
 
 EXAMPLES = 120
@@ -37,8 +39,9 @@ def test_the_judges_precision_table_is_the_formats_own():
 
 @st.composite
 def problems(draw, edges=("integer", "tie", "boundary", "far", "plain")):
-    """(data float32, previous centroids float64, precision, direct) of a small step near an edge.
-    Every value is an integer times 2^-q below 2^24 in magnitude: exact in float32."""
+    """(data, previous centroids float64, precision, direct) of a small step near an edge. Every
+    value is an integer times 2^-q below 2^24 in magnitude, exact in float32 (the data's dtype),
+    but for the point a "boundary" problem moves off a bisector (float64 data then)."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     name = draw(st.sampled_from(PRECISIONS))
     direct = draw(st.booleans())
@@ -85,9 +88,11 @@ def problems(draw, edges=("integer", "tie", "boundary", "far", "plain")):
         a, b, h = pair
         bound = float(Step(data, previous, name, direct).share(0, b))
         share = draw(st.sampled_from((0.5, 0.9, 0.99, 1.01, 1.1, 2.0)))
-        units = int(round(share * bound / (4 * h * scale * scale)))
-        x[0, 0] -= min(units, 2**22)
-        data = (np.clip(x, -(2**23), 2**23) * scale).astype(np.float32)
+        # In float64 data: float32's bound is about an ulp of a float32 coordinate, finer than
+        # float32 data could place the point.
+        units = min(share * bound / (4 * h * scale * scale), 2.0**22)
+        data = data.astype(np.float64)
+        data[0, 0] = (float(x[0, 0]) - units) * scale
     return data, previous, name, direct
 
 
@@ -163,7 +168,7 @@ def labelless_rows(draw):
 
 
 def judged(data, previous, name, step: Step, labels, new):
-    certifier = Certifier.of(data, judge_precision.declared(name), direct=step.direct)
+    certifier = Certifier.of(data, judge_precision.declared(name), direct=step.declared)
     return certifier.step(1, previous, new, labels).failure
 
 
@@ -236,3 +241,32 @@ def test_the_judge_holds_a_step_without_labels_to_the_region_notes_derives(row):
         assert failure is None, (name, step.direct, failure.sentence())
     elif verdict == "outside":
         assert failure is not None, (name, step.direct, new)
+
+
+class Replay(Implementation):
+    """A row whose one Lloyd step is the one built from the oracle, run as the judge runs rows."""
+
+    name = "exact-replay"
+
+    def __init__(self, name, direct, labels, new):
+        self.dtype, self.direct, self.labels, self.new = name, direct, labels, new
+
+    def distance_form(self, problem):
+        return "direct" if self.direct else "any"
+
+    def run(self, problem):
+        return Result(self.new.copy(), 1, {"iterate": 1e-3}, labels=self.labels)
+
+
+@settings(SETTINGS, max_examples=EXAMPLES // 3)
+@given(rows())
+def test_a_row_built_from_the_oracle_is_certified_exactly_when_it_is_within(row):
+    """The same verdicts through the judge's entry for a row (its trajectory certified, its timed
+    end checked), not only through one step."""
+    data, previous, name, step, labels, new = row
+    verdict = step.verdict(labels, new)
+    impl = Replay(name, step.declared, labels, new)
+    problem = Problem(data, previous.astype(data.dtype), 1, warmup=0, repeats=1)
+    certificate = trajectory.certify(impl, problem, [impl.run(problem)], name)
+    if verdict != "band":
+        assert certificate.certified == (verdict == "within"), (name, certificate.failure)
