@@ -127,11 +127,12 @@ def centroids_for(step: Step, labels, previous, how: str, draw, rng):
     means = step.means(labels)
     new = previous.copy()
     float32 = how == "rounded" and draw(st.booleans())
+    moved = draw(st.integers(0, step.k - 1))  # one centroid moved: the others at their exact means
     for j in range(step.k):
         target = means[j] if means[j] is not None else step.c[j]
         centre = np.array([float(v) for v in target])
         row, judge = step.mean_bounds(labels, j)
-        if how in ("rounded", "exact") or row is None:
+        if how in ("rounded", "exact") or row is None or j != moved:
             new[j] = centre.astype(np.float32) if float32 and means[j] is not None else centre
             continue
         share = draw(st.sampled_from(SHARES))
@@ -163,7 +164,8 @@ def labelless_rows(draw):
         new[j] = base
     elif place is not None:
         radius = place["radius"] + place["judge"] if place["fixed"] else place["kept"]
-        new[j, axis] += share * float(radius)
+        toward = np.eye(step.d)[axis] if draw(st.booleans()) else np.random.default_rng(axis).standard_normal(step.d)
+        new[j] += share * float(radius) * toward / np.linalg.norm(toward)
     return data, previous, name, step, new
 
 

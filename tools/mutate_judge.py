@@ -27,7 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # Fastest and most pointed first: a killed mutant stops at its first failure.
-TESTS = ["tests/test_judge_guard.py", "tests/test_clock.py", "tests/test_judge_seeds.py", "tests/test_judge_bounds.py",
+TESTS = ["tests/test_judge_guard.py", "tests/test_clock.py", "tests/test_judge_exact.py", "tests/test_judge_seeds.py",
+         "tests/test_judge_bounds.py",
          "tests/test_validate.py", "tests/test_judge_property.py", "tests/test_reference.py", "tests/test_oracles.py",
          "tests/test_stop_rules.py", "tests/test_wrong_rows.py"]
 COPIED = ["kmbench", "impls", "tests", "pyproject.toml"]
@@ -126,6 +127,28 @@ MUTANTS = [
      "the sum bound without input rounding"),
     (P, "out = np.where(mu >= 0.5, np.inf, mu / (1.0 - mu))", "out = np.where(mu >= 1.0, np.inf, mu / (1.0 - mu))",
      "gamma used past where it bounds anything"),
+    # Slips the tests above missed until the exact-arithmetic oracle (tests/test_judge_exact.py) came.
+    (J + "certify.py", "gap = xp.sqrt(((new - target) ** 2).sum(axis=1))", "gap = xp.abs(new - target).max(axis=1)",
+     "a centroid's distance measured in the max norm"),
+    (J + "certify.py", "by_float64.weights - removed.weights)", "by_float64.weights)",
+     "the tied points' weight left in the clear points' sum"),
+    (J + "certify.py", "inside = ((new >= low - margin) & (new <= high + margin)).all(axis=1)",
+     "inside = ((new >= low - margin) & (new <= high + margin)).any(axis=1)", "one coordinate in the box is enough"),
+    (J + "certify.py", "margin = (factor * most.weights / fixed_count + 3 * self.precision.store * reach)[:, None]",
+     "margin = (factor * most.weights / fixed_count)[:, None]", "the box's margin without the stored rounding"),
+    (J + "scan.py", "return integral & (x.shape[1] * largest * largest * 4 < precision.exact_below)",
+     "return integral & (x.shape[1] * largest * largest * 2 < precision.exact_below)", "the exact-integer limit taken twice as high"),
+    (P, '"float16": Precision("float16", 2.0 ** -11, 2.0 ** -22, 2.0 ** -11, 2.0 ** 11)',
+     '"float16": Precision("float16", 2.0 ** -11, 2.0 ** -22, 2.0 ** -24, 2.0 ** 11)', "float16 centroids stored as float32"),
+    (P, '"bfloat16": Precision("bfloat16", 2.0 ** -8, 2.0 ** -22, 2.0 ** -8, 2.0 ** 8)',
+     '"bfloat16": Precision("bfloat16", 2.0 ** -8, 2.0 ** -22, 2.0 ** -8, 2.0 ** 11)', "bfloat16's exact limit 2^11"),
+    (J + "sums.py", "norm = xp.maximum(xp.maximum(points.norm, points.centred_norm), xp.sqrt(square))",
+     "norm = xp.maximum(points.norm, xp.sqrt(square))", "summand norms without the data's mean as anchor"),
+    (J + "scan.py", "return factor * (d_a + d_b) + 4 * unit * reach * roots + 8 * unit * unit * reach * reach",
+     "return factor * (d_a + d_b) + 2 * unit * reach * roots + 8 * unit * unit * reach * reach",
+     "the direct bound's coordinate term halved"),
+    (J + "scan.py", "direct = direct and precision.input == precision.accumulate == precision.store", "direct = direct",
+     "the direct bound given to precisions of mixed units (TF32, float16)"),
 ]
 
 
