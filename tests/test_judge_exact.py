@@ -97,7 +97,7 @@ def problems(draw, edges=("integer", "tie", "boundary", "far", "plain")):
 
 
 @st.composite
-def rows(draw, edges=("integer", "tie", "boundary", "far", "plain"), means=("rounded", "moved")):
+def rows(draw, edges=("integer", "tie", "boundary", "far", "plain"), means=("rounded", "moved"), shares=SHARES):
     """A problem, the oracle's step on it, and a row's labels and centroids built from the oracle."""
     data, previous, name, direct = draw(problems(edges))
     step = Step(data, previous, name, direct)
@@ -116,11 +116,11 @@ def rows(draw, edges=("integer", "tie", "boundary", "far", "plain"), means=("rou
         if wrong:
             _, i, j = min(wrong)
             labels[i] = j
-    new = centroids_for(step, labels, previous, draw(st.sampled_from(means)), draw, rng)
+    new = centroids_for(step, labels, previous, draw(st.sampled_from(means)), draw, rng, shares)
     return data, previous, name, step, np.array(labels), new
 
 
-def centroids_for(step: Step, labels, previous, how: str, draw, rng):
+def centroids_for(step: Step, labels, previous, how: str, draw, rng, shares=SHARES):
     """Each centroid its exact mean rounded to float64 (`exact`) or to either (`rounded`: float32
     is outside a float64 row's bound), or moved from it by a chosen
     share of the mean's rounding bound (along an axis or not)."""
@@ -135,7 +135,7 @@ def centroids_for(step: Step, labels, previous, how: str, draw, rng):
         if how in ("rounded", "exact") or row is None or j != moved:
             new[j] = centre.astype(np.float32) if float32 and means[j] is not None else centre
             continue
-        share = draw(st.sampled_from(SHARES))
+        share = draw(st.sampled_from(shares))
         toward = np.eye(step.d)[int(rng.integers(0, step.d))] if draw(st.booleans()) else rng.standard_normal(step.d)
         toward /= max(np.linalg.norm(toward), 1e-300)
         new[j] = centre + share * float(row + (2 * judge if share > 1 else 0)) * toward
@@ -228,6 +228,32 @@ def test_the_judge_agrees_with_exact_arithmetic_on_labels_at_ties_and_at_the_bou
         assert failure is None, (name, step.direct, failure.sentence())
     elif verdict == "outside":
         assert failure is not None and failure.check == "assignment", (name, step.direct, labels)
+
+
+@SETTINGS
+@given(rows(edges=("integer",), means=("exact",)))
+def test_exact_ties_go_to_the_lowest_index_exactly_where_the_arithmetic_is_exact(row):
+    """Integer problems on both sides of each precision's exact-integer limit (4 d L^2), with and
+    without an integer mean."""
+    data, previous, name, step, labels, new = row
+    verdict = step.verdict(labels, new)
+    failure = judged(data, previous, name, step, labels, new)
+    if verdict != "band":
+        assert (failure is None) == (verdict == "within"), (name, failure and failure.sentence())
+    for labelled in (None,) if verdict == "within" else ():
+        assert judged(data, previous, name, step, labelled, new) is None
+
+
+@SETTINGS
+@given(rows(edges=("plain", "far", "tie"), means=("moved",), shares=(0.999, 0.9999, 1.0001, 1.001)))
+def test_a_centroid_a_hair_inside_or_outside_its_mean_bound(row):
+    """One centroid 0.01% to 0.1% inside or outside its exact mean's rounding bound: every term of
+    the bound (the summands' largest norm over the anchors, the stored rounding) matters here."""
+    data, previous, name, step, labels, new = row
+    verdict = step.verdict(labels, new)
+    failure = judged(data, previous, name, step, labels, new)
+    if verdict != "band":
+        assert (failure is None) == (verdict == "within"), (name, failure and failure.sentence())
 
 
 @SETTINGS
