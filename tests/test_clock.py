@@ -91,3 +91,22 @@ def test_a_row_that_claims_nothing_is_not_checked(fixed_rate):
     empty = Result(np.zeros((3, 2)), 10, {})
     clock.check(Declares(), problem(), empty, wall=1e-9)
     assert clock.claims_of(empty) == []
+
+
+@pytest.mark.parametrize("time", [np.float32(0.1), np.float64(0.1), np.int64(0), np.int32(1), 0, 0.1])
+def test_a_time_given_as_a_numpy_scalar_is_a_time(fixed_rate, time):
+    """np.float32 and np.int64 are not Python floats or ints; they were refused as 'not a number'."""
+    clock.check_wall("row", [time], wall=2.0)
+    claims = clock.claims_of(Result(np.zeros((3, 2)), 10, {"iterate": time}))
+    assert claims == [float(time)] and type(claims[0]) is float  # records and statistics see plain floats
+
+
+@pytest.mark.parametrize("bad", [np.float32(-1e-3), np.float32("nan"), np.int64(-1), "0.1", None])
+def test_a_numpy_scalar_or_other_value_that_is_no_time_is_still_refused(fixed_rate, bad):
+    with pytest.raises(clock.ClockError, match="negative or not a number"):
+        clock.check_wall("row", [0.1, bad], wall=1.0)
+
+
+def test_a_numpy_scalar_longer_than_the_call_is_still_false(fixed_rate):
+    with pytest.raises(clock.ClockError, match="inside a call the harness timed"):
+        clock.check_wall("row", [np.float32(1.5)], wall=1.0)

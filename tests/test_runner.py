@@ -164,3 +164,22 @@ def test_the_progress_line_follows_the_judges_steps(tmp_path):
     settings = runner.Settings(k=5, iterations=3, warmup=0, repeats=1)
     run_cells(lloyd.LloydTask(settings, tmp_path), [_dataset()], [Spy("spy")], tmp_path / "r.jsonl", reporter=notes)
     assert "validating spy: step 3/3" in notes.seen
+
+
+class NumpyTimes(NumpyFast):
+    """A correct row that reports its iterate time as a NumPy scalar, as a row timing with NumPy may."""
+
+    name = "numpy-times"
+
+    def run(self, problem):
+        result = super().run(problem)
+        result.phases["iterate"] = np.float32(result.phases["iterate"])
+        result.iterate_times = None
+        return result
+
+
+def test_a_row_that_reports_numpy_scalar_times_is_judged_not_refused(tmp_path):
+    settings = runner.Settings(k=5, iterations=4, warmup=0, repeats=2)
+    (record,) = lloyd.run([NumpyTimes()], [_dataset()], settings, store=tmp_path / "r.jsonl")
+    assert record["status"] == "ok", record.get("detail")
+    assert all(type(t) is float for t in record["times"]["iterate_values"])

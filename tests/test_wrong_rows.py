@@ -195,6 +195,35 @@ def test_a_timed_end_off_the_trajectory_is_wrong_unless_the_row_is_not_determini
     assert bool(certificate.nondeterministic) == (status == "ok")
 
 
+
+@pytest.mark.parametrize("row, certified", [(wrong_rows.PlainLloyd, False), (Jittery, True)])
+def test_the_frozen_empty_cluster_slack_is_only_for_rows_that_are_not_deterministic(row, certified):
+    """A timed run that moves an empty centroid 5 units in the last place off its own trajectory:
+    within the end point's slack for frozen empty clusters (one step's largest mean bound), outside
+    what a kept centroid may move (2 u |c|). Only a row whose sums are not deterministic froze its
+    empty clusters where its own sums put them; a deterministic row must end where it ended."""
+    from kmbench.judge import trajectory
+    from kmbench.judge.precision import FLOAT32
+    from kmbench.judge.sums import kept_bound
+    from kmbench.protocol import Problem
+
+    data, start = with_empty_cluster()
+    problem = Problem(data, start, 5, warmup=0, repeats=1)
+    impl = row()
+    timed = impl.run(problem)
+    end = np.asarray(timed.centroids, np.float32).copy()
+    assert np.array_equal(end[3], start[3])  # the premise: no point ever joins the far centroid
+    for _ in range(5):
+        end[3, 0] = np.nextafter(end[3, 0], np.float32(np.inf))
+    timed.centroids = end.astype(np.float64)
+    moved = float(end[3, 0]) - float(start[3, 0])
+    assert moved > kept_bound(start.astype(np.float64), FLOAT32, np)[3]  # the premise: no kept centroid
+    certificate = trajectory.certify(impl, problem, [timed], "float32")
+    assert certificate.certified == certified, certificate.failure and certificate.failure.sentence()
+    assert bool(certificate.nondeterministic) is False  # the slack's step passes: nothing to say
+    if not certified:
+        assert certificate.failure.check == "end point"
+
 class StopsAtOnce(wrong_rows.PlainLloyd):
     """Under the tolerance rule, claims convergence after its first iteration."""
 

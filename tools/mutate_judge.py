@@ -27,7 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # Fastest and most pointed first: a killed mutant stops at its first failure.
-TESTS = ["tests/test_judge_guard.py", "tests/test_clock.py", "tests/test_judge_seeds.py", "tests/test_judge_bounds.py",
+TESTS = ["tests/test_judge_guard.py", "tests/test_clock.py", "tests/test_judge_exact.py", "tests/test_judge_seeds.py",
+         "tests/test_judge_bounds.py",
          "tests/test_validate.py", "tests/test_judge_property.py", "tests/test_reference.py", "tests/test_oracles.py",
          "tests/test_stop_rules.py", "tests/test_wrong_rows.py"]
 COPIED = ["kmbench", "impls", "tests", "pyproject.toml"]
@@ -94,6 +95,8 @@ MUTANTS = [
      "certificate.inertias[digest(kept[count])] = 0.0", "an end point's inertia not the one computed"),
     (J + "trajectory.py", "return np.array_equal(once, again)", "return False",
      "every row taken for non-deterministic"),
+    (J + "trajectory.py", "end = _end_failure(certifier, timed, kept, frozen_slack=False)",
+     "end = _end_failure(certifier, timed, kept, frozen_slack=True)", "the frozen-empty-cluster slack given to every row"),
     (J + "trajectory.py", "not (claimed < problem.iterations and fixed_point)", "not (claimed < problem.iterations)",
      "fewer iterations accepted short of a fixed point"),
     (J + "trajectory.py", "if counts[0] < 1:", "if counts[0] < 0:", "a timed run of no iteration let through"),
@@ -116,12 +119,36 @@ MUTANTS = [
     (C, "return iterations * per_iteration / (FLOOR_HEADROOM * copy_rate(gpu))",
      "return per_iteration / (FLOOR_HEADROOM * copy_rate(gpu))", "the floor of one iteration, whatever the count"),
     (C, "math.isfinite(t) and t >= 0 for t in claims", "math.isfinite(t) for t in claims", "negative claims accepted"),
+    (C, "isinstance(t, numbers.Real) and math.isfinite(t)", "isinstance(t, (int, float)) and math.isfinite(t)",
+     "a NumPy scalar time refused as not a number"),
     (P, "return 2 * p.input + p.input ** 2 + gamma(d + 8, p.accumulate) + 2 * p.store",
      "return 2 * p.input + p.input ** 2 + gamma(d, p.accumulate) + 2 * p.store", "the distance bound's extra roundings dropped"),
     (P, "return gamma(count + 2, p.accumulate) + p.input", "return gamma(count + 2, p.accumulate)",
      "the sum bound without input rounding"),
     (P, "out = np.where(mu >= 0.5, np.inf, mu / (1.0 - mu))", "out = np.where(mu >= 1.0, np.inf, mu / (1.0 - mu))",
      "gamma used past where it bounds anything"),
+    # Slips the tests above missed until the exact-arithmetic oracle (tests/test_judge_exact.py) came.
+    (J + "certify.py", "gap = xp.sqrt(((new - target) ** 2).sum(axis=1))", "gap = xp.abs(new - target).max(axis=1)",
+     "a centroid's distance measured in the max norm"),
+    (J + "certify.py", "by_float64.weights - removed.weights)", "by_float64.weights)",
+     "the tied points' weight left in the clear points' sum"),
+    (J + "certify.py", "inside = ((new >= low - margin) & (new <= high + margin)).all(axis=1)",
+     "inside = ((new >= low - margin) & (new <= high + margin)).any(axis=1)", "one coordinate in the box is enough"),
+    (J + "certify.py", "margin = (factor * most.weights / fixed_count + 3 * self.precision.store * reach)[:, None]",
+     "margin = (factor * most.weights / fixed_count)[:, None]", "the box's margin without the stored rounding"),
+    (J + "scan.py", "return integral & (x.shape[1] * largest * largest * 4 < precision.exact_below)",
+     "return integral & (x.shape[1] * largest * largest * 2 < precision.exact_below)", "the exact-integer limit taken twice as high"),
+    (P, '"float16": Precision("float16", 2.0 ** -11, 2.0 ** -22, 2.0 ** -11, 2.0 ** 11)',
+     '"float16": Precision("float16", 2.0 ** -11, 2.0 ** -22, 2.0 ** -24, 2.0 ** 11)', "float16 centroids stored as float32"),
+    (P, '"bfloat16": Precision("bfloat16", 2.0 ** -8, 2.0 ** -22, 2.0 ** -8, 2.0 ** 8)',
+     '"bfloat16": Precision("bfloat16", 2.0 ** -8, 2.0 ** -22, 2.0 ** -8, 2.0 ** 11)', "bfloat16's exact limit 2^11"),
+    (J + "sums.py", "norm = xp.maximum(xp.maximum(points.norm, points.centred_norm), xp.sqrt(square))",
+     "norm = xp.maximum(points.norm, xp.sqrt(square))", "summand norms without the data's mean as anchor"),
+    (J + "scan.py", "return factor * (d_a + d_b) + 4 * unit * reach * roots + 8 * unit * unit * reach * reach",
+     "return factor * (d_a + d_b) + 2 * unit * reach * roots + 8 * unit * unit * reach * reach",
+     "the direct bound's coordinate term halved"),
+    (J + "scan.py", "direct = direct and precision.input == precision.accumulate == precision.store", "direct = direct",
+     "the direct bound given to precisions of mixed units (TF32, float16)"),
 ]
 
 

@@ -7,8 +7,8 @@ The trajectory comes from the row itself, in untimed validation runs:
 - every other row (scikit-learn, subprocesses, third parties) is stepped: run for one
   iteration at a time, each from its own previous output.
 Each step is certified (kmbench.judge.certify). A timed run's final centroids must then be the
-trajectory's end, or, where the row is not deterministic, themselves a certified step from the
-trajectory's last-but-one centroids.
+trajectory's end, or themselves a certified step from the trajectory's last-but-one centroids,
+where only a row that is not deterministic has its empty clusters held to the end point's slack.
 """
 
 from __future__ import annotations
@@ -159,8 +159,12 @@ def certify(impl, problem, timed: list, precision: str, xp=None, progress=None, 
                                 [_iterations_failure(problem, count, fixed[count]),
                                  _stop_failure(problem, count, count, changes.get(count))] if failure), None)
     if certificate.failure is None:
-        end = _end_failure(certifier, timed, kept)
+        end = _end_failure(certifier, timed, kept, frozen_slack=False)
         deterministic = end is None or _deterministic(impl, problem)
+        if end is not None and not deterministic:
+            # Only a row whose sums are not deterministic froze its empty clusters at centroids of
+            # its own run: it alone gets the end-point slack for them (Certifier.step, `end`).
+            end = _end_failure(certifier, timed, kept, frozen_slack=True)
         if end is not None and deterministic and length <= PREFIX_MAX_ITERATIONS:
             # A deterministic row that runs differently when stepped (state its centroids do not
             # carry): certify its continuous runs instead, one prefix length at a time.
@@ -256,9 +260,11 @@ def _iterations_failure(problem, claimed: int, fixed_point: bool) -> Failure | N
     return None
 
 
-def _end_failure(certifier: Certifier, timed: list, kept: dict) -> Failure | None:
+def _end_failure(certifier: Certifier, timed: list, kept: dict, frozen_slack: bool) -> Failure | None:
     """Each timed result ends where the trajectory ends, or one certified step from its last
-    but one (a row whose sums are not deterministic ends a rounding away)."""
+    but one (a row that steps differently, or whose sums are not deterministic, ends a rounding
+    away). frozen_slack: empty clusters may be off by the step's largest mean bound, for a row
+    whose sums are not deterministic only (its timed run froze them where its own sums put them)."""
     for index, result in enumerate(timed):
         count = int(result.iterations)
         end = np.asarray(result.centroids, dtype=np.float64)
@@ -267,7 +273,7 @@ def _end_failure(certifier: Certifier, timed: list, kept: dict) -> Failure | Non
         if end.shape != kept[count].shape or not np.isfinite(end).all():
             return Failure(0, "end point", text=f"timed run {index + 1} returned centroids of shape {end.shape} "
                                                 "or with NaN")
-        step = certifier.step(count, kept[count - 1], end, result.labels, end=True)
+        step = certifier.step(count, kept[count - 1], end, result.labels, end=frozen_slack)
         if step.failure is not None:
             failure = step.failure
             failure.check = "end point"

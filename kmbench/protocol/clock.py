@@ -13,6 +13,7 @@ A false claim ends the cell as `error`, in one sentence.
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import time
 from functools import lru_cache
@@ -69,7 +70,7 @@ def copy_rate(gpu: bool) -> float:
     return max(rates) or FALLBACK_BANDWIDTH
 
 
-def floor_seconds(problem, iterations: int, declared_bytes: int | None, gpu: bool) -> float:
+def floorseconds(problem, iterations: int, declared_bytes: int | None, gpu: bool) -> float:
     """The least time `iterations` Lloyd iterations of `problem` can take on this machine."""
     per_iteration = max(BYTES_PER_POINT * problem.n, declared_bytes or 0)
     return iterations * per_iteration / (FLOOR_HEADROOM * copy_rate(gpu))
@@ -77,14 +78,24 @@ def floor_seconds(problem, iterations: int, declared_bytes: int | None, gpu: boo
 
 def claims_of(result) -> list[float]:
     """The iterate times a Lloyd result claims: one per counted repeat inside the call, or its
-    one iterate phase; none where the row times nothing."""
-    return list(result.iterate_times) if result.iterate_times else (
+    one iterate phase; none where the row times nothing. Each as a Python float where it is a
+    number (a NumPy scalar included), so that records and statistics see plain floats."""
+    claims = list(result.iterate_times) if result.iterate_times else (
         [result.phases["iterate"]] if "iterate" in result.phases else [])
+    return [seconds(t) for t in claims]
+
+
+def seconds(claim):
+    """A claim as a float where it is a real number of any kind; left as it is otherwise, for
+    check_wall to refuse by name."""
+    return float(claim) if isinstance(claim, numbers.Real) and not isinstance(claim, bool) else claim
 
 
 def check_wall(name: str, claims: list[float], wall: float) -> None:
-    """Raise ClockError where the claims are not times, or add up to more than the call took."""
-    if not all(isinstance(t, (int, float)) and math.isfinite(t) and t >= 0 for t in claims):
+    """Raise ClockError where the claims are not times, or add up to more than the call took.
+    A time is any real number, NumPy's scalars included (np.float32, np.int64 register as
+    numbers.Real; a bare isinstance(t, float) refused them as "not a number")."""
+    if not all(isinstance(t, numbers.Real) and math.isfinite(t) and t >= 0 for t in claims):
         raise ClockError(f"{name} claims an iterate time that is negative or not a number: {claims[:3]}")
     if sum(claims) > wall * (1 + WALL_SLACK) + WALL_SLACK_S:
         raise ClockError(f"{name} claims {sum(claims):.3g} s of iterations inside a call the harness timed "
@@ -99,7 +110,7 @@ def check(impl, problem, result, wall: float) -> None:
         return
     check_wall(impl.name, claims, wall)
     gpu = "cupy" in sys.modules and getattr(impl, "roofline_on", "gpu") == "gpu"
-    floor = floor_seconds(problem, max(1, int(result.iterations)), _declared_bytes(impl, problem), gpu)
+    floor = floorseconds(problem, max(1, int(result.iterations)), _declared_bytes(impl, problem), gpu)
     if min(claims) < floor:
         raise ClockError(f"{impl.name} claims {min(claims):.3g} s for {result.iterations} iteration(s), below "
                          f"this machine's physical floor of {floor:.3g} s for {problem.n} points")
