@@ -177,9 +177,14 @@ def test_an_oracle_that_cannot_be_made_is_an_error_in_each_cell_and_the_next_k_s
     ran = scale("--workload", "radial-1e9", "--scale", "1e-5", "--k", "3,1000", "--gpus", "0", "--impl", "",
                 "--alone", "numpy,sklearn", "--repeats", "1", "--store", store)
     stored = results.load(store)
-    assert [(r["impl"], r["params"]["k"], r["status"]) for r in stored] == [
-        ("numpy", 3, "error"), ("sklearn", 3, "error"), ("numpy", 1000, "ok"), ("sklearn", 1000, "ok")]
+    # k = 1,000 ran and was judged: numpy `ok`; scikit-learn measured too, `ok` or, where a float32
+    # tie empties a cluster that it then moves (OpenBLAS's Sandybridge and Prescott kernels),
+    # `mismatch`: which one depends on the BLAS kernel, not on what this test asks.
+    assert [(r["impl"], r["params"]["k"], r["status"]) for r in stored[:3]] == [
+        ("numpy", 3, "error"), ("sklearn", 3, "error"), ("numpy", 1000, "ok")]
+    assert (stored[3]["impl"], stored[3]["params"]["k"]) == ("sklearn", 1000) and stored[3]["status"] in ("ok", "mismatch")
     assert tried == [3, 1000]  # tried once for both cells of k = 3
     assert all("float64 reference could not be made: MemoryError: Out of memory" in r["detail"] for r in stored[:2])
-    assert ran.exit_code == 0, ran.output  # an error cell is a cell like any (in_memory.exit_status)
+    # An error cell is a cell like any (in_memory.exit_status): only a mismatch sets the exit code.
+    assert ran.exit_code == (0 if stored[3]["status"] == "ok" else 1), ran.output
     assert "| error: the float64 reference could not be made: MemoryError" in ran.output
