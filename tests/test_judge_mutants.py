@@ -187,3 +187,58 @@ def test_an_unknown_precision_is_one_sentence_naming_the_known_ones():
 
     with pytest.raises(UsageError, match="^unknown precision 'fp8'; kmbench knows float64, float32, tf32, float16, bfloat16$"):
         declared("fp8")
+
+
+# --- kmbench.judge.seeds: the bank of earlier scans, on the host ---
+
+def seed_of(centroids, n=10):
+    from kmbench.judge.seeds import Seed
+
+    return Seed(np.asarray(centroids, np.float64), np.zeros(n, np.int32), np.zeros(n, np.float32))
+
+
+def test_a_seeds_move_is_rounded_up_by_the_documented_slack():
+    from kmbench.judge.precision import FLOAT64, gamma
+    from kmbench.judge.seeds import bound_slack
+
+    for d in (2, 10 ** 5):
+        assert bound_slack(d) == max(1e-12, 4 * gamma(d + 8, FLOAT64.accumulate))
+    assert bound_slack(2) == 1e-12 and bound_slack(10 ** 5) > 1e-12
+    seed = seed_of([[0.0, 0.0], [1.0, 1.0]])
+    moved = seed.moved(np.array([[3.0, 4.0], [1.0, 1.0]]), np)
+    assert moved[0] == 5.0 * (1 + 1e-12) and moved[0] > 5.0 and moved[1] == 0.0
+
+
+def test_the_bank_keeps_the_first_seed_of_a_step_within_its_budget_to_the_byte(monkeypatch):
+    from kmbench.judge.seeds import BANK_BYTES, Bank
+
+    one = seed_of([[0.0, 0.0]])  # 10 points: 40 + 40 bytes
+    assert one.nbytes == 80
+    bank = Bank(budget=160)
+    bank.keep(0, one)
+    bank.keep(0, seed_of([[1.0, 1.0]]))  # a step keeps its first seed
+    bank.keep(1, seed_of([[2.0, 2.0]]))  # exactly fills the budget
+    bank.keep(2, seed_of([[3.0, 3.0]]))  # one too many
+    assert bank.get(0) is one and bank.get(1).centroids[0, 0] == 2.0 and bank.get(2) is None
+    assert bank.nbytes == 160 and bank.device_nbytes() == 0
+    bank.release_device()  # host seeds stay
+    assert bank.get(1) is not None
+    bank.clear()
+    assert bank.get(0) is None
+    monkeypatch.setenv("KMBENCH_SEED_BYTES", "81")
+    assert Bank().budget == 81
+    monkeypatch.delenv("KMBENCH_SEED_BYTES")
+    assert Bank().budget == BANK_BYTES
+
+
+def test_the_closest_fitting_seeds_come_first():
+    from kmbench.judge.seeds import closest_first
+
+    now = np.array([[0.0, 0.0], [5.0, 5.0]])
+    near, far = seed_of([[0.0, 0.1], [5.0, 5.0]]), seed_of([[0.0, 0.0], [5.0, 9.0]])
+    wrong_k, wrong_n = seed_of([[0.0, 0.0]]), seed_of(now, n=11)
+    assert near.fits(now, 10) and not wrong_k.fits(now, 10) and not wrong_n.fits(now, 10)
+    assert [id(s) for s in closest_first([None, far, wrong_k, near, wrong_n], now, 10, np)] == [id(near)]
+    assert [id(s) for s in closest_first([far, near], now, 10, np, most=2)] == [id(near), id(far)]
+    nothing = seed_of(np.zeros((0, 2)))  # no centroids: nothing moved
+    assert [id(s) for s in closest_first([nothing, None], np.zeros((0, 2)), 10, np)] == [id(nothing)]

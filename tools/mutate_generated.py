@@ -17,6 +17,8 @@ Exit status 1 while a survivor is neither.
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import json
 import os
 import subprocess
@@ -53,13 +55,23 @@ def read_results() -> dict[str, dict[str, int | None]]:
     return out
 
 
-def changed_lines(name: str) -> tuple[str, str]:
-    """The mutant's removed and added lines (stripped), from `mutmut show`."""
-    shown = subprocess.run([*mutmut(), "show", name], cwd=ROOT, capture_output=True, text=True).stdout
-    body = [line for line in shown.splitlines() if not line.startswith(("---", "+++", "#", "@@"))]
-    removed = " / ".join(line[1:].strip() for line in body if line.startswith("-"))
-    added = " / ".join(line[1:].strip() for line in body if line.startswith("+"))
-    return removed, added
+def mutant_functions(path: str) -> dict[str, str]:
+    """{function name as mutmut names it: its source} of the mutated copy of `path` (mutmut keeps
+    each mutant as a whole function beside the original, `..._mutmut_orig`)."""
+    text = (ROOT / "mutants" / path).read_text()
+    return {node.name: ast.get_source_segment(text, node) for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.FunctionDef) and "__mutmut_" in node.name}
+
+
+def changed_lines(name: str, functions: dict[str, str]) -> tuple[str, str]:
+    """The mutant's removed and added lines (stripped, joined by ' / ')."""
+    own = name.rsplit(".", 1)[-1]
+    original = functions[own.partition("__mutmut_")[0] + "__mutmut_orig"].splitlines()[1:]
+    mutated = functions[own].splitlines()[1:]  # the def lines differ by name only
+    diff = [line for line in difflib.unified_diff(original, mutated, lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("---", "+++"))]
+    return (" / ".join(line[1:].strip() for line in diff if line.startswith("-")),
+            " / ".join(line[1:].strip() for line in diff if line.startswith("+")))
 
 
 def load_equivalent() -> list[dict]:
@@ -82,13 +94,14 @@ def report(results: dict, out: Path, jobs: int) -> int:
     survivors = []
     for path, codes in results.items():
         tally = counts.setdefault(path, Counter())
+        functions = mutant_functions(path) if any(c is not None and c not in KILLED for c in codes.values()) else {}
         for name, code in sorted(codes.items()):
             if code is None:
                 tally["not run yet"] += 1
             elif code in KILLED:
                 tally["killed"] += 1
             else:
-                removed, added = changed_lines(name)
+                removed, added = changed_lines(name, functions)
                 reason = explain(name, removed, added, equivalent)
                 tally["equivalent" if reason else "unexplained"] += 1
                 survivors.append({"file": path, "mutant": name, "status": LIVE.get(code, f"exit {code}"),
