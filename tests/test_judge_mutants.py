@@ -61,6 +61,8 @@ def test_check_floors_a_row_by_the_memory_it_reads(monkeypatch, cupy_loaded, roo
     else:
         with pytest.raises(clock.ClockError, match="^row claims .* physical floor"):
             clock.check(Row(roofline_on), small_problem(), claim(seconds), wall=1.0)
+    with pytest.raises(clock.ClockError, match="^row claims 2 s of iterations inside a call the harness timed at 1 s$"):
+        clock.check(Row(roofline_on), small_problem(), claim(1.0, repeats=2), wall=1.0)
 
 
 def test_the_floor_counts_the_bytes_a_row_declares_for_this_problem(monkeypatch):
