@@ -244,3 +244,39 @@ def test_the_closest_fitting_seeds_come_first():
     assert [id(s) for s in closest_first([far, near], now, 10, np, most=2)] == [id(near), id(far)]
     nothing = seed_of(np.zeros((0, 2)))  # no centroids: nothing moved
     assert [id(s) for s in closest_first([nothing, None], np.zeros((0, 2)), 10, np)] == [id(nothing)]
+
+
+class DeviceArray:
+    """Stands for a CuPy array: not a NumPy one, with a size in bytes."""
+
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+
+
+def test_the_bank_holds_device_seeds_within_its_share_of_the_gpu(monkeypatch):
+    """A seed made on a GPU stays there while the bank's device bytes fit DEVICE_SHARE of the GPU's
+    memory (none while the judge keeps off the GPUs); release_device drops exactly those."""
+    from types import SimpleNamespace
+
+    from kmbench.judge import seeds
+    from kmbench.judge.seeds import DEVICE_SHARE, Bank, Seed
+    from kmbench.protocol import reference
+
+    total = 8000
+    fake = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(memGetInfo=lambda: (total // 2, total))))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(reference, "from_host", lambda: False)
+    assert seeds._device_budget() == int(DEVICE_SHARE * total) == 1000
+    monkeypatch.setattr(reference, "from_host", lambda: True)
+    assert seeds._device_budget() == 0
+    monkeypatch.setattr(reference, "from_host", lambda: False)
+    bank = Bank(budget=0)
+    device = [Seed(np.zeros((1, 2)), DeviceArray(250), DeviceArray(250)) for _ in range(3)]
+    bank.keep(0, device[0])
+    bank.keep(1, device[1])  # 1000 bytes: exactly the share
+    bank.keep(2, seed_of([[0.0, 0.0]]))  # a host seed over the host budget of 0
+    assert bank.get(0) is device[0] and bank.get(1) is device[1] and bank.get(2) is None
+    assert bank.device_nbytes() == 1000 and bank.nbytes == 0
+    bank.by_step[3] = seed_of([[0.0, 0.0]])
+    bank.release_device()
+    assert sorted(bank.by_step) == [3]
