@@ -280,3 +280,31 @@ def test_the_bank_holds_device_seeds_within_its_share_of_the_gpu(monkeypatch):
     bank.by_step[3] = seed_of([[0.0, 0.0]])
     bank.release_device()
     assert sorted(bank.by_step) == [3]
+
+
+def test_a_seed_moves_between_host_and_device_whole(monkeypatch):
+    """Seed.on: to a device, the per-point arrays through xp.asarray, the centroids as they are;
+    back, each array through a page-locked host buffer of its shape and dtype (stand-ins for
+    CuPy and cupyx here)."""
+    from types import SimpleNamespace
+
+    from kmbench.judge.seeds import Seed
+
+    class Device:
+        def __init__(self, host):
+            self.host, self.shape, self.dtype = host, host.shape, host.dtype
+
+        def get(self, out):
+            out[...] = self.host
+
+    gpu = SimpleNamespace(asarray=Device)
+    monkeypatch.setitem(sys.modules, "cupyx", SimpleNamespace(empty_pinned=lambda shape, dtype: np.empty(shape, dtype)))
+    host = Seed(np.ones((2, 3)), np.arange(4, dtype=np.int32), np.linspace(0, 1, 4).astype(np.float32))
+    assert host.on(np) is host
+    there = host.on(gpu)
+    assert there.centroids is host.centroids and isinstance(there.nearest, Device) and isinstance(there.lower, Device)
+    assert there.on(gpu) is there
+    back = there.on(np)
+    assert back.centroids is host.centroids
+    for before, after in ((host.nearest, back.nearest), (host.lower, back.lower)):
+        assert isinstance(after, np.ndarray) and after.dtype == before.dtype and np.array_equal(after, before)
