@@ -275,7 +275,8 @@ def test_the_bank_holds_device_seeds_within_its_share_of_the_gpu(monkeypatch):
     bank.keep(0, device[0])
     bank.keep(1, device[1])  # 1000 bytes: exactly the share
     bank.keep(2, seed_of([[0.0, 0.0]]))  # a host seed over the host budget of 0
-    assert bank.get(0) is device[0] and bank.get(1) is device[1] and bank.get(2) is None
+    bank.keep(4, device[2])  # past the share, and the host budget holds nothing
+    assert bank.get(0) is device[0] and bank.get(1) is device[1] and bank.get(2) is None and bank.get(4) is None
     assert bank.device_nbytes() == 1000 and bank.nbytes == 0
     bank.by_step[3] = seed_of([[0.0, 0.0]])
     bank.release_device()
