@@ -1,138 +1,12 @@
 """Tests that kill mutmut's survivors (`make mutate-judge-generated`): each a small concrete case
 where the mutated judge decides differently from the judge as it is. The mutants that cannot
-change a verdict are listed, with their reasons, in tools/mutants_equivalent.toml instead."""
+change a verdict are listed, with their reasons, in tools/mutants_equivalent.toml instead (the
+clock's killers are in tests/test_clock.py)."""
 
 import sys
 
 import numpy as np
 import pytest
-
-from kmbench.protocol import Implementation, Problem, Result, clock
-
-RATES = {True: 1e12, False: 1e10}  # bytes per second: a GPU's copy rate and the host's, fixed here
-
-
-def small_problem(n=1000):
-    data = np.zeros((n, 2), np.float32)
-    return Problem(data, data[:3], 10, warmup=0, repeats=1)
-
-
-def floor(bytes_per_iteration, gpu, iterations=10):
-    return iterations * bytes_per_iteration / (clock.FLOOR_HEADROOM * RATES[gpu])
-
-
-class Row(Implementation):
-    name = "row"
-
-    def __init__(self, roofline_on=None, bytes_per_point=None):
-        if roofline_on is not None:
-            self.roofline_on = roofline_on
-        self.bytes_per_point = bytes_per_point
-
-    def bytes_per_iteration(self, problem):
-        return None if self.bytes_per_point is None else self.bytes_per_point * problem.n
-
-
-def claim(seconds, iterations=10, repeats=1):
-    return Result(np.zeros((3, 2)), iterations, {"iterate": seconds}, iterate_times=[seconds] * repeats)
-
-
-def test_a_gpu_row_is_floored_by_the_gpu_copy_rate_a_cpu_row_by_the_host_rate(monkeypatch):
-    """clock.floor_seconds must ask copy_rate for the kind of memory the row reads: the GPU's is
-    the faster, and a host-rate floor would call a fast GPU row's true time impossible."""
-    monkeypatch.setattr(clock, "copy_rate", lambda gpu: RATES[gpu])
-    for gpu in (True, False):
-        assert clock.floor_seconds(small_problem(), 10, None, gpu) == floor(4 * 1000, gpu)
-
-
-@pytest.mark.parametrize("cupy_loaded, roofline_on, gpu", [(True, None, True), (True, "gpu", True),
-                                                           (True, "cpu", False), (False, "gpu", False)])
-def test_check_floors_a_row_by_the_memory_it_reads(monkeypatch, cupy_loaded, roofline_on, gpu):
-    """A claim between the GPU's floor and the host's: possible for a row on the GPU (CuPy loaded,
-    roofline_on "gpu", the default), impossible for a row that reads host memory."""
-    monkeypatch.setattr(clock, "copy_rate", lambda gpu: RATES[gpu])
-    if cupy_loaded:
-        monkeypatch.setitem(sys.modules, "cupy", object())
-    else:
-        monkeypatch.delitem(sys.modules, "cupy", raising=False)
-    seconds = 10 * floor(4 * 1000, True)  # ten times the GPU's floor, a tenth of the host's
-    if gpu:
-        clock.check(Row(roofline_on), small_problem(), claim(seconds), wall=1.0)
-    else:
-        with pytest.raises(clock.ClockError, match="^row claims .* physical floor"):
-            clock.check(Row(roofline_on), small_problem(), claim(seconds), wall=1.0)
-    with pytest.raises(clock.ClockError, match="^row claims 2 s of iterations inside a call the harness timed at 1 s$"):
-        clock.check(Row(roofline_on), small_problem(), claim(1.0, repeats=2), wall=1.0)
-
-
-def test_the_floor_counts_the_bytes_a_row_declares_for_this_problem(monkeypatch):
-    """A row's declared bytes are asked of the problem at hand (here 40 a point, ten times the
-    floor's 4), and a one-iteration result is floored for one iteration, exactly at its floor."""
-    monkeypatch.setattr(clock, "copy_rate", lambda gpu: RATES[gpu])
-    monkeypatch.delitem(sys.modules, "cupy", raising=False)
-    row = Row("cpu", bytes_per_point=40)
-    with pytest.raises(clock.ClockError, match="physical floor"):
-        clock.check(row, small_problem(), claim(5 * floor(4 * 1000, False)), wall=1.0)
-    one = floor(40 * 1000, False, iterations=1)
-    clock.check(row, small_problem(), claim(one, iterations=1), wall=1.0)  # at the floor is possible
-    with pytest.raises(clock.ClockError, match="physical floor"):
-        clock.check(row, small_problem(), claim(np.nextafter(one, 0), iterations=1), wall=1.0)
-
-
-def test_the_wall_limit_is_exact_at_its_edge_and_the_sentence_names_the_row():
-    limit = 0.25 * (1 + clock.WALL_SLACK) + clock.WALL_SLACK_S
-    clock.check_wall("row", [limit / 2, limit / 2], 0.25)
-    clock.check_wall("row", [0.0], 0.25)  # a clock too coarse to see the work reads 0: not false
-    with pytest.raises(clock.ClockError, match=r"^row claims 0\.25 s of iterations inside a call the harness timed at 0\.25 s$"):
-        clock.check_wall("row", [np.nextafter(limit, 1.0)], 0.25)
-    with pytest.raises(clock.ClockError, match=r"^row claims an iterate time that is negative or not a number: \[0\.1, -1\.0, 0\.2\]$"):
-        clock.check_wall("row", [0.1, -1.0, 0.2, 0.3], 0.25)
-
-
-def test_the_claims_are_the_repeats_times_else_the_iterate_phase_else_none():
-    assert clock.claims_of(Result(np.zeros((3, 2)), 10, {"iterate": 3.0}, iterate_times=[1.0, 2.0])) == [1.0, 2.0]
-    assert clock.claims_of(Result(np.zeros((3, 2)), 10, {"iterate": 3.0})) == [3.0]
-    assert clock.claims_of(Result(np.zeros((3, 2)), 10, {"other": 3.0})) == []
-
-def fake_gpu_libraries(calls, devices=1, initialized=True, fail=False):
-    """Stand-ins for CuPy and PyTorch that record each synchronisation asked of them."""
-    from types import SimpleNamespace
-
-    def sync(name):
-        def synchronize():
-            if fail:
-                raise RuntimeError("no device after all")
-            calls.append(name)
-        return synchronize
-
-    cupy = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(getDeviceCount=lambda: devices),
-                                                Device=lambda: SimpleNamespace(synchronize=sync("cupy"))))
-    torch = SimpleNamespace(cuda=SimpleNamespace(is_initialized=lambda: initialized, synchronize=sync("torch")))
-    return cupy, torch
-
-
-def test_the_clock_waits_for_every_loaded_gpu_library_on_both_sides_of_the_call(monkeypatch):
-    """A row's GPU work still queued when the call returns belongs inside the wall clock: timed()
-    synchronises CuPy's and PyTorch's devices before starting it and before reading it."""
-    calls = []
-    cupy, torch = fake_gpu_libraries(calls)
-    monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setitem(sys.modules, "torch", torch)
-    instants = iter([10.0, 12.5])
-    monkeypatch.setattr(clock.time, "perf_counter", lambda: next(instants))
-    value, wall = clock.timed(lambda: calls.append("call") or "value")
-    assert (value, wall) == ("value", 2.5)
-    assert calls == ["cupy", "torch", "call", "cupy", "torch"]
-
-
-def test_a_library_with_no_device_or_a_failing_one_is_not_waited_for(monkeypatch):
-    for kwargs in ({"devices": 0, "initialized": False}, {"fail": True}):
-        calls = []
-        cupy, torch = fake_gpu_libraries(calls, **kwargs)
-        monkeypatch.setitem(sys.modules, "cupy", cupy)
-        monkeypatch.setitem(sys.modules, "torch", torch)
-        clock.synchronize()  # no exception: a library that cannot synchronise has nothing queued
-        assert calls == []
 
 
 # --- kmbench.judge.precision: the factors as NOTES.md derives them, in exact rationals ---
@@ -309,3 +183,96 @@ def test_a_seed_moves_between_host_and_device_whole(monkeypatch):
     assert back.centroids is host.centroids
     for before, after in ((host.nearest, back.nearest), (host.lower, back.lower)):
         assert isinstance(after, np.ndarray) and after.dtype == before.dtype and np.array_equal(after, before)
+
+
+# --- kmbench.protocol.validate: the verdict's figures and words ---
+
+def test_the_worst_repeat_is_shown_by_status_then_distance():
+    from kmbench.protocol.validate import APPROXIMATE, ERROR, MISMATCH, OK, SKIPPED, Verdict, worst
+
+    ladder = [Verdict(s) for s in (SKIPPED, OK, APPROXIMATE, MISMATCH, ERROR)]
+    for i in range(1, len(ladder)):
+        assert worst(ladder[: i + 1]) is ladder[i] and worst(ladder[i::-1]) is ladder[i]
+    near, far, far_off = Verdict(OK, 0.1, 0.2), Verdict(OK, 0.3, 0.0), Verdict(OK, 0.3, 0.5)
+    assert worst([near, far]) is far and worst([far, far_off]) is far_off
+    assert worst([Verdict(OK), near]) is near  # no figures count as 0
+
+
+def test_a_certificate_is_weak_past_half_its_decisions_open():
+    from kmbench.protocol.validate import WEAK_SHARE, weak
+
+    assert WEAK_SHARE == 0.5
+    assert weak({"certificate": {"undecided": 0.51}}) and not weak({"certificate": {"undecided": 0.5}})
+    assert not weak(None) and not weak({}) and not weak({"certificate": None}) and not weak({"certificate": {}})
+
+
+def certificate_of(**fields):
+    from types import SimpleNamespace
+
+    base = dict(steps=5, precision="float32", parted_at=0, near_ties=7, labels_known=5, ties_as_float64=4,
+                ties_other_way=3, undecided=0.0, unbounded=0, nondeterministic="")
+    return SimpleNamespace(**{**base, **fields})
+
+
+def test_an_ok_cell_says_how_it_relates_to_float64_in_one_line():
+    from kmbench.protocol.validate import Verdict, certified_text
+
+    end = Verdict("ok", 0.0123)
+    assert certified_text(certificate_of(), end) == (
+        "5 steps certified in float32; float64's decisions at every step; 7 near-tie decisions "
+        "(4 as float64, 3 the other way); end point 0.012 spreads from float64's")
+    assert certified_text(certificate_of(parted_at=3, labels_known=2), end) == (
+        "5 steps certified in float32; parted from float64's at iteration 3; 7 near-tie decisions "
+        "(in the 2 step(s) with labels: 4 as float64, 3 the other way); end point 0.012 spreads from float64's")
+    text = certified_text(certificate_of(labels_known=0, undecided=0.75, unbounded=2, nondeterministic="run 2"), end)
+    assert text == (
+        "5 steps certified in float32; float64's decisions at every step; 7 near-tie decisions; end point "
+        "0.012 spreads from float64's; 75% of its point decisions could go more than one way in float32 here, "
+        "so this certificate proves little; 2 cluster(s) too large for a worst-case float32 sum bound: their "
+        "means were not checked; its sums are not deterministic and a timed run ended off the certified "
+        "trajectory (run 2)")
+    assert "proves little" not in certified_text(certificate_of(undecided=0.5), end)
+
+
+def test_the_scales_of_the_figures_and_their_floors():
+    from kmbench.protocol.validate import INERTIA_FLOOR, Oracle, centroid_error
+
+    ref = np.array([[3.0, 4.0], [0.0, 0.0]])
+    oracle = Oracle(ref, inertia=50.0, spread=2.0, n=100)
+    assert oracle.inertia_scale == 50.0 and oracle.inertia_difference(60.0) == 0.2
+    assert Oracle(ref, inertia=0.0, spread=2.0, n=100).inertia_scale == INERTIA_FLOOR * 100 * 4.0
+    assert Oracle(ref, inertia=0.0, spread=0.0, n=100).inertia_scale == 1e-300
+    moved = ref + np.array([[0.0, 0.0], [3.0, 4.0]])
+    assert centroid_error(moved, oracle) == 5.0 / (np.sqrt(2) * 2.0)
+    flat = Oracle(ref, inertia=0.0, spread=0.0, n=100)  # every point the same: the centroids' norm, in eps
+    assert centroid_error(moved, flat) == 5.0 / (np.finfo(np.float64).eps * 5.0)
+    nothing = Oracle(np.zeros((2, 2)), inertia=0.0, spread=0.0, n=100)
+    assert centroid_error(np.zeros((2, 2)), nothing) == 0.0 and centroid_error(np.ones((2, 2)), nothing) == 2.0 / 1e-300
+
+
+def test_an_oracle_survives_its_cache_whole():
+    from kmbench.protocol.validate import Oracle
+
+    oracle = Oracle(np.array([[1.5, -2.0]]), 3.25, 0.5, n=7, iterations=4, emptied=1, offset=2.5,
+                    problem={"start": "abc", "stop": {"rule": "iterations"}})
+    again = Oracle.from_dict(oracle.to_dict())
+    assert again.to_dict() == oracle.to_dict() and again.centroids.dtype == np.float64
+    for name in ("inertia", "spread", "n", "iterations", "emptied", "offset"):
+        assert type(getattr(again, name)) is type(getattr(oracle, name))
+    state = oracle.__getstate__()
+    assert state["workspace"] is None and state["seeds"].by_step == {} and state["inertia"] == 3.25
+
+
+def test_a_malformed_result_is_named_and_the_start_digest_sees_dtype_shape_and_bytes():
+    from kmbench.protocol.validate import MISMATCH, Oracle, malformed, start_digest
+
+    oracle = Oracle(np.zeros((2, 3)), 1.0, 1.0)
+    wrong = malformed(np.zeros((3, 2)), oracle)
+    assert (wrong.status, wrong.detail) == (MISMATCH, "centroids have shape (3, 2), expected (2, 3)")
+    assert malformed(np.full((2, 3), np.inf), oracle).detail == "centroids contain NaN or infinite values"
+    assert malformed(np.zeros((2, 3)), oracle) is None
+    start = np.arange(6.0).reshape(2, 3)
+    digests = {start_digest(start), start_digest(start.astype(np.float32)), start_digest(start.reshape(3, 2)),
+               start_digest(start + 1)}
+    assert len(digests) == 4 and all(len(d) == 32 for d in digests)
+    assert start_digest(np.asfortranarray(start)) == start_digest(start)
