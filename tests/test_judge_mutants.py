@@ -276,3 +276,37 @@ def test_a_malformed_result_is_named_and_the_start_digest_sees_dtype_shape_and_b
                start_digest(start + 1)}
     assert len(digests) == 4 and all(len(d) == 32 for d in digests)
     assert start_digest(np.asfortranarray(start)) == start_digest(start)
+
+
+def test_what_the_judge_holds_on_a_gpu_is_counted_and_given_back(monkeypatch):
+    """Workspace.device_nbytes counts the GPU copies the judge made (not the row's own data),
+    make_room gives them back past KEPT_SHARE of the GPU, release does it once (stand-ins for CuPy)."""
+    from types import SimpleNamespace
+
+    from kmbench.protocol import reference
+    from kmbench.protocol.validate import KEPT_SHARE, Oracle, Workspace
+
+    host = np.zeros((4, 2))
+    fake = SimpleNamespace(ndarray=DeviceArray, cuda=SimpleNamespace(runtime=SimpleNamespace(memGetInfo=lambda: (0, 8000))))
+    x = DeviceArray(100)
+    full = SimpleNamespace(norm=DeviceArray(10), centred_norm=DeviceArray(20), centred64=DeviceArray(40), x=x,
+                           x64=DeviceArray(80))
+    assert Workspace(host, fake, x, SimpleNamespace(full=full, norms=None)).device_nbytes() == 250
+    full.x64 = x  # float64 data: no second copy
+    assert Workspace(host, fake, x, SimpleNamespace(full=full, norms=None)).device_nbytes() == 170
+    norms = SimpleNamespace(full=None, norms=(DeviceArray(5), DeviceArray(6)))
+    assert Workspace(x, fake, x, norms).device_nbytes() == 11  # the row's own array is not the judge's
+    assert Workspace(host, np, host, norms).device_nbytes() == 0
+    released = []
+    monkeypatch.setattr(reference, "release", released.append)
+    for held, kept in ((int(KEPT_SHARE * 8000) - 11, True), (int(KEPT_SHARE * 8000) - 10, False)):
+        oracle = Oracle(np.zeros((1, 2)), 1.0, 1.0)
+        oracle.workspace = Workspace(host, fake, DeviceArray(held), norms)
+        oracle.make_room()
+        assert (oracle.workspace is not None) == kept
+    assert released == [fake]
+    oracle.release()  # nothing held: nothing to give back
+    assert oracle.workspace is None and released == [fake]
+    oracle.workspace = Workspace(host, np, host, norms)
+    oracle.make_room()  # on the host: nothing to make room for
+    assert oracle.workspace is not None
