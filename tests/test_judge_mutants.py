@@ -310,3 +310,12 @@ def test_what_the_judge_holds_on_a_gpu_is_counted_and_given_back(monkeypatch):
     oracle.workspace = Workspace(host, np, host, norms)
     oracle.make_room()  # on the host: nothing to make room for
     assert oracle.workspace is not None
+
+
+def test_a_verdict_goes_into_a_record_under_the_names_the_report_reads():
+    from kmbench.protocol.validate import Verdict, weak
+
+    verdict = Verdict("ok", 0.25, 0.5, "a line", 12.0, {"undecided": 0.75})
+    assert verdict.as_dict() == {"status": "ok", "centroid_error": 0.25, "inertia_difference": 0.5,
+                                 "inertia": 12.0, "detail": "a line", "certificate": {"undecided": 0.75}}
+    assert weak(verdict.as_dict())
