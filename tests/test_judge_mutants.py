@@ -259,8 +259,11 @@ def test_an_oracle_survives_its_cache_whole():
     assert again.to_dict() == oracle.to_dict() and again.centroids.dtype == np.float64
     for name in ("inertia", "spread", "n", "iterations", "emptied", "offset"):
         assert type(getattr(again, name)) is type(getattr(oracle, name))
-    state = oracle.__getstate__()
-    assert state["workspace"] is None and state["seeds"].by_step == {} and state["inertia"] == 3.25
+    oracle.workspace = "held on a GPU"
+    oracle.seeds.by_step[0] = "a scan held on a GPU"
+    state = oracle.__getstate__()  # what a Dask worker's copy gets: neither
+    assert set(state) == set(oracle.__dict__) and state["inertia"] == 3.25
+    assert state["workspace"] is None and state["seeds"].by_step == {} and oracle.seeds.by_step
 
 
 def test_a_malformed_result_is_named_and_the_start_digest_sees_dtype_shape_and_bytes():
@@ -283,6 +286,7 @@ def test_what_the_judge_holds_on_a_gpu_is_counted_and_given_back(monkeypatch):
     make_room gives them back past KEPT_SHARE of the GPU, release does it once (stand-ins for CuPy)."""
     from types import SimpleNamespace
 
+    from kmbench.judge.seeds import Seed
     from kmbench.protocol import reference
     from kmbench.protocol.validate import KEPT_SHARE, Oracle, Workspace
 
@@ -299,9 +303,10 @@ def test_what_the_judge_holds_on_a_gpu_is_counted_and_given_back(monkeypatch):
     assert Workspace(host, np, host, norms).device_nbytes() == 0
     released = []
     monkeypatch.setattr(reference, "release", released.append)
-    for held, kept in ((int(KEPT_SHARE * 8000) - 11, True), (int(KEPT_SHARE * 8000) - 10, False)):
+    for held, kept in ((int(KEPT_SHARE * 8000) - 111, True), (int(KEPT_SHARE * 8000) - 110, False)):
         oracle = Oracle(np.zeros((1, 2)), 1.0, 1.0)
-        oracle.workspace = Workspace(host, fake, DeviceArray(held), norms)
+        oracle.workspace = Workspace(host, fake, DeviceArray(held), norms)  # held + 11 bytes
+        oracle.seeds.by_step[0] = Seed(np.zeros((1, 2)), DeviceArray(50), DeviceArray(50))  # and the bank's 100
         oracle.make_room()
         assert (oracle.workspace is not None) == kept
     assert released == [fake]
