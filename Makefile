@@ -10,7 +10,7 @@ comma := ,
 RUN_EXTRAS := $(if $(GPU_EXTRA),[$(GPU_EXTRA)])
 DEV_EXTRAS := [dev$(if $(GPU_EXTRA),$(comma)$(GPU_EXTRA))]
 
-.PHONY: run test test-gpu mutate-judge bench-gpu reproduce-gpu scale-dask-cuda out-of-core kmcuda report venv clean
+.PHONY: run test test-gpu mutate-judge mutate-judge-generated bench-gpu reproduce-gpu scale-dask-cuda out-of-core kmcuda report venv clean
 
 # pip and setuptools print dozens of lines even with -q (32 of make run's first 73): they go to
 # a log, shown whole only if the install fails.
@@ -44,6 +44,14 @@ test: $(VENV)/.dev-installed  ## the test suite (GPU tests skip themselves witho
 
 mutate-judge: $(VENV)/.dev-installed  ## plant one-line slips in the judge; its tests must catch each (results/cpu-2core/mutation)
 	$(BIN)/python tools/mutate_judge.py --out results/cpu-2core/mutation
+
+# mutmut's own mutants (pyproject.toml's [tool.mutmut]); JOBS at once, cached in mutants/ so a
+# second run tests only what changed. MUTANTS='kmbench.protocol.clock*' reruns those alone.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+MUTANTS ?=
+MUTATION_OUT ?= results/cpu-2core/mutation-generated
+mutate-judge-generated: $(VENV)/.dev-installed  ## mutmut's mutants of the judge (JOBS=N), reported in $(MUTATION_OUT)
+	$(BIN)/python tools/mutate_generated.py --jobs $(JOBS) --out $(MUTATION_OUT) $(foreach m,$(MUTANTS),--only '$(m)')
 
 # On a GPU machine whose python3 already has CuPy (no virtual environment needed).
 GPU_PATH := PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}

@@ -21,9 +21,19 @@ def test_the_kernels_compile(tmp_path, text):
     assert done.returncode == 0, done.stderr
 
 
+FUSED_CASES = [(1, 3), (2, 1000), (8, 300), (3, 1), (2, 2)]
+SCORED_CASES = [(1000, 1), (5000, 7), (3000, 33), (2000, 4096), (1001, 2), (997, 66)]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("d, k", [(1, 3), (2, 1000), (8, 300)])
+@pytest.mark.parametrize("d, k", FUSED_CASES)
 def test_the_fused_kernel_finds_the_two_nearest(d, k):
+    check_fused(d, k)
+
+
+def check_fused(d, k):
+    """The fused kernel's (d1, d2, nearest) against NumPy's float64 distances (an AssertionError
+    if not; tests/test_judge_kernel_mutants.py runs it on each mutant of the kernel)."""
     import cupy
 
     rng = np.random.default_rng(d)
@@ -35,8 +45,7 @@ def test_the_fused_kernel_finds_the_two_nearest(d, k):
     exact = ((data[:, None, :] - centroids[None]) ** 2).sum(axis=2)
     order = np.sort(exact, axis=1)
     np.testing.assert_allclose(d1, order[:, 0], rtol=1e-12, atol=1e-12)
-    if k > 1:
-        np.testing.assert_allclose(d2, order[:, 1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(d2, order[:, 1] if k > 1 else np.full(len(data), np.inf), rtol=1e-12, atol=1e-12)
     ties = order[:, 1] - order[:, 0] <= 1e-9 if k > 1 else np.zeros(len(data), bool)
     np.testing.assert_array_equal(best[~ties], np.argmin(exact, axis=1)[~ties])
     # On exact ties the kernel, working on centred coordinates, may round either way: any tied
@@ -45,9 +54,15 @@ def test_the_fused_kernel_finds_the_two_nearest(d, k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows, k", [(1000, 1), (5000, 7), (3000, 33), (2000, 4096)])
+@pytest.mark.parametrize("rows, k", SCORED_CASES)
 def test_the_score_kernel_picks_the_two_smallest_scores(rows, k):
-    """Against NumPy on the same float32 scores; ties (repeated centroids) go to the lowest index."""
+    check_scored(rows, k)
+
+
+def check_scored(rows, k):
+    """Against NumPy on the same float32 scores; ties (repeated centroids) go to the lowest index.
+    Rows not a multiple of a block's 8 leave a partial block; at k = 66 the tied columns 1 and 65
+    share a lane, at k = 33 (columns 1 and 32) and 4096 (1 and 4095) they do not."""
     import cupy
 
     rng = np.random.default_rng(k)
@@ -55,6 +70,8 @@ def test_the_score_kernel_picks_the_two_smallest_scores(rows, k):
     half = rng.standard_normal(k).astype(np.float32)
     if k > 2:
         products[:, k - 1], half[k - 1] = products[:, 1], half[1]  # an exact tie with column 1
+        products[::2, [1, k - 1]] = 50.0  # ... which is the smallest score of every other row
+    products[-1] = -np.inf  # a row of no finite score keeps a real column: the lowest
     d1, d2, best = (cupy.asnumpy(a) for a in kernels.scored_best_two(cupy.asarray(products), cupy.asarray(half), cupy))
     scores = half[None, :] - np.float32(2) * products
     order = np.sort(scores, axis=1)

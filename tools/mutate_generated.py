@@ -1,0 +1,163 @@
+"""mutmut's own mutants of the judge, and a report of which its tests kill (`make mutate-judge-generated`).
+
+tools/mutate_judge.py plants the slips its authors thought of; this plants the ones nobody picked:
+mutmut (pyproject.toml's [tool.mutmut]) changes every operator, constant, comparison and call
+argument of kmbench/judge/, reference.py, validate.py and clock.py, one at a time, and runs only the
+judge's tests that reach the changed function (it measures that once, with coverage), fastest
+first, stopping at the first failure. Its results stay in mutants/ (ignored by git), so a second
+run tests only the mutants of functions that changed since.
+
+    python tools/mutate_generated.py [--jobs N] [--only 'kmbench.protocol.clock*'] [--report-only]
+
+Every survivor must be either killed by a test or listed in tools/mutants_equivalent.toml with the
+reason it cannot change a verdict (kind "equivalent"), or why no CPU test can reach it (kind
+"gpu-only": code that runs only with CuPy); the report (--out) says "K of N killed" and lists both.
+Exit status 1 while a survivor is neither.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT = ROOT / "tools" / "mutants_equivalent.toml"
+# mutmut's exit codes of a mutant's test run (mutmut/stats.py), as this report counts them.
+KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
+          -11: "crashed", -9: "crashed", 37: "killed"}
+LIVE = {0: "survived", 5: "no test reaches it", 33: "no test reaches it", 34: "skipped", 35: "suspicious"}
+
+
+def mutmut() -> list[str]:
+    """The mutmut beside this Python (mutmut warns against `python -m mutmut`)."""
+    return [str(Path(sys.executable).with_name("mutmut"))]
+
+
+def run_mutmut(jobs: int, only: list[str]) -> int:
+    # One BLAS thread per mutant: the parallelism is mutmut's children, not each one's threads.
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.run([*mutmut(), "run", "--max-children", str(jobs), *only], cwd=ROOT, env=env).returncode
+
+
+def read_results() -> dict[str, dict[str, int | None]]:
+    """{source file: {mutant name: exit code or None (not run yet)}} from mutmut's cache."""
+    out = {}
+    for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
+        path = str(meta.relative_to(ROOT / "mutants"))[: -len(".meta")]
+        out[path] = json.loads(meta.read_text())["exit_code_by_key"]
+    return out
+
+
+def mutant_functions(path: str) -> dict[str, str]:
+    """{function name as mutmut names it: its source} of the mutated copy of `path` (mutmut keeps
+    each mutant as a whole function beside the original, `..._mutmut_orig`)."""
+    text = (ROOT / "mutants" / path).read_text()
+    return {node.name: ast.get_source_segment(text, node) for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.FunctionDef) and "__mutmut_" in node.name}
+
+
+def changed_lines(name: str, functions: dict[str, str]) -> tuple[str, str]:
+    """The mutant's removed and added lines (stripped, joined by ' / ')."""
+    own = name.rsplit(".", 1)[-1]
+    original = functions[own.partition("__mutmut_")[0] + "__mutmut_orig"].splitlines()[1:]
+    mutated = functions[own].splitlines()[1:]  # the def lines differ by name only
+    diff = [line for line in difflib.unified_diff(original, mutated, lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("---", "+++"))]
+    return (" / ".join(line[1:].strip() for line in diff if line.startswith("-")),
+            " / ".join(line[1:].strip() for line in diff if line.startswith("+")))
+
+
+def load_equivalent() -> list[dict]:
+    return tomllib.loads(EQUIVALENT.read_text()).get("equivalent", []) if EQUIVALENT.exists() else []
+
+
+def explain(name: str, removed: str, added: str, equivalent: list[dict]) -> str | None:
+    """The listed reason this survivor cannot change a verdict, matched by its function and its
+    change (not by mutmut's number, which moves when the function changes)."""
+    function = name.partition("__mutmut_")[0]
+    for entry in equivalent:
+        if entry["function"] == function and entry["from"] == removed and entry["to"] == added:
+            return f"{entry.get('kind', 'equivalent')}: {entry['reason']}"
+    return None
+
+
+def report(results: dict, out: Path, jobs: int) -> int:
+    equivalent = load_equivalent()
+    counts: dict[str, Counter] = {}
+    survivors = []
+    for path, codes in results.items():
+        tally = counts.setdefault(path, Counter())
+        functions = mutant_functions(path) if any(c is not None and c not in KILLED for c in codes.values()) else {}
+        for name, code in sorted(codes.items()):
+            if code is None:
+                tally["not run yet"] += 1
+            elif code in KILLED:
+                tally["killed"] += 1
+            else:
+                removed, added = changed_lines(name, functions)
+                reason = explain(name, removed, added, equivalent)
+                tally["equivalent" if reason else "unexplained"] += 1
+                survivors.append({"file": path, "mutant": name, "status": LIVE.get(code, f"exit {code}"),
+                                  "from": removed, "to": added, "equivalent": reason})
+    total = Counter()
+    for tally in counts.values():
+        total.update(tally)
+    run = sum(total.values()) - total["not run yet"]
+    killed = total["killed"]
+    whole = [path for path, tally in counts.items() if sum(tally.values()) and not tally["not run yet"]]
+    lines = [f"# mutmut's mutants of the judge: {killed} of {run} killed ({killed / max(1, run):.1%})", "",
+             "Generated by mutmut (`make mutate-judge-generated JOBS=N`, tools/mutate_generated.py): every operator,",
+             "constant, comparison and argument of the files below changed one at a time, each mutant run against",
+             "the judge's tests that reach its function. A timeout or crash counts as killed.",
+             f"{total['equivalent']} survivors are listed (tools/mutants_equivalent.toml, reasons below: equivalent, or gpu-only);",
+             f"{total['unexplained']} are neither killed nor explained; {total['not run yet']} mutants are not run yet",
+             "(`make mutate-judge-generated JOBS=N` runs them; in this checkout's mutants/ the verdicts below are kept,",
+             "a fresh clone has no mutants/ and runs every mutant again).", "",
+             f"Files run whole: {', '.join(p.rsplit('/', 1)[-1] for p in whole) or 'none'}; "
+             f"{sum(counts[p]['killed'] for p in whole)} of {sum(sum(counts[p].values()) for p in whole)} of their mutants killed.", "",
+             "| file | mutants | killed | equivalent | unexplained | not run yet |", "|---|---|---|---|---|---|"]
+    for path, tally in counts.items():
+        lines.append(f"| {path} | {sum(tally.values())} | {tally['killed']} | {tally['equivalent']} "
+                     f"| {tally['unexplained']} | {tally['not run yet']} |")
+    for title, chosen in (("Survivors neither killed nor explained", [s for s in survivors if not s["equivalent"]]),
+                          ("Listed survivors", [s for s in survivors if s["equivalent"]])):
+        lines += ["", f"## {title} ({len(chosen)})", ""]
+        if chosen:
+            lines += ["| mutant | status | from | to | why it lives |", "|---|---|---|---|---|"]
+            lines += [f"| {s['mutant']} | {s['status']} | `{s['from']}` | `{s['to']}` | {s['equivalent'] or ''} |"
+                      for s in chosen]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "mutants.md").write_text("\n".join(line.replace("|`", "| `") for line in lines) + "\n")
+    (out / "mutants.json").write_text(json.dumps({"counts": {p: dict(t) for p, t in counts.items()},
+                                                  "survivors": survivors}, indent=1) + "\n")
+    print(lines[0][2:])
+    print(f"{total['unexplained']} unexplained survivors, {total['not run yet']} not run yet: {out / 'mutants.md'}")
+    return 1 if total["unexplained"] else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants run at once")
+    parser.add_argument("--only", action="append", default=[],
+                        help="mutmut's mutant names or globs, e.g. 'kmbench.protocol.clock*' (reruns them)")
+    parser.add_argument("--report-only", action="store_true", help="report mutmut's cache, run nothing")
+    parser.add_argument("--out", default="results/cpu-2core/mutation-generated")
+    args = parser.parse_args(argv)
+    if not args.report_only:
+        code = run_mutmut(args.jobs, args.only)
+        if code != 0:
+            print(f"mutmut run failed (exit status {code}); its cache in mutants/ keeps what it finished")
+            return code
+    return report(read_results(), ROOT / args.out, args.jobs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
