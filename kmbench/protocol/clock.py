@@ -70,7 +70,7 @@ def copy_rate(gpu: bool) -> float:
     return max(rates) or FALLBACK_BANDWIDTH
 
 
-def floorseconds(problem, iterations: int, declared_bytes: int | None, gpu: bool) -> float:
+def floor_seconds(problem, iterations: int, declared_bytes: int | None, gpu: bool) -> float:
     """The least time `iterations` Lloyd iterations of `problem` can take on this machine."""
     per_iteration = max(BYTES_PER_POINT * problem.n, declared_bytes or 0)
     return iterations * per_iteration / (FLOOR_HEADROOM * copy_rate(gpu))
@@ -110,7 +110,7 @@ def check(impl, problem, result, wall: float) -> None:
         return
     check_wall(impl.name, claims, wall)
     gpu = "cupy" in sys.modules and getattr(impl, "roofline_on", "gpu") == "gpu"
-    floor = floorseconds(problem, max(1, int(result.iterations)), _declared_bytes(impl, problem), gpu)
+    floor = floor_seconds(problem, max(1, int(result.iterations)), _declared_bytes(impl, problem), gpu)
     if min(claims) < floor:
         raise ClockError(f"{impl.name} claims {min(claims):.3g} s for {result.iterations} iteration(s), below "
                          f"this machine's physical floor of {floor:.3g} s for {problem.n} points")
