@@ -45,7 +45,18 @@ TOKEN = re.compile(r"(?<=\s)(<=|>=|==|!=|\|\||&&|<|>|\+|-|\*|/)(?=\s)"  # binary
 LEFT_OUT = re.compile(r"\bfor \([^)]*\)|\bi < n\b|\brow >= rows\b|\bp\[8\]|0xffffffffu")
 
 # Survivors that cannot change the (d1, d2, nearest) the judge reads, each with its reason.
+# The fused kernel's `second`, whatever it starts at, takes the value `first` had (inf) at the first
+# centroid whose distance is finite; it could differ only for a point whose every squared distance
+# overflows float64, and then its d1 is inf too, so the judge leaves that point open either way.
+_SECOND_START = ("every start value of second is overwritten at the first finite distance (by first's inf); "
+                 "a point whose every distance overflows has d1 = inf and is left open anyway (seen: an H200)")
 EQUIVALENT = {
+    ("FUSED_SOURCE", "double first = 1.0 / 0.0, second = 1.0 / 0.0;",
+     "double first = 1.0 / 0.0, second = 0.0 / 0.0;"): _SECOND_START,
+    ("FUSED_SOURCE", "double first = 1.0 / 0.0, second = 1.0 / 0.0;",
+     "double first = 1.0 / 0.0, second = 1.0 * 0.0;"): _SECOND_START,
+    ("FUSED_SOURCE", "double first = 1.0 / 0.0, second = 1.0 / 0.0;",
+     "double first = 1.0 / 0.0, second = 1.0 / 1.0;"): _SECOND_START,
     ("FUSED_SOURCE", "if (s < first)", "if (s <= first)"):
         "an exact tie then goes to the later centroid, and d2 - d1 = 0 leaves the point open: the judge "
         "scores open points again in float64, lowest index first",
