@@ -186,29 +186,27 @@ def _small_problem():
     return Problem(data=data, initial_centroids=data[:4].copy(), iterations=4)
 
 
-def test_numpy_blog_reports_its_trajectory():
-    from impls.cpu.numpy_blog import NumpyBlog
-
-    row, problem = NumpyBlog(), _small_problem()
+def _reports_its_trajectory(row):
+    problem = _small_problem()
     assert row.traces
     row.prepare(problem)
     try:
         _trace_is_the_trajectory(row, problem)
     finally:
         row.release()
+
+
+def test_numpy_blog_reports_its_trajectory():
+    from impls.cpu.numpy_blog import NumpyBlog
+
+    _reports_its_trajectory(NumpyBlog())
 
 
 def test_the_dask_row_reports_its_trajectory():
     pytest.importorskip("distributed")
     from impls.distributed.dask_lloyd import DaskLloyd
 
-    row, problem = DaskLloyd(), _small_problem()
-    assert row.traces
-    row.prepare(problem)
-    try:
-        _trace_is_the_trajectory(row, problem)
-    finally:
-        row.release()
+    _reports_its_trajectory(DaskLloyd())
 
 
 def test_runs_summary_says_which_rows_the_budget_stopped(monkeypatch, tmp_path):

@@ -40,11 +40,7 @@ def margin_factor(d: int, unit: float = UNIT) -> float:
     """F with 2 (E_p(x) + E(x)) <= F (|x'| + max |c'|)^2, E_p the product's error in a precision of
     this unit and E the oracle's (float64): twice gamma_{d+8} of each, taken twice. In float64
     alone, four times gamma_{d+8}(u)."""
-    def gamma(u):
-        m = (d + 8) * u
-        return m / (1 - m)
-
-    return SAFETY * 2 * (gamma(unit) + gamma(UNIT))
+    return SAFETY * 2 * (reference.form_error(d, unit) + reference.form_error(d, UNIT))
 
 
 def _product_winners(x, middle, columns, reach: float, factor: float, floor: float, dtype):

@@ -91,11 +91,16 @@ SAFETY = 2.0
 UNDERFLOW = {8: 2.0**-1000, 4: 2.0**-100}  # below the normal range rounding errors stop shrinking
 
 
+def form_error(d: int, unit: float) -> float:
+    """gamma_{d+8}(unit): either form's error over (|x'| + max |c'|)^2 (judge/NOTES.md, "Distances")."""
+    m = (d + 8) * unit
+    return m / (1 - m)
+
+
 def margin_factor(d: int, unit: float) -> float:
     """F such that a computed gap above F (|x'| + max |c'|)^2 leaves no doubt: twice the two
     forms' errors, each gamma_{d+8}(unit), taken SAFETY times."""
-    m = (d + 8) * unit
-    return SAFETY * 2 * 2 * m / (1 - m)
+    return SAFETY * 2 * 2 * form_error(d, unit)
 
 
 def nearest(data, centroids, xp=np, dtype=None):
