@@ -55,8 +55,9 @@ def test_a_matrix_on_two_workers_has_a_local_runs_cells_and_verdicts(tmp_path, c
     here = run(tmp_path / "here.jsonl")
     there = run(tmp_path / "there.jsonl", "--scheduler", cluster.scheduler_address)
     assert "KMBENCH_DASK_SCHEDULER" not in os.environ  # the Dask row had the address in its Problem
-    verdicts = {cells.cell_of(r): (r["status"], r.get("iterations_executed")) for r in here}
-    assert {cells.cell_of(r): (r["status"], r.get("iterations_executed")) for r in there} == verdicts, [
+    # Cells as planned: the Dask row's workers differ (the cluster's 2; here min(4, cores)).
+    verdicts = {cells.cell_of(r).as_planned(): (r["status"], r.get("iterations_executed")) for r in here}
+    assert {cells.cell_of(r).as_planned(): (r["status"], r.get("iterations_executed")) for r in there} == verdicts, [
         (r["impl"], r["status"], r.get("detail")) for r in there]
     assert len(verdicts) == 5 and all(r["status"] == "ok" for r in here if r["impl"] != "cuda-v1")
     on_workers = [r for r in there if r["impl"] != "dask"]

@@ -140,7 +140,10 @@ def test_a_row_computing_in_float32_on_float64_data_says_so(monkeypatch):
 def test_dask_says_nothing_below_a_warning(tmp_path):
     pytest.importorskip("distributed")
     env = {key: value for key, value in os.environ.items() if not key.startswith("DASK_")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # this checkout's kmbench, from tmp_path
+    # This checkout's kmbench first (the child runs in tmp_path), then whatever the parent's path held
+    # (a machine whose Dask lives in a `pip --target` folder on PYTHONPATH).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                      os.environ.get("PYTHONPATH")]))
     done = subprocess.run([sys.executable, "-m", "kmbench", "run", "--n", "300", "--k", "2", "--iters", "2",
                            "--repeats", "1", "--warmup", "0", "--impl", "dask", "--store", "records.jsonl",
                            "--data-dir", "data"], capture_output=True, text=True, env=env,
