@@ -107,7 +107,8 @@ def test_rows_are_judged_with_their_precision_and_path_recorded(row, d, k):
     ready, why = impl.available()
     if not ready:
         pytest.skip(why)
-    _, record = gpu_cell(impl, blob_data(np.random.default_rng(d), n=20_000, d=d, k=min(k, 64)), k, 5)
+    # 20,480 points: whole tiles of 128 and 256 rows, so a fallback would be the kernel's choice, not a ragged edge
+    _, record = gpu_cell(impl, blob_data(np.random.default_rng(d), n=20_480, d=d, k=min(k, 64)), k, 5)
     assert record["status"] in ("ok", "mismatch"), record.get("detail")
     assert record["iterations_executed"] == 5
     build = record["build"]
@@ -118,4 +119,4 @@ def test_rows_are_judged_with_their_precision_and_path_recorded(row, d, k):
         assert build["path"] == "cutedsl-fa3 assign, triton update", build
     else:  # float32 input: every step's assignment falls back to Triton
         assert build["path"].startswith("triton (routed to cutedsl-fa3"), build
-    assert ("usable" in build["cutedsl"]) or build["route"] == "triton"
+    assert build["cutedsl"].endswith(": usable") or build["route"] == "triton"  # a CuTe DSL route needs it
