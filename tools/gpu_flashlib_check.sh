@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 64 on the GPU machine, in about 8 minutes: flashlib 0.4.0 and the CuTe DSL installed from
-# the repository's wheel folders, the GPU tests of its rows and of the breaking shapes, then
-# flashlib's rows beside ours at two embedding shapes and the breaking-shapes suite with
-# kmbench-gpu. Logs, record stores and reports go under $OUT (default: ./gpu-flashlib-out).
+# Issue 64 on the GPU machine, within 8 minutes: flashlib 0.4.0 and the CuTe DSL installed from the
+# repository's wheel folders; the GPU tests of flashlib's rows; its rows beside ours at two
+# embedding shapes; the breaking-shapes suite with kmbench-gpu and its GPU tests. Logs, record
+# stores and reports go under $OUT (default: ./gpu-flashlib-out); steps.log says what each step did.
 #
 #   bash tools/gpu_flashlib_check.sh
 #
@@ -57,26 +57,42 @@ print(cutedsl_info())
 EOF
 say "flashlib: $(tr '\n' ' ' <"$OUT/flashlib-env.log" | cut -c1-300)"
 
-# 2. The GPU tests: the flashlib rows (both routes), then kmbench-gpu at each breaking shape.
-KMBENCH_REQUIRE_GPU=1 timeout -k 5 170 python3 -m pytest -q -x -p no:cacheprovider -m gpu \
-  tests/test_flashlib_peer.py tests/test_breaking_shapes.py >"$OUT/pytest-gpu.log" 2>&1
-say "GPU tests: rc $? ($(tail -n 1 "$OUT/pytest-gpu.log"))"
+# Every step runs under what is left of BUDGET seconds (470: the 8 minutes less the summary), in
+# the order below, most wanted first; one that finds no time left says so and is skipped. STEPS
+# names some of them for a second call (say STEPS="breaking-tests embeddings-128").
+BUDGET=${BUDGET:-470}
+STEPS=${STEPS:-"flashlib-tests embeddings-256 breaking-suite breaking-tests embeddings-128"}
+step() {  # step NAME CAP LOG command...: the command under min(CAP, time left), its rc logged
+  local name=$1 cap=$2 log=$3; shift 3
+  case " $STEPS " in *" $name "*) ;; *) return ;; esac
+  local left=$(( BUDGET - ($(date +%s) - started) ))
+  if [ "$left" -lt 20 ]; then say "$name: skipped, out of time (run it again with STEPS=$name)"; return; fi
+  local limit=$(( cap < left ? cap : left ))
+  timeout -k 5 "$limit" bash -c '"$@"' "$name" "$@" >"$OUT/$log" 2>&1  # bash: the command may be a function
+  local rc=$?
+  say "$name: rc $rc$([ $rc -eq 124 ] && echo " (stopped at $limit s)") ($(tail -n 1 "$OUT/$log" | cut -c1-200))"
+}
+gpu_tests() { KMBENCH_REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider -m gpu "$@"; }
+# flashlib's rows beside ours and flash-kmeans fp16 on 1e6 points (3 iterations, as the suite's large shapes).
+embeddings() {
+  python3 -m kmbench run --n 1000000 --d "$1" --centers "$2" --k "$2" --iters 3 --repeats 2 --warmup 1 \
+    --impl kmbench-gpu,flash-kmeans-fp16,flashlib,flashlib-fp16 --data-dir "$DATA" \
+    --store "$OUT/embeddings-flashlib.jsonl"
+}
+export -f gpu_tests embeddings
+export OUT DATA
 
-# 3. flashlib's rows beside ours and flash-kmeans fp16 at two embedding shapes: 1e6 x 256,
-# k = 4,096 (its CuTe DSL route, the suite's eighth shape) and 1e6 x 128, k = 1,024 (Triton).
-rows=kmbench-gpu,flash-kmeans-fp16,flashlib,flashlib-fp16
-for shape in "256 4096" "128 1024"; do
-  set -- $shape
-  timeout -k 5 100 python3 -m kmbench run --n 1000000 --d "$1" --centers "$2" --k "$2" --iters 3 --repeats 2 \
-    --warmup 1 --impl "$rows" --data-dir "$DATA" --store "$OUT/embeddings-flashlib.jsonl" \
-    >"$OUT/embeddings-d$1-k$2.log" 2>&1
-  say "embeddings 1e6 x $1, k = $2: rc $?"
-done
-
-# 4. The breaking-shapes suite with kmbench-gpu (the peers' cells are for the full run).
-timeout -k 5 170 python3 -m kmbench reproduce breaking-shapes --impl kmbench-gpu --data-dir "$DATA" \
-  --store "$OUT/breaking-shapes.jsonl" --out "$OUT/breaking-shapes.md" >"$OUT/breaking-shapes.log" 2>&1
-say "breaking-shapes suite: rc $?"
+# 2. The GPU tests of the flashlib rows: the Triton route, and the CuTe DSL route at d = 256, k = 4,096.
+step flashlib-tests 120 pytest-flashlib.log gpu_tests tests/test_flashlib_peer.py
+# 3. The suite's eighth shape, 1e6 x 256, k = 4,096: flashlib's CuTe DSL route (fp16), ours beside it.
+step embeddings-256 110 embeddings-d256-k4096.log embeddings 256 4096
+# 4. The breaking-shapes suite with kmbench-gpu: its records, a time per iteration at each shape.
+step breaking-suite 200 breaking-shapes.log python3 -m kmbench reproduce breaking-shapes --impl kmbench-gpu \
+  --data-dir "$DATA" --store "$OUT/breaking-shapes.jsonl" --out "$OUT/breaking-shapes.md"
+# 5. kmbench-gpu at each breaking shape, two iterations, as tests (what the suite's cells also show).
+step breaking-tests 200 pytest-breaking.log gpu_tests tests/test_breaking_shapes.py
+# 6. 1e6 x 128, k = 1,024: flashlib's Triton route at the suite's first shape.
+step embeddings-128 90 embeddings-d128-k1024.log embeddings 128 1024
 
 # Which path flashlib's rows took and each cell's verdict, in one place.
 python3 - "$OUT"/embeddings-flashlib.jsonl "$OUT"/breaking-shapes.jsonl >"$OUT/summary.log" 2>&1 <<'EOF'
