@@ -13,6 +13,7 @@ from impls.peers.flashlib_kmeans import (
     FlashlibHalf,
     chosen_backend,
     counting_fallbacks,
+    fallback_reason,
     path_that_ran,
 )
 from tests.conftest import blob_data, gpu_cell
@@ -29,15 +30,18 @@ def fake_route(backend, variant):
 
 def test_the_routers_choice_is_asked_with_the_shape_as_run():
     route, seen = fake_route("cutedsl", "fa3")
-    assert chosen_backend(route, None, n=1_000_000, d=256, k=4096) == ("cutedsl", "fa3")
+    assert chosen_backend(route, None, n=1_000_000, d=256, k=4096) == ("cutedsl", "fa3", "")
     assert seen == [{"B": 1, "N": 1_000_000, "D": 256, "K": 4096, "metric": "euclidean"}]
 
 
-def test_a_cutedsl_choice_becomes_triton_where_the_cute_dsl_cannot_be_imported():
+def test_a_cutedsl_choice_becomes_triton_where_the_cute_dsl_cannot_be_imported_and_the_note_says_so():
     route, _ = fake_route("cutedsl", "fa3")
-    assert chosen_backend(route, "nvidia-cutlass-dsl is not installed", 10, 256, 4096) == ("triton", None)
+    backend, variant, note = chosen_backend(route, "importing cutlass failed: ModuleNotFoundError", 10, 256, 4096)
+    assert (backend, variant) == ("triton", None)
+    assert "CuTe DSL cannot be used here (importing cutlass failed: ModuleNotFoundError)" in note
     route, _ = fake_route("triton", None)
-    assert chosen_backend(route, None, 10, 64, 16) == ("triton", None)
+    assert chosen_backend(route, None, 10, 64, 16) == ("triton", None, "")
+    assert chosen_backend(route, "nvidia-cutlass-dsl is not installed", 10, 64, 16) == ("triton", None, "")
 
 
 @pytest.mark.parametrize("backend, variant, steps, fallbacks, path", [
@@ -49,6 +53,17 @@ def test_a_cutedsl_choice_becomes_triton_where_the_cute_dsl_cannot_be_imported()
 ])
 def test_the_path_that_ran_in_words(backend, variant, steps, fallbacks, path):
     assert path_that_ran(backend, variant, steps, fallbacks) == path
+
+
+def test_a_fallback_in_every_step_gives_the_reason_flashlibs_gates_give():
+    reason = fallback_reason("fa3", half=False, d=256)
+    assert path_that_ran("cutedsl", "fa3", 3, 3, reason) == (
+        "triton (routed to cutedsl-fa3; its assignment fell back to Triton in every step: "
+        "its kernel takes fp16/bf16 input, not float32)")
+    assert fallback_reason("fa3", half=True, d=768) == "its kernel takes d <= 512"
+    assert fallback_reason("fa3", half=False, d=768).endswith("not float32")  # the first gate it checks
+    assert fallback_reason("blackwell", half=True, d=128) == "its tcgen05 kernel takes bf16 input"
+    assert fallback_reason("fa3", half=True, d=256) == ""  # it takes these: a fallback was a failure
 
 
 def test_fallbacks_are_counted_passed_through_and_the_function_put_back():
@@ -93,10 +108,10 @@ def test_flashlibs_own_router_at_the_issues_shapes_on_a_hopper():
     hopper = _hw.HwProps(device_tag="H200", sm_arch=90, sm_count=132, l2_bytes=0, smem_per_sm_bytes=0,
                          total_mem_bytes=0, name="fake H200")
     route = functools.partial(impl._route, hw=hopper)
-    assert chosen_backend(route, None, 1_000_000, 256, 4096) == ("cutedsl", "fa3")
-    assert chosen_backend(route, None, 1_000_000, 768, 4096) == ("cutedsl", "fa3")  # its kernel then falls back
-    for n, d, k in [(1_000_000, 128, 1024), (300_000, 408, 5000), (300_000, 300, 1024), (1_000_000, 128, 16384)]:
-        assert chosen_backend(route, None, n, d, k) == ("triton", None), (n, d, k)
+    assert chosen_backend(route, None, 1_000_000, 256, 4096) == ("cutedsl", "fa3", "")
+    assert chosen_backend(route, None, 1_000_000, 768, 4096) == ("cutedsl", "fa3", "")  # its kernel then falls back
+    for n, d, k in [(1_000_000, 128, 1024), (300_000, 408, 5000), (300_000, 300, 4096), (1_000_000, 128, 16384)]:
+        assert chosen_backend(route, None, n, d, k) == ("triton", None, ""), (n, d, k)
 
 
 @pytest.mark.gpu
@@ -118,5 +133,5 @@ def test_rows_are_judged_with_their_precision_and_path_recorded(row, d, k):
     elif impl.half:  # the Hopper kernel takes fp16 at d = 256
         assert build["path"] == "cutedsl-fa3 assign, triton update", build
     else:  # float32 input: every step's assignment falls back to Triton
-        assert build["path"].startswith("triton (routed to cutedsl-fa3"), build
+        assert build["path"].startswith("triton (routed to cutedsl-fa3") and build["path"].endswith("not float32)")
     assert build["cutedsl"].endswith(": usable") or build["route"] == "triton"  # a CuTe DSL route needs it

@@ -38,26 +38,42 @@ FALLBACK_MODULE = "flashlib.primitives.kmeans.cutedsl.assign"
 FALLBACK_FUNCTION = "euclid_assign_triton"
 
 
-def chosen_backend(route, cutedsl_problem: str | None, n: int, d: int, k: int) -> tuple[str, str | None]:
-    """(backend, variant) flash_kmeans runs for one batch of n x d points and k centroids: its
-    router's choice, demoted to Triton where the CuTe DSL cannot be used, as flash_kmeans does."""
+def chosen_backend(route, cutedsl_problem: str | None, n: int, d: int, k: int) -> tuple[str, str | None, str]:
+    """(backend, variant, note) flash_kmeans runs for one batch of n x d points and k centroids:
+    its router's choice, demoted to Triton where the CuTe DSL cannot be used, as flash_kmeans
+    does without a word; the note says so where it happens ("" elsewhere)."""
     backend, variant = route(B=1, N=n, D=d, K=k, metric="euclidean")
     if backend == "cutedsl" and cutedsl_problem is not None:
-        return "triton", None
-    return backend, variant
+        return "triton", None, (f"flashlib's router chose its CuTe DSL path for this shape, but the CuTe DSL cannot "
+                                f"be used here ({cutedsl_problem}): flash_kmeans ran its Triton path")
+    return backend, variant, ""
 
 
-def path_that_ran(backend: str, variant: str | None, steps: int, fallbacks: int) -> str:
+def fallback_reason(variant: str | None, half: bool, d: int) -> str:
+    """Why flashlib's CuTe DSL assignment would hand a step to Triton, by the gates it checks
+    (cutedsl/assign.py) for the rows' inputs (float32 or fp16, never bf16); "" where none does, so
+    that a fallback there was a compile or launch failure."""
+    if variant == "blackwell":
+        return "its tcgen05 kernel takes bf16 input"
+    if not half:
+        return "its kernel takes fp16/bf16 input, not float32"
+    if d > 512:
+        return "its kernel takes d <= 512"
+    return ""
+
+
+def path_that_ran(backend: str, variant: str | None, steps: int, fallbacks: int, reason: str = "") -> str:
     """What ran, in words: the backend, and on the CuTe DSL's how many of its steps assigned in
-    Triton instead (every step of a float32 run does)."""
+    Triton instead (every step of a float32 run does), with the reason where one is known."""
     if backend != "cutedsl":
         return backend
     kernel = f"cutedsl-{variant or 'fa3'}"
     if fallbacks == 0:
         return f"{kernel} assign, triton update"
+    why = f": {reason}" if reason else ""
     if fallbacks >= steps:
-        return f"triton (routed to {kernel}; its assignment fell back to Triton in every step)"
-    return f"{kernel} assign in {steps - fallbacks} of {steps} steps, triton in {fallbacks}"
+        return f"triton (routed to {kernel}; its assignment fell back to Triton in every step{why})"
+    return f"{kernel} assign in {steps - fallbacks} of {steps} steps, triton in {fallbacks}{why}"
 
 
 @contextmanager
@@ -107,7 +123,8 @@ class Flashlib(FlashKMeans):
 
         super().prepare(problem)
         self._cutedsl_problem = _cutedsl_problem()
-        self._backend, self._variant = chosen_backend(_route, self._cutedsl_problem, problem.n, problem.d, problem.k)
+        self._backend, self._variant, self._demoted = chosen_backend(_route, self._cutedsl_problem, problem.n,
+                                                                      problem.d, problem.k)
         self._paths: set[str] = set()
         with host_region(self._setup, "compile"):  # JIT, CuTe DSL compile and tile autotune, untimed
             flash_kmeans(self._x, problem.k, max_iters=1, tol=-1.0, init_centroids=self._start(problem))
@@ -136,9 +153,10 @@ class Flashlib(FlashKMeans):
         with watch as fallbacks, region:
             _, centroids, done = flash_kmeans(self._x, problem.k, max_iters=problem.iterations, tol=-1.0,
                                               init_centroids=start)
-        self._paths.add(path_that_ran(self._backend, self._variant, int(done), fallbacks[0]))
+        reason = fallback_reason(self._variant, self.half, problem.d)
+        self._paths.add(path_that_ran(self._backend, self._variant, int(done), fallbacks[0], reason))
         return Result(centroids=centroids.double().cpu().numpy(), iterations=int(done),
-                      phases={"iterate": region.seconds()})
+                      phases={"iterate": region.seconds()}, notes=[self._demoted] if self._demoted else [])
 
     def build_info(self) -> dict:
         from importlib.metadata import PackageNotFoundError, version
@@ -147,10 +165,15 @@ class Flashlib(FlashKMeans):
             cutlass = f"nvidia-cutlass-dsl {version('nvidia-cutlass-dsl')}"
         except PackageNotFoundError:
             cutlass = "nvidia-cutlass-dsl not installed"
-        problem = getattr(self, "_cutedsl_problem", None)
+        if not hasattr(self, "_cutedsl_problem"):
+            usable = "not checked (prepare did not get that far)"
+        elif self._cutedsl_problem is None:
+            usable = "usable"
+        else:
+            usable = f"not usable ({self._cutedsl_problem})"
         return {"library": f"flashlib {version('flashlib')}", "torch": getattr(self, "_version", "?"),
                 "precision": "fp16 data and dots, fp32 sums" if self.half else "fp32 input, tf32 dots, fp32 sums",
-                "cutedsl": f"{cutlass}: " + ("usable" if problem is None else f"not usable ({problem})"),
+                "cutedsl": f"{cutlass}: {usable}",
                 "route": f"{getattr(self, '_backend', '?')}" + (f"/{self._variant}" if getattr(self, "_variant", None)
                                                                 else ""),
                 "path": "; ".join(sorted(getattr(self, "_paths", ()))) or "not run",
