@@ -224,14 +224,16 @@ def test_whole_run_table_extrapolates_budget_rows_and_says_so():
     assert "KMeansRex" in md.split("Published rows not measured here")[1]
 
 
-def test_embeddings_suite_has_the_issues_seven_shapes_and_every_gpu_row():
+def test_embeddings_suite_has_the_issues_eight_shapes_and_every_gpu_row():
     steps = suite.load("embeddings").steps()
     shapes = {(step.spec["n"], step.spec["d"], step.settings.k) for step in steps}
     assert shapes == {(1_000_000, 128, 1024), (1_000_000, 64, 1000), (300_000, 408, 5000),
                       (10_000_000, 128, 4096), (1_000_000, 768, 4096),
-                      (1_000_000, 128, 16_384), (1_000_000, 96, 8192)}  # the two large-k shapes of issue 50
+                      (1_000_000, 128, 16_384), (1_000_000, 96, 8192),  # the two large-k shapes of issue 50
+                      (1_000_000, 256, 4096)}  # issue 64's: where flashlib's CuTe DSL path runs
     names = {impl.name for step in steps for impl in step.impls}
-    assert {"kmbench-gpu", "flash-kmeans", "flash-kmeans-fp16", "triton-fused", "yinyang-gpu", "torch"} <= names
+    assert {"kmbench-gpu", "flash-kmeans", "flash-kmeans-fp16", "flashlib", "flashlib-fp16", "triton-fused",
+            "yinyang-gpu", "torch"} <= names
 
 
 def test_a_plan_asked_for_a_thread_count_runs_a_row_stored_only_at_another():
