@@ -1,7 +1,7 @@
 """Tests that kill mutmut's survivors (`make mutate-judge-generated`): each a small concrete case
 where the mutated judge decides differently from the judge as it is. The mutants that cannot
-change a verdict are listed, with their reasons, in tools/mutants_equivalent.toml instead (the
-clock's killers are in tests/test_clock.py)."""
+change a verdict are listed, with their reasons, in tools/mutants_equivalent/ instead (a TOML
+file a module; the clock's killers are in tests/test_clock.py)."""
 
 import sys
 
