@@ -26,7 +26,6 @@ same parameters, seeds and stop rule:
 from __future__ import annotations
 
 import warnings
-from functools import partial
 
 import numpy as np
 
@@ -64,7 +63,7 @@ def kind_of(X) -> str | None:
     if device is not None:
         try:
             return "cupy" if int(device()[0]) in DLPACK_CUDA else None
-        except Exception:
+        except (AttributeError, BufferError, TypeError, ValueError):  # an array that cannot say
             return None
     return None
 
@@ -197,7 +196,7 @@ def one_run(row, X, start, weights, still, max_iter: int, verbose):
         labels, distances = reference.nearest(X, cupy.asarray(centers), cupy)
         if int(cupy.count_nonzero(cupy.bincount(labels, minlength=len(start)))) == len(start):
             return centers, n_iter, row.name, labels, distances
-    centers, n_iter = lloyd.iterate(partial(relocating_step, X, weights), start, max_iter, still, verbose)
+    centers, n_iter = lloyd.iterate(OwnStep(X, weights), start, max_iter, still, verbose)
     return (centers, n_iter, OWN, *reference.nearest(X, cupy.asarray(centers), cupy))
 
 
@@ -224,11 +223,29 @@ def run_row(row, X, start, still, max_iter: int, verbose) -> tuple[np.ndarray, i
         row.release()
 
 
-def relocating_step(X, weights, centers: np.ndarray) -> tuple[np.ndarray, float]:
+class OwnStep:
+    """relocating_step, with scikit-learn's strict convergence: where an assignment gives the
+    labels of the one before (and relocated nothing), the means are those of the step before,
+    to the bit, so the shift is 0 and lloyd.iterate stops as scikit-learn's loop does. Computed
+    again, float64 sums by atomics in another order would move them by a last bit, and a fit
+    with tol=0 would run on to max_iter."""
+
+    def __init__(self, X, weights):
+        self.X, self.weights, self.labels, self.moved = X, weights, None, None
+
+    def __call__(self, centers: np.ndarray) -> tuple[np.ndarray, float]:
+        moved, inertia, labels, relocated = relocating_step(self.X, self.weights, centers)
+        if not relocated and self.labels is not None and bool((labels == self.labels).all()):
+            moved = self.moved
+        self.labels, self.moved = (None, None) if relocated else (labels, moved)
+        return moved, inertia
+
+
+def relocating_step(X, weights, centers: np.ndarray):
     """lloyd.relocating_step on the GPU: the float64 oracle's labels, the weighted float64 means,
     each empty cluster given one of the points farthest from their centres (the farthest to the
-    first), that point's weight leaving its cluster. Returns the new centres (host) and the
-    inertia of `centers`."""
+    first), that point's weight leaving its cluster. Returns the new centres (host), the
+    inertia of `centers`, the labels, and whether a cluster was relocated."""
     import cupy
     import cupyx
 
@@ -243,7 +260,8 @@ def relocating_step(X, weights, centers: np.ndarray) -> tuple[np.ndarray, float]
         cupyx.scatter_add(sums, labels[part], X[part].astype(cupy.float64) * weights[part, None])
     sums, totals = sums.get(), totals.get()
     empty = np.flatnonzero(totals == 0)
-    if empty.size and float(distances.max()) > 0:
+    relocated = bool(empty.size) and float(distances.max()) > 0
+    if relocated:
         # Rare: the distances come to the host, where NumPy's stable sort breaks ties as the CPU path does.
         farthest = np.argsort(-distances.get(), kind="stable")[:empty.size]
         owners = labels[cupy.asarray(farthest)].get()
@@ -256,7 +274,7 @@ def relocating_step(X, weights, centers: np.ndarray) -> tuple[np.ndarray, float]
     moved = np.array(centers, dtype=np.float64)
     filled = totals > 0
     moved[filled] = sums[filled] / totals[filled, None]
-    return moved, weighted_sum(distances, weights)
+    return moved, weighted_sum(distances, weights), labels, relocated
 
 
 def best(runs, X, weights):
@@ -306,7 +324,7 @@ def score(model, X, sample_weight=None):
     """Minus the float64 inertia of X."""
     import cupy
 
-    X, kind, centers = _fitted(model, X)
+    X, _kind, centers = _fitted(model, X)
     with X.device:
         weights = model._weights(host(sample_weight), X.shape[0])
         return -_inertia(X, centers, None if weights is None else cupy.asarray(weights))
