@@ -81,6 +81,8 @@ def test_auto_sends_numpy_data_to_the_gpu_only_when_the_work_pays_for_the_copy(m
     large = np.broadcast_to(np.float32(0), (n, d))  # the shape and dtype alone decide: no memory
     assert on_gpu.wanted(kmbench.KMeans(n_clusters=k), large)
     assert not on_gpu.wanted(kmbench.KMeans(n_clusters=k - 1), large)
+    few = on_gpu.GPU_FROM_K - 1  # too few clusters for the iterations to pay for the copy, however large
+    assert not on_gpu.wanted(kmbench.KMeans(n_clusters=few), np.broadcast_to(np.float32(0), (n * k // few + 1, d)))
     assert not on_gpu.wanted(kmbench.KMeans(n_clusters=k), np.broadcast_to(np.float64(0), (n, d)))
     assert not on_gpu.wanted(kmbench.KMeans(n_clusters=k), large, sample_weight=np.ones(n))
     assert not on_gpu.wanted(kmbench.KMeans(n_clusters=k, impl="kmbench-cpu"), large)

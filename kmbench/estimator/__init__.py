@@ -54,8 +54,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     n_clusters : int, default 8
     impl : str, default "auto"
         Which implementation runs the fit: "auto" takes the GPU for a CuPy array or torch CUDA
-        tensor, and for float32 NumPy data whose n x d x k reaches on_gpu.GPU_FROM_WORK (1e10)
-        where a GPU runs; else the first that runs here of kmbench-cpu (a C++ compiler; compiled
+        tensor, and for float32 NumPy data whose n x d x k reaches 1e10 and k 64 (on_gpu.py
+        says why) where a GPU runs; else the first that runs here of kmbench-cpu (a C++ compiler; compiled
         on the first fit on a machine, 10 to 20 s once) and numpy. "gpu": the GPU whatever the
         input (on_gpu.py: kmbench-gpu for float32 data, else an exact float64 Lloyd there). Or a
         name from `kmbench list`, such as "kmbench-gpu" or "sklearn". On GPU input, fit, predict,

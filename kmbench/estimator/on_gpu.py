@@ -2,25 +2,22 @@
 on the same device; NumPy data sent there by impl="gpu", or by "auto" where the work is large.
 
 Input is recognised by what it is, never copied to the host: a torch tensor on "cuda", or any
-object with `__cuda_array_interface__` or a DLPack device of CUDA (CuPy, Numba, JAX...). Each is
-viewed as a CuPy array without a copy (torch through DLPack); torch in gives torch out, anything
-else CuPy. The fit then runs as the CPU path does (estimator/__init__.py, fitting.py), with the
-same parameters, seeds and stop rule:
-
-- starts: the harness's seeding on the GPU (kmbench.protocol.seeding), with the same random
-  numbers drawn on the host in the same order as for NumPy data, distances in float64, so the
-  same seed picks the same points (a GPU test checks it against the NumPy seeding);
-- float32 data, unweighted: kmbench-gpu's certified passes on the data where they are (its
-  upload copies them once on the device). With tol=0 or None the whole run is one call of the
-  row, stopped by the row itself (scikit-learn's strict convergence, no label changed, is the
-  row's tolerance rule at 0), so the fit's trajectory is the row's; a positive tol is scikit-
-  learn's centre-shift rule, read on the host after each one-iteration call;
-- float64 data or sample weights: the estimator's own Lloyd on the GPU (`OWN`), exact in float64:
-  the float64 oracle's labels (kmbench.protocol.reference.nearest), weighted float64 sums, and
-  scikit-learn's relocation of empty clusters; also where the row's run ends with a cluster
-  empty (the row keeps an empty cluster's centre, scikit-learn moves it), as on the CPU;
-- labels_, inertia_, predict and score: the float64 oracle's labels on the GPU, the same labels
-  as the CPU estimator's (labels.py computes exactly those); transform: the oracle's distances.
+object with `__cuda_array_interface__` or a CUDA DLPack device (CuPy, Numba, JAX...), viewed as a
+CuPy array without a copy; torch in gives torch out, anything else CuPy. The fit runs as the CPU
+path does (estimator/__init__.py, fitting.py), with the same parameters, seeds and stop rule:
+- starts: the harness's seeding on the GPU (kmbench.protocol.seeding): the same random numbers
+  drawn on the host in the same order as for NumPy data, distances in float64, so a seed picks
+  the same points (a GPU test checks it against the NumPy seeding);
+- float32 data, unweighted: kmbench-gpu's certified passes on the data where they are. With tol
+  0 or None the whole run is one call of the row, stopped by the row itself (scikit-learn's
+  strict convergence, no label changed, is the row's tolerance rule at 0), so the fit's
+  trajectory is the row's; a positive tol (scikit-learn's centre-shift rule) is read on the host
+  after each one-iteration call;
+- float64 data or sample weights: the estimator's own Lloyd on the GPU (`OWN`), exact in float64
+  (the float64 oracle's labels, weighted float64 sums, scikit-learn's relocation of empty
+  clusters); also where the row's run ends with a cluster empty, as on the CPU;
+- labels_, inertia_, predict and score: the float64 oracle's labels (those labels.py computes on
+  the CPU); transform: the oracle's distances.
 """
 
 from __future__ import annotations
@@ -28,6 +25,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from kmbench.estimator import choice, lloyd
 from kmbench.protocol import Problem, reference
@@ -37,16 +35,15 @@ GPU = "gpu"  # impl="gpu": this module's fit for any input
 ROW = "kmbench-gpu"  # the row that runs float32 fits
 OWN = "own-cupy"  # impl_ where the estimator's own float64 Lloyd ran on the GPU
 ON_GPU_IMPLS = ("auto", GPU, ROW)  # the impl values a GPU array may be fitted under
-# impl="auto" sends float32 NumPy data to the GPU from this many n x d x k (one assignment's
-# multiply-adds). Why there: the data cross to the GPU once, at about 1 GB/s from pageable memory
-# (kmbench.protocol.residence), 4 n d bytes, and the row's first fit in a process compiles for
-# a second or more; one CPU iteration costs about n d k / 1e11 s on 16 cores (kmbench-cpu at
-# 2e5 x 64, k = 100: 8.4 ms, bench/README.md). At n d k = 1e10 a CPU iteration is then 0.1 s
-# (2 s on 2 cores) against 0.04 s to copy a 1e6 x 10 array, and fits run tens of iterations:
-# the GPU wins from there, while below 1e9 the copy and the compile are most of its time. An
-# estimate from those figures, not a measured crossover (bench/estimator_gpu.py measures far
-# above it).
+# impl="auto" sends float32 NumPy data to the GPU where n d k (an assignment's multiply-adds)
+# reaches GPU_FROM_WORK and k GPU_FROM_K. Why: the data cross once, 4 n d bytes at about 1 GB/s
+# from pageable memory (kmbench.protocol.residence), and a process's first GPU fit compiles for a
+# second or more; a CPU iteration costs about n d k / 1.5e11 s on 16 cores (kmbench-cpu, 2e5 x 64,
+# k = 100: 8.4 ms, bench/README.md), k / 600 of the copy. From k = 64 a tenth of it, so a fit's
+# tens of iterations pay for the copy; from n d k = 1e10 (0.07 s an iteration on 16 cores, about
+# 0.5 s on 2) they pay for the compile too. Estimated from those figures, not a measured crossover.
 GPU_FROM_WORK = 1e10
+GPU_FROM_K = 64
 DLPACK_CUDA = (2, 13)  # DLPack device types kDLCUDA and kDLCUDAManaged (3, kDLCUDAHost, is host memory)
 
 
@@ -102,8 +99,8 @@ def host(array):
 
 def wanted(model, X, sample_weight=None) -> bool:
     """Whether this fit runs here: GPU input (under "auto", "gpu" or "kmbench-gpu"; a CPU row's
-    name is an error), impl="gpu", or under "auto" float32 NumPy data, unweighted, whose work
-    reaches GPU_FROM_WORK where a GPU can run it."""
+    name is an error), impl="gpu", or under "auto" float32 NumPy data, unweighted, large enough
+    (GPU_FROM_WORK, GPU_FROM_K) where a GPU can run it."""
     kind = kind_of(X)
     if kind is not None:
         if model.impl not in ON_GPU_IMPLS:
@@ -114,7 +111,8 @@ def wanted(model, X, sample_weight=None) -> bool:
         return True
     if model.impl != "auto" or sample_weight is not None or not isinstance(X, np.ndarray):
         return False
-    large = X.ndim == 2 and X.dtype == np.float32 and X.shape[0] * X.shape[1] * model.n_clusters >= GPU_FROM_WORK
+    k = model.n_clusters
+    large = X.ndim == 2 and X.dtype == np.float32 and X.shape[0] * X.shape[1] * k >= GPU_FROM_WORK and k >= GPU_FROM_K
     return large and cuda_status()[0]
 
 
@@ -176,8 +174,6 @@ def _fit(model, X, kind, sample_weight):
     model.inertia_ = weighted_sum(distances, on_device)
     distinct = int(cupy.count_nonzero(cupy.bincount(labels, minlength=k)))
     if distinct < k:
-        from sklearn.exceptions import ConvergenceWarning
-
         warnings.warn(f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({k}). Possibly "
                       f"due to duplicate points in X.", ConvergenceWarning, stacklevel=3)
     return model
@@ -185,7 +181,7 @@ def _fit(model, X, kind, sample_weight):
 
 def one_run(row, X, start, weights, still, max_iter: int, verbose):
     """One run from `start` (host float64): (centres, iterations, what ran it, the float64 labels
-    and squared distances of the end). On the row where there is one and its end leaves no
+    and squared distances of the end, `_end`). On the row where there is one and its end leaves no
     cluster empty; else (and always without a row) the estimator's own Lloyd on the GPU."""
     import cupy
 
@@ -193,11 +189,20 @@ def one_run(row, X, start, weights, still, max_iter: int, verbose):
         print("Initialization complete")
     if row is not None:
         centers, n_iter = run_row(row, X, start, still, max_iter, verbose)
-        labels, distances = reference.nearest(X, cupy.asarray(centers), cupy)
+        labels, distances = _end(X, centers)
         if int(cupy.count_nonzero(cupy.bincount(labels, minlength=len(start)))) == len(start):
             return centers, n_iter, row.name, labels, distances
     centers, n_iter = lloyd.iterate(OwnStep(X, weights), start, max_iter, still, verbose)
-    return (centers, n_iter, OWN, *reference.nearest(X, cupy.asarray(centers), cupy))
+    return (centers, n_iter, OWN, *_end(X, centers))
+
+
+def _end(X, centers):
+    """The float64 oracle's labels and squared distances from the centres as the model keeps them
+    (in X's dtype), so labels_ is predict(X)'s and inertia_ is -score(X), as on the CPU; one pass
+    also tells whether the run left a cluster empty (the CPU path makes a pass of its own for that)."""
+    import cupy
+
+    return reference.nearest(X, cupy.asarray(centers, dtype=X.dtype).astype(cupy.float64), cupy)
 
 
 def run_row(row, X, start, still, max_iter: int, verbose) -> tuple[np.ndarray, int]:
