@@ -28,6 +28,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from kmbench.estimator import choice, lloyd
+from kmbench.estimator.device_arrays import as_cupy, as_kind, host, kind_of
 from kmbench.protocol import Problem, reference
 from kmbench.protocol.device import cuda_status
 
@@ -44,58 +45,9 @@ ON_GPU_IMPLS = ("auto", GPU, ROW)  # the impl values a GPU array may be fitted u
 # 0.5 s on 2) they pay for the compile too. Estimated from those figures, not a measured crossover.
 GPU_FROM_WORK = 1e10
 GPU_FROM_K = 64
-DLPACK_CUDA = (2, 13)  # DLPack device types kDLCUDA and kDLCUDAManaged (3, kDLCUDAHost, is host memory)
 
 
-# ---------------------------------------------------------------------- what the input is
-
-def kind_of(X) -> str | None:
-    """"torch" for a torch tensor on a CUDA device, "cupy" for any other array on a CUDA device
-    (CuPy's, or one with __cuda_array_interface__ or a CUDA DLPack device), None otherwise."""
-    if type(X).__module__.split(".")[0] == "torch":
-        return "torch" if getattr(getattr(X, "device", None), "type", None) == "cuda" else None
-    if hasattr(X, "__cuda_array_interface__"):
-        return "cupy"
-    device = getattr(X, "__dlpack_device__", None)
-    if device is not None:
-        try:
-            return "cupy" if int(device()[0]) in DLPACK_CUDA else None
-        except (AttributeError, BufferError, TypeError, ValueError):  # an array that cannot say
-            return None
-    return None
-
-
-def as_cupy(X):
-    """A device array as a CuPy array over the same memory (no copy)."""
-    import cupy
-
-    if type(X).__module__.split(".")[0] == "torch":
-        return cupy.from_dlpack(X.detach())
-    if isinstance(X, cupy.ndarray):
-        return X
-    return cupy.asarray(X) if hasattr(X, "__cuda_array_interface__") else cupy.from_dlpack(X)
-
-
-def as_kind(array, kind: str | None):
-    """A CuPy result as the caller's kind: torch (by DLPack, same device), CuPy, or NumPy (None)."""
-    if kind is None:
-        return array.get() if hasattr(array, "get") else array
-    if kind == "torch":
-        import torch
-
-        return torch.from_dlpack(array)
-    return array
-
-
-def host(array):
-    """A device array (the fitted centres of a GPU fit, say) as a NumPy array; others as they are."""
-    kind = kind_of(array)
-    if kind is None:
-        return array
-    if kind == "torch":
-        return array.detach().cpu().numpy()
-    return as_cupy(array).get()
-
+# ---------------------------------------------------------------------- which fits run here
 
 def wanted(model, X, sample_weight=None) -> bool:
     """Whether this fit runs here: GPU input (under "auto", "gpu" or "kmbench-gpu"; a CPU row's
@@ -202,7 +154,23 @@ def _end(X, centers):
     also tells whether the run left a cluster empty (the CPU path makes a pass of its own for that)."""
     import cupy
 
-    return reference.nearest(X, cupy.asarray(centers, dtype=X.dtype).astype(cupy.float64), cupy)
+    return nearest(X, cupy.asarray(centers, dtype=X.dtype).astype(cupy.float64))
+
+
+def nearest(X, centers):
+    """reference.nearest's labels and squared distances (the float64 oracle's, a function of the
+    point and the centres whatever the chunks), in chunks sized for a GPU: reference.nearest's
+    are sized for a CPU's cache (8,192 rows at k = 1,024), 1,221 chunks of d launches each for
+    1e7 points, where GPU_ELEMENTS make 77."""
+    import cupy
+
+    centers = cupy.asarray(centers, dtype=cupy.float64)
+    labels, best = cupy.empty(X.shape[0], dtype=cupy.int64), cupy.empty(X.shape[0], dtype=cupy.float64)
+    step = max(1, reference.chunk_elements(cupy) // max(1, centers.shape[0], X.shape[1]))
+    for first in range(0, X.shape[0], step):
+        part = slice(first, first + step)
+        labels[part], best[part] = reference._nearest_chunk(X[part].astype(cupy.float64), centers, cupy, cupy.float64)
+    return labels, best
 
 
 def run_row(row, X, start, still, max_iter: int, verbose) -> tuple[np.ndarray, int]:
@@ -255,7 +223,7 @@ def relocating_step(X, weights, centers: np.ndarray):
     import cupyx
 
     k, d = centers.shape
-    labels, distances = reference.nearest(X, cupy.asarray(centers), cupy)
+    labels, distances = nearest(X, centers)
     weights = cupy.ones(X.shape[0]) if weights is None else weights
     totals = cupy.bincount(labels, weights=weights, minlength=k)
     sums = cupy.zeros((k, d))
@@ -298,9 +266,7 @@ def weighted_sum(distances, weights) -> float:
 
 
 def _inertia(X, centers, weights) -> float:
-    import cupy
-
-    return weighted_sum(reference.nearest(X, cupy.asarray(centers), cupy)[1], weights)
+    return weighted_sum(nearest(X, centers)[1], weights)
 
 
 # ---------------------------------------------------------------------- after the fit
@@ -322,7 +288,7 @@ def predict(model, X):
 
     X, kind, centers = _fitted(model, X)
     with X.device:
-        return as_kind(reference.nearest(X, centers, cupy)[0].astype(cupy.int32), kind)
+        return as_kind(nearest(X, centers)[0].astype(cupy.int32), kind)
 
 
 def score(model, X, sample_weight=None):
