@@ -175,15 +175,18 @@ def nearest(X, centers):
 
 def run_row(row, X, start, still, max_iter: int, verbose) -> tuple[np.ndarray, int]:
     """The row's run from `start`: one call where the row's own rule is scikit-learn's (tol 0:
-    no label changed; None: every iteration), else one call an iteration, the centre shift read
-    on the host after each."""
+    no label changed; None: every iteration), even with verbose (stepped, its float64 sums by
+    atomics would move unchanged means by a last bit, and tol=0 would never stop); else one call
+    an iteration, the centre shift read on the host after each."""
     whole = still is None or still == 0
-    first = Problem(data=X, initial_centroids=start, iterations=max_iter if whole and not verbose else 1,
+    first = Problem(data=X, initial_centroids=start, iterations=max_iter if whole else 1,
                     tol=0.0 if whole and still is not None else None, warmup=0, repeats=1)
     row.prepare(first)  # copies the points once on the device, compiles, captures
     try:
-        if whole and not verbose:
+        if whole:
             result = row.run(first)
+            if verbose:
+                print(f"{row.name} ran {result.iterations} iterations in one call (no line an iteration).")
             return np.asarray(result.centroids, dtype=np.float64), int(result.iterations)
 
         def step(centers):
