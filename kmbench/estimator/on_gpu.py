@@ -157,16 +157,26 @@ def _end(X, centers):
     return nearest(X, cupy.asarray(centers, dtype=X.dtype).astype(cupy.float64))
 
 
+def rows_per_chunk(width: int) -> int:
+    """Rows of a float64 chunk `width` wide: a sixteenth of the GPU's free memory, at least the
+    oracle's GPU chunk (GPU_ELEMENTS, 1 GiB). Few chunks: each costs launches, not work (at
+    1e7 x 128, k = 1,024: 77 chunks of 1 GiB, about 11 on an H200 at a sixteenth)."""
+    import cupy
+
+    elements = max(reference.chunk_elements(cupy), cupy.cuda.runtime.memGetInfo()[0] // 16 // 8)
+    return max(1, elements // max(1, width))
+
+
 def nearest(X, centers):
     """reference.nearest's labels and squared distances (the float64 oracle's, a function of the
-    point and the centres whatever the chunks), in chunks sized for a GPU: reference.nearest's
-    are sized for a CPU's cache (8,192 rows at k = 1,024), 1,221 chunks of d launches each for
-    1e7 points, where GPU_ELEMENTS make 77."""
+    point and the centres whatever the chunks), in chunks sized for a GPU (`rows_per_chunk`):
+    reference.nearest's are sized for a CPU's cache (8,192 rows at k = 1,024), 1,221 chunks for
+    1e7 points, each of 3 d launches for the winners' distances alone."""
     import cupy
 
     centers = cupy.asarray(centers, dtype=cupy.float64)
     labels, best = cupy.empty(X.shape[0], dtype=cupy.int64), cupy.empty(X.shape[0], dtype=cupy.float64)
-    step = max(1, reference.chunk_elements(cupy) // max(1, centers.shape[0], X.shape[1]))
+    step = rows_per_chunk(max(centers.shape[0], X.shape[1]))
     for first in range(0, X.shape[0], step):
         part = slice(first, first + step)
         labels[part], best[part] = reference._nearest_chunk(X[part].astype(cupy.float64), centers, cupy, cupy.float64)
@@ -230,7 +240,7 @@ def relocating_step(X, weights, centers: np.ndarray):
     weights = cupy.ones(X.shape[0]) if weights is None else weights
     totals = cupy.bincount(labels, weights=weights, minlength=k)
     sums = cupy.zeros((k, d))
-    step = max(1, reference.chunk_elements(cupy) // max(1, d))
+    step = rows_per_chunk(d)
     for first in range(0, X.shape[0], step):  # float64 rows a chunk at a time, not the whole data
         part = slice(first, first + step)
         cupyx.scatter_add(sums, labels[part], X[part].astype(cupy.float64) * weights[part, None])
@@ -312,7 +322,7 @@ def transform(model, X):
     X, kind, centers = _fitted(model, X)
     with X.device:
         out = cupy.empty((X.shape[0], centers.shape[0]), dtype=X.dtype)
-        step = max(1, reference.chunk_elements(cupy) // max(1, centers.shape[0], X.shape[1]))
+        step = rows_per_chunk(max(centers.shape[0], X.shape[1]))
         for first in range(0, X.shape[0], step):
             part = reference.squared_distances(X[first:first + step], centers, cupy)
             out[first:first + step] = cupy.sqrt(cupy.maximum(part, 0))
