@@ -128,6 +128,9 @@ def sklearn_estimate(host, start, args) -> dict:
                 "how": f"timed whole: {args.max_iter} iterations on all {rows:,} rows"}
     one, three = sklearn_fit(x, start, 1, count), sklearn_fit(x, start, 3, count)
     iteration = (three - one) / 2
+    if iteration <= 0:
+        raise SystemExit(f"scikit-learn's iterations on {rows:,} rows were too short to time apart (1: {one:.3f} s, "
+                         f"3: {three:.3f} s): raise --sklearn-rows.")
     fixed = one - iteration
     scale = len(host) / rows
     estimate = (fixed + args.max_iter * iteration) * scale
