@@ -193,7 +193,8 @@ def main(argv=None) -> int:
     if not args.no_judge:
         started = time.perf_counter()
         verdict = judged(X, start, cupy.asnumpy(model.cluster_centers_), model.n_iter_, args.max_iter, 0.0)
-        result["verdict"] = {"status": verdict.status, "detail": verdict.detail, "seconds": time.perf_counter() - started,
+        result["verdict"] = {"status": verdict.status, "detail": verdict.detail,
+                             "seconds": time.perf_counter() - started,
                              "centroid_error": verdict.centroid_error, "inertia_difference": verdict.inertia_difference}
         print(f"judge: {verdict.status}: {verdict.detail}", flush=True)
     del X, model

@@ -55,12 +55,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     impl : str, default "auto"
         Which implementation runs the fit: "auto" takes the GPU for a CuPy array or torch CUDA
         tensor, and for float32 NumPy data whose n x d x k reaches 1e10 and k 64 (on_gpu.py
-        says why) where a GPU runs; else the first that runs here of kmbench-cpu (a C++ compiler; compiled
-        on the first fit on a machine, 10 to 20 s once) and numpy. "gpu": the GPU whatever the
-        input (on_gpu.py: kmbench-gpu for float32 data, else an exact float64 Lloyd there). Or a
-        name from `kmbench list`, such as "kmbench-gpu" or "sklearn". On GPU input, fit, predict,
-        transform and score compute on its device and return CuPy arrays (torch tensors for
-        torch input), as do the fitted cluster_centers_ and labels_.
+        says why) where a GPU runs; else the first that runs here of kmbench-cpu (a C++
+        compiler; compiled on the first fit on a machine, 10 to 20 s once) and numpy. "gpu": the
+        GPU whatever the input (on_gpu.py: kmbench-gpu for float32 data, else an exact float64
+        Lloyd there). Or a name from `kmbench list`, such as "kmbench-gpu" or "sklearn". On GPU
+        input, fit, predict, transform and score compute on its device and return CuPy arrays
+        (torch tensors for torch input), as do the fitted cluster_centers_ and labels_.
     init : "k-means++", "random", array (n_clusters, n_features) or callable, default "k-means++"
         A callable is called as init(X, n_clusters, random_state).
     n_init : "auto" or int, default "auto"
@@ -83,8 +83,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     cluster_centers_, labels_, inertia_, n_iter_, n_features_in_, feature_names_in_ : as
         scikit-learn's.
     impl_ : str
-        The implementation that ran the kept run, or "own-numpy" ("own-cupy" on a GPU) where
-        the estimator's own Lloyd did: with sample weights (unless all equal) where the row takes none
+        The implementation that ran the kept run, or "own-numpy" ("own-cupy" on a GPU) where the
+        estimator's own Lloyd did: with sample weights (unless all equal) where the row takes none
         (kmbench-cpu does; "auto" takes it for weighted fits). That Lloyd is exact but 3 to 10
         times slower than scikit-learn's.
 

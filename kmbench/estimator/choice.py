@@ -22,7 +22,7 @@ from kmbench.protocol.device import cuda_status
 # precision, fastest first, exact rows only (kmbench-cpu computes in the data's precision and
 # needs a C++ compiler; numpy runs anywhere the estimator can). Whether a fit goes to the GPU
 # instead (GPU input, or work large enough to pay for the copy) is on_gpu.wanted's choice, made
-# before: a small float32 fit sent to kmbench-gpu spent its time copying and compiling.
+# before: a small float32 fit would spend its time there copying and compiling (on_gpu.py).
 AUTO = ("kmbench-cpu", "numpy")
 ON_GPU = ("kmbench-gpu",)  # rows that run only where CuPy sees a GPU: not even imported elsewhere
 # Where this cannot run, "auto" says so once a process: the numpy row after it is several times
