@@ -190,6 +190,7 @@ def main(argv=None) -> int:
                           "n_iter": int(model.n_iter_), "impl": model.impl_, "inertia": float(model.inertia_),
                           "labels_pass_s": labels_pass(X, model)}}
     print(f"of which the float64 labels pass: {result['gpu_fit']['labels_pass_s']:.3f} s", flush=True)
+    save(result, args.out)
     if not args.no_judge:
         started = time.perf_counter()
         verdict = judged(X, start, cupy.asnumpy(model.cluster_centers_), model.n_iter_, args.max_iter, 0.0)
@@ -197,6 +198,7 @@ def main(argv=None) -> int:
                              "seconds": time.perf_counter() - started,
                              "centroid_error": verdict.centroid_error, "inertia_difference": verdict.inertia_difference}
         print(f"judge: {verdict.status}: {verdict.detail}", flush=True)
+        save(result, args.out)
     del X, model
     cupy.get_default_memory_pool().free_all_blocks()
     result["sklearn_fit"] = sklearn_estimate(host, start, args)
@@ -206,12 +208,17 @@ def main(argv=None) -> int:
     print(f"scikit-learn {result['sklearn_fit']['seconds']:.1f} s against kmbench.KMeans {best:.3f} s on the GPU: "
           f"{result['speedup']['over_best_gpu_fit']:.1f}x ({result['speedup']['over_first_gpu_fit']:.1f}x against "
           f"the first fit)", flush=True)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        partial = args.out.with_name(args.out.name + ".part")
-        partial.write_text(json.dumps(result, indent=2) + "\n")
-        partial.replace(args.out)
+    save(result, args.out)
     return 0
+
+
+def save(result: dict, out: Path | None) -> None:
+    """The results so far, written atomically after each stage: a run cut short keeps what it made."""
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".part")
+        partial.write_text(json.dumps(result, indent=2) + "\n")
+        partial.replace(out)
 
 
 if __name__ == "__main__":
