@@ -36,7 +36,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from kmbench.estimator import choice, fitting, lloyd
+from kmbench.estimator import choice, fitting, lloyd, on_gpu
 from kmbench.estimator.labels import distances, nearest, nearest_labels
 from kmbench.protocol.settings import initial_centroids
 
@@ -53,11 +53,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     ----------
     n_clusters : int, default 8
     impl : str, default "auto"
-        Which implementation runs the fit: "auto" takes the first that runs here and computes in
-        the data's precision, of kmbench-gpu (a GPU), kmbench-cpu (a C++ compiler; compiled on
-        the first fit on a machine, 10 to 20 s once) and numpy (float64 data skip kmbench-gpu,
-        which computes in float32). Or a name from `kmbench list`, such as "kmbench-gpu" or
-        "sklearn".
+        Which implementation runs the fit: "auto" takes the GPU for a CuPy array or torch CUDA
+        tensor, and for float32 NumPy data whose n x d x k reaches 1e10 and k 64 (on_gpu.py
+        says why) where a GPU runs; else the first that runs here of kmbench-cpu (a C++
+        compiler; compiled on the first fit on a machine, 10 to 20 s once) and numpy. "gpu": the
+        GPU whatever the input (on_gpu.py: kmbench-gpu for float32 data, else an exact float64
+        Lloyd there). Or a name from `kmbench list`, such as "kmbench-gpu" or "sklearn". On GPU
+        input, fit, predict, transform and score compute on its device and return CuPy arrays
+        (torch tensors for torch input), as do the fitted cluster_centers_ and labels_.
     init : "k-means++", "random", array (n_clusters, n_features) or callable, default "k-means++"
         A callable is called as init(X, n_clusters, random_state).
     n_init : "auto" or int, default "auto"
@@ -80,8 +83,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     cluster_centers_, labels_, inertia_, n_iter_, n_features_in_, feature_names_in_ : as
         scikit-learn's.
     impl_ : str
-        The implementation that ran the kept run, or "own-numpy" where the estimator's own
-        NumPy Lloyd did: with sample weights (unless all equal) where the row takes none
+        The implementation that ran the kept run, or "own-numpy" ("own-cupy" on a GPU) where the
+        estimator's own Lloyd did: with sample weights (unless all equal) where the row takes none
         (kmbench-cpu does; "auto" takes it for weighted fits). That Lloyd is exact but 3 to 10
         times slower than scikit-learn's.
 
@@ -185,6 +188,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return None if (weights == weights[0]).all() else weights.copy()
 
     def _checked_centers(self, centers, X) -> np.ndarray:
+        centers = on_gpu.host(centers)  # given or made on a GPU: checked, and run from, on the host
         centers = np.array(centers.toarray() if sp.issparse(centers) else centers, dtype=X.dtype, order="C")
         if centers.ndim != 2 or centers.shape[0] != self.n_clusters:
             raise ValueError(f"The shape of the initial centers {centers.shape} does not match the number of "
@@ -237,6 +241,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         """Compute the clustering of X (n_samples, n_features); sample_weight: one non-negative
         weight a sample. Returns the fitted estimator."""
         self._check_params()
+        if on_gpu.wanted(self, X, sample_weight):  # GPU input, impl="gpu", or "auto" on large float32 data
+            return on_gpu.fit(self, X, sample_weight)
         given = self._data(X, reset=True)  # the samples as predict and score will read them
         # Centred in place below, then put back, which may move a last bit: a copy of our own
         # unless copy_x=False (densified sparse input is already one).
@@ -270,25 +276,31 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return self
 
     def _labels_inertia(self, X, weights) -> tuple[np.ndarray, float]:
-        labels, distances = nearest(X, self.cluster_centers_)
+        labels, distances = nearest(X, on_gpu.host(self.cluster_centers_))
         return labels.astype(np.int32), fitting.weighted_sum(distances, weights)
 
     def predict(self, X):
         """The index of the nearest fitted centre of each sample of X: the float64 oracle's, found
         by a product in X's precision and certified by a margin (labels.nearest_labels)."""
         check_is_fitted(self)
-        return nearest_labels(self._data(X, reset=False), self.cluster_centers_).astype(np.int32)
+        if on_gpu.kind_of(X):  # a CuPy array or torch CUDA tensor: computed there, returned as one
+            return on_gpu.predict(self, X)
+        return nearest_labels(self._data(X, reset=False), on_gpu.host(self.cluster_centers_)).astype(np.int32)
 
     def transform(self, X):
         """Euclidean distance from each point to each cluster centre (in float64 by one matrix
         product on centred coordinates, as scikit-learn's by one on raw ones; then X's dtype)."""
         check_is_fitted(self)
+        if on_gpu.kind_of(X):
+            return on_gpu.transform(self, X)
         X = self._data(X, reset=False)
-        return distances(X, self.cluster_centers_)
+        return distances(X, on_gpu.host(self.cluster_centers_))
 
     def score(self, X, y=None, sample_weight=None):
         """Minus the inertia of X with respect to the fitted centres (higher is better)."""
         check_is_fitted(self)
+        if on_gpu.kind_of(X):
+            return on_gpu.score(self, X, sample_weight)
         X = self._data(X, reset=False)
         return -self._labels_inertia(X, self._weights(sample_weight, X.shape[0]))[1]
 

@@ -18,13 +18,13 @@ from kmbench.errors import UsageError
 from kmbench.protocol import usable
 from kmbench.protocol.device import cuda_status
 
-# impl="auto": the first of these that can run here and computes in the data's precision,
-# fastest first, exact rows only (kmbench-gpu needs a GPU and computes in float32, so float64
-# data go on to kmbench-cpu, which computes in the data's precision and needs a C++ compiler;
-# numpy runs anywhere the estimator can).
-AUTO = ("kmbench-gpu", "kmbench-cpu", "numpy")
-# Those that run only where CuPy sees a GPU: not even imported elsewhere (a first fit's 20 ms).
-ON_GPU = ("kmbench-gpu",)
+# impl="auto" on the CPU: the first of these that can run here and computes in the data's
+# precision, fastest first, exact rows only (kmbench-cpu computes in the data's precision and
+# needs a C++ compiler; numpy runs anywhere the estimator can). Whether a fit goes to the GPU
+# instead (GPU input, or work large enough to pay for the copy) is on_gpu.wanted's choice, made
+# before: a small float32 fit would spend its time there copying and compiling (on_gpu.py).
+AUTO = ("kmbench-cpu", "numpy")
+ON_GPU = ("kmbench-gpu",)  # rows that run only where CuPy sees a GPU: not even imported elsewhere
 # Where this cannot run, "auto" says so once a process: the numpy row after it is several times
 # slower, and a user whose compiler is missing (or whose $CXX is wrong) would not otherwise know.
 EXPECTED = "kmbench-cpu"

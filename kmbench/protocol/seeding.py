@@ -23,7 +23,8 @@ from kmbench.protocol.reference import device_module
 
 
 def kmeans_plusplus(data: np.ndarray, k: int, seed: int, xp=np, weights: np.ndarray | None = None) -> np.ndarray:
-    """k rows of `data` (host array, data's dtype), chosen by greedy k-means++ on `xp`.
+    """k rows of `data` (data's dtype, where data are: a host array, or a CuPy array with xp CuPy),
+    chosen by greedy k-means++ on `xp`.
     `weights` (kmbench.KMeans's sample weights): a point of weight w counts as w points, in the
     draws and in the totals, as in scikit-learn's; None draws as before, so the benchmark's
     starts stay what they were."""
@@ -55,7 +56,10 @@ def kmeans_plusplus(data: np.ndarray, k: int, seed: int, xp=np, weights: np.ndar
         best = int(xp.argmin(merged.sum(axis=1) if weights is None else merged @ weights))
         picked.append(int(candidates[best]))
         closest = merged[best]
-    return np.ascontiguousarray(np.asarray(data)[np.asarray(picked)])
+    rows = np.asarray(picked)
+    if isinstance(data, np.ndarray):
+        return np.ascontiguousarray(data[rows])
+    return data[xp.asarray(rows)]  # data on the GPU (kmbench.KMeans's CuPy input): the rows stay there
 
 
 def seed_kmeans_plusplus(data: np.ndarray, k: int, seed: int,

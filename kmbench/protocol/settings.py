@@ -89,7 +89,13 @@ def choose_start(data: np.ndarray, k: int, method: str, seed: int,
     start = time.perf_counter()
     chances = None if weights is None else weights / weights.sum()
     indices = np.random.default_rng(seed).choice(n, size=k, replace=False, p=chances)
-    chosen = np.ascontiguousarray(data[np.sort(indices)], dtype=data.dtype)
+    rows = np.sort(indices)
+    if isinstance(data, np.ndarray):
+        chosen = np.ascontiguousarray(data[rows], dtype=data.dtype)
+    else:  # a CuPy array (kmbench.KMeans's GPU input): the same draws, the rows taken on the GPU
+        import cupy
+
+        chosen = data[cupy.asarray(rows)]
     return chosen, {"method": method, "device": "cpu (numpy)", "seconds": time.perf_counter() - start}
 
 

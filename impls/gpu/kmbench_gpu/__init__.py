@@ -45,19 +45,24 @@ MAX_K = 1 << 20
 def upload_centred(data: np.ndarray, shift: np.ndarray | None = None):
     """The points on the GPU as float32, shifted by their float32 mean (summed in float64), or
     by `shift` where given (the shards of one problem share one): (the CuPy array, the shift).
+    `data` is a host array, or a CuPy array on the current device (copied there, never moved).
     Coordinates of the order of the spread keep the expanded distances and the sums exact
     enough wherever the data sit."""
     import cupy
 
     n, d = data.shape
-    x = cupy.empty((n, d), dtype=cupy.float32)
-    total = np.zeros(d)
-    step = max(1, (1 << 24) // d)
-    for start in range(0, n, step):  # chunked: 1e8 points never exist twice on the host
-        chunk = np.asarray(data[start:start + step], dtype=np.float32)
-        x[start:start + step].set(chunk)
-        if shift is None:
-            total += chunk.sum(axis=0, dtype=np.float64)
+    if isinstance(data, cupy.ndarray):  # already on this GPU (kmbench.KMeans's CuPy or torch input)
+        x = cupy.array(data, dtype=cupy.float32, order="C")  # a copy: the shift below leaves the caller's alone
+        total = cupy.asnumpy(x.sum(axis=0, dtype=cupy.float64)) if shift is None else None
+    else:
+        x = cupy.empty((n, d), dtype=cupy.float32)
+        total = np.zeros(d)
+        step = max(1, (1 << 24) // d)
+        for start in range(0, n, step):  # chunked: 1e8 points never exist twice on the host
+            chunk = np.asarray(data[start:start + step], dtype=np.float32)
+            x[start:start + step].set(chunk)
+            if shift is None:
+                total += chunk.sum(axis=0, dtype=np.float64)
     # The shift is a float32 number, so x - shift is exact for points near it (Sterbenz).
     shift = (total / n).astype(np.float32) if shift is None else np.asarray(shift, np.float32)
     x -= cupy.asarray(shift)
