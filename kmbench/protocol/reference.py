@@ -117,7 +117,7 @@ def nearest(data, centroids, xp=np, dtype=None):
     n = data.shape[0]
     labels = xp.empty(n, dtype=xp.int64)
     best = xp.empty(n, dtype=dtype)
-    step = _chunk_rows(centroids.shape[0])
+    step = _chunk_rows(centroids.shape[0], xp)  # on a GPU, chunks sized for launches, not a cache
     for first, block in blocks(data, xp):
         end = first + block.shape[0]
         for start in range(first, end, step):
@@ -275,7 +275,7 @@ def two_nearest(data, centroids, xp=np, center=None):
     c_norm = xp.sqrt((c * c).sum(axis=1))
     middle = xp.zeros(c.shape[1]) if center is None else xp.asarray(center, dtype=xp.float64)
     c_centred = xp.sqrt(((c - middle) ** 2).sum(axis=1))
-    step = _chunk_rows(k)
+    step = _chunk_rows(k, xp)
     for start, x in _chunks(data, xp, step):
         distances = squared_distances(x, c, xp)
         rows = xp.arange(x.shape[0])
