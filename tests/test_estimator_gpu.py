@@ -183,7 +183,7 @@ def test_cupy_in_cupy_out_on_the_same_device(rng, d):
 @pytest.mark.gpu
 def test_torch_in_torch_out_on_the_same_device(rng):
     torch = pytest.importorskip("torch")
-    X = torch.from_numpy(blob_data(rng, n=20_000, d=16, k=6)).cuda()
+    X = torch.from_numpy(blob_data(rng, n=20_000, d=8, k=6)).cuda()
     model = kmbench.KMeans(n_clusters=6, random_state=0).fit(X)
     assert isinstance(model.cluster_centers_, torch.Tensor) and model.cluster_centers_.device == X.device
     assert model.cluster_centers_.dtype == torch.float32 and model.labels_.dtype == torch.int32
@@ -255,7 +255,7 @@ def test_predict_transform_and_score_agree_with_the_cpu_estimator(rng, d):
 @pytest.mark.gpu
 def test_impl_gpu_takes_numpy_data_there_and_answers_in_numpy(rng):
     _cupy()
-    X = blob_data(rng, n=20_000, d=16, k=6)
+    X = blob_data(rng, n=20_000, d=8, k=6)
     model = kmbench.KMeans(n_clusters=6, impl="gpu", random_state=0).fit(X)
     assert model.impl_ == "kmbench-gpu"
     assert type(model.cluster_centers_) is np.ndarray and type(model.labels_) is np.ndarray

@@ -223,9 +223,8 @@ class KmbenchGpu(GpuImplementation):
         strategy keeps, in its own numbering, which the count does not need) counted."""
         import cupy
 
-        labels = chosen.last_labels()
-        counts = cupy.bincount(labels, minlength=self._chosen.k)
-        return bool(cupy.count_nonzero(counts) < self._chosen.k)
+        labels = chosen.last_labels()  # every point's, in [0, k): the kernels write each one
+        return bool(cupy.count_nonzero(cupy.bincount(labels, minlength=chosen.k)) < chosen.k)
 
     def line_up(self) -> None:
         """Just before the timed region: the GPU idle (a shard's row also waits for every other rank)."""
