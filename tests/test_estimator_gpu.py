@@ -232,7 +232,7 @@ def test_the_fits_trajectory_is_kmbench_gpus_row_from_the_same_start_and_certifi
     assert model.impl_ == "kmbench-gpu" and model.n_iter_ == result.iterations
     # Its float64 sums add in an order of the GPU's choosing: a last bit may differ from run to run.
     np.testing.assert_allclose(cupy.asnumpy(model.cluster_centers_), result.centroids, rtol=1e-6, atol=1e-5)
-    verdict = judged(X, start, cupy.asnumpy(model.cluster_centers_), model.n_iter_, 15, 0.0)
+    verdict, _emptied = judged(X, start, cupy.asnumpy(model.cluster_centers_), model.n_iter_, 15, 0.0)
     assert verdict.status == "ok", verdict.detail
 
 
