@@ -101,6 +101,62 @@ def test_numpy_fits_answer_in_numpy_as_before(rng):
     np.testing.assert_array_equal(model.predict(X), model.labels_)
 
 
+class _HaltingRow:
+    """kmbench-gpu as the estimator sees it, in NumPy: Lloyd without relocation, stopped by the
+    tolerance rule (tol 0: an iteration that changed no label, the first counting all) or before
+    an iteration that would leave a cluster empty, where Problem.halt_on_empty asks."""
+
+    name = "kmbench-gpu"
+
+    def __init__(self):
+        self.halts = 0
+
+    def prepare(self, problem):
+        self.data = np.asarray(problem.data, dtype=np.float64)
+
+    def release(self):
+        pass
+
+    def run(self, problem):
+        from kmbench.protocol import Result, stop_done
+        from kmbench.protocol.reference import nearest
+
+        centers, labels, done = np.array(problem.initial_centroids, dtype=np.float64), None, 0
+        for done in range(1, problem.iterations + 1):
+            new = nearest(self.data, centers)[0]
+            counts = np.bincount(new, minlength=len(centers))
+            if problem.halt_on_empty and (counts == 0).any():
+                self.halts += 1
+                return Result(centroids=centers, iterations=done - 1, emptied=True)
+            changed = len(new) if labels is None else int(np.count_nonzero(new != labels))
+            filled = counts > 0
+            sums = np.stack([np.bincount(new, weights=self.data[:, a], minlength=len(centers))
+                             for a in range(self.data.shape[1])], axis=1)
+            centers[filled] = sums[filled] / counts[filled, None]
+            labels = new
+            if stop_done(changed, len(new), problem.tol):
+                break
+        return Result(centroids=centers, iterations=done, emptied=False if problem.halt_on_empty else None)
+
+
+def test_a_row_that_halts_before_an_empty_hands_that_iteration_to_the_estimators_step(rng, monkeypatch):
+    """on_gpu.run_row (host arrays, the GPU's relocating step replaced by the CPU's): whole calls
+    of the row, its halts taken by the estimator's relocating step, give the CPU estimator's fit
+    (its exact Lloyd with scikit-learn's relocation) from the same start, and say no cluster is
+    left empty."""
+    from kmbench.estimator import lloyd
+
+    monkeypatch.setattr(on_gpu, "relocating_step", lambda X, w, c: (*lloyd.relocating_step(X, w, c), None, True))
+    X = one_point_per_blob(rng, dtype=np.float64)
+    start = X[[0, 0, 1, 2, 3, 4]]
+    row = _HaltingRow()
+    centers, n_iter, emptied = on_gpu.run_row(row, X, start, 0, 50, verbose=False)
+    cpu = kmbench.KMeans(n_clusters=6, init=start, n_init=1, max_iter=50, tol=0, impl="numpy").fit(X)
+    assert row.halts >= 1 and emptied is False
+    assert n_iter == cpu.n_iter_ < 50
+    np.testing.assert_allclose(centers, cpu.cluster_centers_, rtol=1e-9, atol=1e-9)
+
+
 # ---------------------------------------------------------------------- on a GPU
 
 
@@ -127,7 +183,7 @@ def test_cupy_in_cupy_out_on_the_same_device(rng, d):
 @pytest.mark.gpu
 def test_torch_in_torch_out_on_the_same_device(rng):
     torch = pytest.importorskip("torch")
-    X = torch.from_numpy(blob_data(rng, n=20_000, d=16, k=6)).cuda()
+    X = torch.from_numpy(blob_data(rng, n=20_000, d=8, k=6)).cuda()
     model = kmbench.KMeans(n_clusters=6, random_state=0).fit(X)
     assert isinstance(model.cluster_centers_, torch.Tensor) and model.cluster_centers_.device == X.device
     assert model.cluster_centers_.dtype == torch.float32 and model.labels_.dtype == torch.int32
@@ -176,7 +232,7 @@ def test_the_fits_trajectory_is_kmbench_gpus_row_from_the_same_start_and_certifi
     assert model.impl_ == "kmbench-gpu" and model.n_iter_ == result.iterations
     # Its float64 sums add in an order of the GPU's choosing: a last bit may differ from run to run.
     np.testing.assert_allclose(cupy.asnumpy(model.cluster_centers_), result.centroids, rtol=1e-6, atol=1e-5)
-    verdict = judged(X, start, cupy.asnumpy(model.cluster_centers_), model.n_iter_, 15, 0.0)
+    verdict, _emptied = judged(X, start, cupy.asnumpy(model.cluster_centers_), model.n_iter_, 15, 0.0)
     assert verdict.status == "ok", verdict.detail
 
 
@@ -199,11 +255,20 @@ def test_predict_transform_and_score_agree_with_the_cpu_estimator(rng, d):
 @pytest.mark.gpu
 def test_impl_gpu_takes_numpy_data_there_and_answers_in_numpy(rng):
     _cupy()
-    X = blob_data(rng, n=20_000, d=16, k=6)
+    X = blob_data(rng, n=20_000, d=8, k=6)
     model = kmbench.KMeans(n_clusters=6, impl="gpu", random_state=0).fit(X)
     assert model.impl_ == "kmbench-gpu"
     assert type(model.cluster_centers_) is np.ndarray and type(model.labels_) is np.ndarray
     np.testing.assert_array_equal(model.predict(X), model.labels_)
+
+
+def one_point_per_blob(rng, n=20_000, d=5, k=6, dtype=np.float32):
+    """Unit blobs whose point i is of blob i % k, so X[:k] holds one point of each. From
+    X[[0, 0, 1, ..., k - 2]] the repeated centre leaves a cluster empty in the first iteration;
+    relocated to the farthest point (of the blob no centre had), the fit converges in a few
+    iterations (conftest's blob_data, its blobs drawn at random, drifted on past 50 at tol=0)."""
+    middles = rng.uniform(-10, 10, size=(k, d))
+    return (middles[np.arange(n) % k] + rng.standard_normal((n, d))).astype(dtype)
 
 
 @pytest.mark.gpu
@@ -213,7 +278,7 @@ def test_float64_and_weighted_fits_run_the_cpus_exact_lloyd_on_the_gpu(rng, weig
     float64 Lloyd there; the start's repeated centre leaves a cluster empty, which both move to
     the farthest point, as scikit-learn does."""
     cupy = _cupy()
-    X = blob_data(rng, n=20_000, d=5, k=6, dtype=np.float64)
+    X = one_point_per_blob(rng, dtype=np.float64)
     start = X[[0, 0, 1, 2, 3, 4]]
     weights = rng.uniform(0.5, 2.0, size=len(X)) if weighted else None
     gpu = kmbench.KMeans(n_clusters=6, init=start, n_init=1, max_iter=50, tol=0)
@@ -223,6 +288,22 @@ def test_float64_and_weighted_fits_run_the_cpus_exact_lloyd_on_the_gpu(rng, weig
         cpu.fit(X, sample_weight=weights)
     assert gpu.impl_ == "own-cupy" and gpu.n_iter_ == cpu.n_iter_ < 50
     np.testing.assert_allclose(cupy.asnumpy(gpu.cluster_centers_), cpu.cluster_centers_, rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(cupy.asnumpy(gpu.labels_), cpu.labels_)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [8, 64])
+def test_a_float32_fit_that_empties_a_cluster_stays_on_kmbench_gpu(rng, d):
+    """kmbench-gpu halts before the iteration that would empty the repeated centre's cluster
+    (Problem.halt_on_empty), the estimator's own step relocates it, the row runs on: the
+    CPU's exact Lloyd with scikit-learn's relocation, from the same start."""
+    cupy = _cupy()
+    X = one_point_per_blob(rng, d=d)
+    start = X[[0, 0, 1, 2, 3, 4]]
+    gpu = kmbench.KMeans(n_clusters=6, init=start, n_init=1, max_iter=50, tol=0).fit(cupy.asarray(X))
+    cpu = kmbench.KMeans(n_clusters=6, init=start, n_init=1, max_iter=50, tol=0, impl="numpy").fit(X)
+    assert gpu.impl_ == "kmbench-gpu" and gpu.n_iter_ == cpu.n_iter_ < 50
+    np.testing.assert_allclose(cupy.asnumpy(gpu.cluster_centers_), cpu.cluster_centers_, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(cupy.asnumpy(gpu.labels_), cpu.labels_)
 
 

@@ -9,13 +9,12 @@ path does (estimator/__init__.py, fitting.py), with the same parameters, seeds a
   drawn on the host in the same order as for NumPy data, distances in float64, so a seed picks
   the same points (a GPU test checks it against the NumPy seeding);
 - float32 data, unweighted: kmbench-gpu's certified passes on the data where they are. With tol
-  0 or None the whole run is one call of the row, stopped by the row itself (scikit-learn's
-  strict convergence, no label changed, is the row's tolerance rule at 0), so the fit's
-  trajectory is the row's; a positive tol (scikit-learn's centre-shift rule) is read on the host
-  after each one-iteration call;
+  0 or None, whole calls of the row, stopped by its own rule (at 0 scikit-learn's strict
+  convergence: no label changed) or before an iteration that would leave a cluster empty, which
+  the estimator's own step takes, relocating as scikit-learn does (as the CPU path does); a
+  positive tol (the centre-shift rule) is read on the host after each one-iteration call;
 - float64 data or sample weights: the estimator's own Lloyd on the GPU (`OWN`), exact in float64
-  (the float64 oracle's labels, weighted float64 sums, scikit-learn's relocation of empty
-  clusters); also where the row's run ends with a cluster empty, as on the CPU;
+  (the float64 oracle's labels, weighted float64 sums, scikit-learn's relocation of empty clusters);
 - labels_, inertia_, predict and score: the float64 oracle's labels (those labels.py computes on
   the CPU); transform: the oracle's distances.
 """
@@ -27,7 +26,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from kmbench.estimator import choice, lloyd
+from kmbench.estimator import choice, fitting, lloyd
 from kmbench.estimator.device_arrays import as_cupy, as_kind, host, kind_of
 from kmbench.protocol import Problem, reference
 from kmbench.protocol.device import cuda_status
@@ -133,16 +132,17 @@ def _fit(model, X, kind, sample_weight):
 
 def one_run(row, X, start, weights, still, max_iter: int, verbose):
     """One run from `start` (host float64): (centres, iterations, what ran it, the float64 labels
-    and squared distances of the end, `_end`). On the row where there is one and its end leaves no
-    cluster empty; else (and always without a row) the estimator's own Lloyd on the GPU."""
+    and squared distances of the end, `_end`). On the row where there is one, the estimator's
+    own step relocating where it would leave a cluster empty (run_row); the estimator's own
+    Lloyd on the GPU without a row, or where the row cannot say and its end leaves one empty."""
     import cupy
 
     if verbose:
         print("Initialization complete")
     if row is not None:
-        centers, n_iter = run_row(row, X, start, still, max_iter, verbose)
+        centers, n_iter, emptied = run_row(row, X, start, still, max_iter, verbose)
         labels, distances = _end(X, centers)
-        if int(cupy.count_nonzero(cupy.bincount(labels, minlength=len(start)))) == len(start):
+        if emptied is False or int(cupy.count_nonzero(cupy.bincount(labels, minlength=len(start)))) == len(start):
             return centers, n_iter, row.name, labels, distances
     centers, n_iter = lloyd.iterate(OwnStep(X, weights), start, max_iter, still, verbose)
     return (centers, n_iter, OWN, *_end(X, centers))
@@ -183,28 +183,43 @@ def nearest(X, centers):
     return labels, best
 
 
-def run_row(row, X, start, still, max_iter: int, verbose) -> tuple[np.ndarray, int]:
-    """The row's run from `start`: one call where the row's own rule is scikit-learn's (tol 0:
-    no label changed; None: every iteration), even with verbose (stepped, its float64 sums by
-    atomics would move unchanged means by a last bit, and tol=0 would never stop); else one call
-    an iteration, the centre shift read on the host after each."""
+def run_row(row, X, start, still, max_iter: int, verbose) -> tuple[np.ndarray, int, bool | None]:
+    """The row's run from `start`, and whether it said that no cluster was left empty (False;
+    None: it cannot say, as the one-launch resident strategy). Where the row's own rule is
+    scikit-learn's (tol 0: no label changed; None: every iteration), whole calls, each ending
+    before an iteration that would leave a cluster empty (Problem.halt_on_empty: kmbench-gpu
+    counts each iteration's labels), taken by the estimator's own step, which relocates it, the
+    row going on from there (fitting.whole_runs, as on the CPU); even with verbose (stepped, its
+    float64 sums by atomics would move unchanged means by a last bit, and tol=0 would never stop).
+    Else one call an iteration, the centre shift read on the host after each."""
     whole = still is None or still == 0
-    first = Problem(data=X, initial_centroids=start, iterations=max_iter if whole else 1,
-                    tol=0.0 if whole and still is not None else None, warmup=0, repeats=1)
-    row.prepare(first)  # copies the points once on the device, compiles, captures
+
+    def make(centers, iterations: int) -> Problem:
+        return Problem(data=X, initial_centroids=np.asarray(centers, dtype=np.float64), iterations=iterations,
+                       tol=0.0 if whole and still is not None else None, warmup=0, repeats=1, halt_on_empty=True)
+
+    def relocate(centers):
+        return relocating_step(X, None, centers)[:2]
+
+    row.prepare(make(start, max_iter if whole else 1))  # copies the points once on the device, compiles
     try:
         if whole:
-            result = row.run(first)
+            centers, n_iter, emptied = fitting.whole_runs(row, X, start, still, None, max_iter, relocate, make)
             if verbose:
-                print(f"{row.name} ran {result.iterations} iterations in one call (no line an iteration).")
-            return np.asarray(result.centroids, dtype=np.float64), int(result.iterations)
+                print(f"{row.name} ran {n_iter} iterations in whole calls (no line an iteration).")
+            return centers, n_iter, emptied
+        said = []
 
         def step(centers):
-            result = row.run(Problem(data=X, initial_centroids=centers, iterations=1, warmup=0, repeats=1))
+            result = row.run(make(centers, 1))
+            if result.emptied:
+                return relocate(centers)
+            said.append(result.emptied is not None)
             inertia = _inertia(X, centers, None) if verbose else None
             return np.asarray(result.centroids, dtype=np.float64), inertia
 
-        return lloyd.iterate(step, start, max_iter, still, verbose)
+        centers, n_iter = lloyd.iterate(step, start, max_iter, still, verbose)
+        return centers, n_iter, False if all(said) else None
     finally:
         row.release()
 

@@ -24,12 +24,13 @@ GENERATE_ROWS = 1 << 21  # rows generated on the GPU per chunk
 HOST_SHARE = 0.9  # of the host's available memory the data may take
 
 
-def generate_blobs(n: int, d: int, centers: int, seed: int, out: np.ndarray) -> None:
+def generate_blobs(n: int, d: int, centers: int, seed: int, out: np.ndarray, half_width: float = 10.0) -> None:
     """Fill `out` (n x d float32, host) with Gaussian blobs made on the GPU, a chunk at a time:
-    `centers` middles uniform in [-10, 10]^d, unit spread."""
+    `centers` middles uniform in [-half_width, half_width]^d, unit spread."""
     import cupy
 
-    middles = cupy.asarray(np.random.default_rng(seed).uniform(-10, 10, size=(centers, d)).astype(np.float32))
+    middles = np.random.default_rng(seed).uniform(-half_width, half_width, size=(centers, d))
+    middles = cupy.asarray(middles.astype(np.float32))
     rng = cupy.random.default_rng(seed)
     for first in range(0, n, GENERATE_ROWS):
         m = min(GENERATE_ROWS, n - first)

@@ -68,8 +68,9 @@ class Problem:
     # kmbench.KMeans's stop rule (scikit-learn's), for a row that `follows_shift`: also stop after
     # an iteration whose centroids moved by at most this, summed squared shift. Never in a record.
     shift_tol: float | None = None
-    # Also kmbench.KMeans's, for the same rows: end the run before applying an iteration that
-    # left a cluster empty (Result.emptied then says so), for the estimator to relocate it.
+    # Also kmbench.KMeans's, for rows that honour it (kmbench-cpu, kmbench-gpu): end the run before
+    # applying an iteration that left a cluster empty (Result.emptied then says so), for the
+    # estimator to relocate it.
     halt_on_empty: bool = False
     # Also kmbench.KMeans's: sample weights (float64, one a point; None: all equal), handed only to
     # a row that `takes_weights`. Never in a record.
@@ -117,8 +118,8 @@ class Result:
     # judge; `labels` then holds the last iteration's assignment.
     trace: list[np.ndarray] | None = None
     # Whether some iteration left a cluster with no point (its centroid kept, as the protocol
-    # asks); None: the row does not say. kmbench.KMeans then redoes the fit with scikit-learn's
-    # relocation of empty clusters.
+    # asks); None: the row does not say. kmbench.KMeans then relocates it as scikit-learn does
+    # (where the row halted before it, or stepped), or redoes the fit (where it cannot say).
     emptied: bool | None = None
 
 

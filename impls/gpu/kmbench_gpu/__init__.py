@@ -176,7 +176,10 @@ class KmbenchGpu(GpuImplementation):
         start = np.asarray(problem.initial_centroids, dtype=np.float64) - self._shift.astype(np.float64)
         if chosen.whole_run:  # resident: one launch runs every iteration and decides the stop
             return chosen.run(problem, start, self._shift)
-        track = problem.tol is not None
+        # halt_on_empty (kmbench.KMeans's, never a benchmark's): each iteration's labels counted, and
+        # the run ends before one that left a cluster empty, its centroids those before it.
+        halt = problem.halt_on_empty and self.combine is None and chosen.last_labels() is not None
+        track = problem.tol is not None or halt  # the kernels keep each iteration's labels
         chosen.start(start, track)
         changed = np.frombuffer(self._changed_host, dtype=np.uint64, count=1)
         # A graph holds the iterations it was captured with: any other count (the judge's one-step
@@ -185,7 +188,7 @@ class KmbenchGpu(GpuImplementation):
         stream = self._stream if graph is not None and not track else cupy.cuda.get_current_stream()
         self.line_up()
         phases: dict[str, float] = {}
-        done = problem.iterations
+        done, emptied, before = problem.iterations, (False if halt else None), None
         with stream, _matmul_precision(self.tf32):
             region = CudaEventRegion()
             with region:
@@ -196,7 +199,12 @@ class KmbenchGpu(GpuImplementation):
                     for done in range(1, problem.iterations + 1):
                         if track:
                             self._changed.fill(0)
+                        if halt:
+                            before = chosen.final_centroids().copy()
                         chosen.iterate(track, self.combine)
+                        if halt and self._left_empty(chosen):
+                            done, emptied = done - 1, True
+                            break
                         if track:
                             self._changed.data.copy_to_host_async(changed.ctypes.data, 8)
                             stream.synchronize()
@@ -204,10 +212,19 @@ class KmbenchGpu(GpuImplementation):
                                 break
             phases["iterate"] = region.seconds()
         with host_region(phases, "download"):
-            centroids = cupy.asnumpy(chosen.final_centroids()) + self._shift.astype(np.float64)
+            centred = before if emptied else chosen.final_centroids()
+            centroids = cupy.asnumpy(centred) + self._shift.astype(np.float64)
         notes, fields = chosen.after_run(problem, done)  # outside the timed region
         self._info.update(fields)
-        return Result(centroids=centroids, iterations=done, phases=phases, notes=notes)
+        return Result(centroids=centroids, iterations=done, phases=phases, notes=notes, emptied=emptied)
+
+    def _left_empty(self, chosen) -> bool:
+        """Whether the iteration just run left a cluster with no point: its labels (those the
+        strategy keeps, in its own numbering, which the count does not need) counted."""
+        import cupy
+
+        labels = chosen.last_labels()  # every point's, in [0, k): the kernels write each one
+        return bool(cupy.count_nonzero(cupy.bincount(labels, minlength=chosen.k)) < chosen.k)
 
     def line_up(self) -> None:
         """Just before the timed region: the GPU idle (a shard's row also waits for every other rank)."""

@@ -125,6 +125,11 @@ class Strategy:
         shard's partial sums and counts with every other shard's before the centroids are made."""
         raise NotImplementedError
 
+    def last_labels(self):
+        """The labels of the last iteration's assignment where this strategy keeps them (its own
+        numbering of the clusters), else None; kmbench.KMeans's halt_on_empty counts them."""
+        return getattr(self, "labels", None)
+
     def final_centroids(self):
         """The float64 centroids (centred, on the GPU) in the harness's numbering."""
         return self.centroids64

@@ -97,6 +97,9 @@ class Tensor(Strategy):
         path = self.path
         self.path.iterate(track, None if combine is None else lambda: combine(path.sums, path.counts, self.changed))
 
+    def last_labels(self):
+        return self.path.labels
+
     def final_centroids(self):
         return self.path.centroids_in_order()
 
