@@ -74,6 +74,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     copy_x : bool, default True
     algorithm : "lloyd" or "elkan", default "lloyd"
         Both run the same exact Lloyd iterations.
+    n_threads : int or None, default None
+        Threads of kmbench-cpu in process; None: OpenMP's count, which OMP_NUM_THREADS sets and
+        threadpoolctl's limits lower, as scikit-learn's KMeans counts them ($KMBENCH_THREADS caps it).
 
     Attributes
     ----------
@@ -102,7 +105,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     """
 
     def __init__(self, n_clusters=8, *, impl="auto", init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
-                 verbose=0, random_state=None, copy_x=True, algorithm="lloyd"):
+                 verbose=0, random_state=None, copy_x=True, algorithm="lloyd", n_threads=None):
         self.n_clusters = n_clusters
         self.impl = impl
         self.init = init
@@ -113,6 +116,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         self.random_state = random_state
         self.copy_x = copy_x
         self.algorithm = algorithm
+        self.n_threads = n_threads
 
     # ------------------------------------------------------------------ checks
 
@@ -124,6 +128,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             raise ValueError(f"n_clusters must be a positive integer; got {self.n_clusters!r}.")
         if not positive_int(self.max_iter):
             raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}.")
+        if not (self.n_threads is None or positive_int(self.n_threads)):
+            raise ValueError(f"n_threads must be a positive integer or None; got {self.n_threads!r}.")
         if not (self.n_init == "auto" or positive_int(self.n_init)):
             raise ValueError(f"n_init must be 'auto' or a positive integer; got {self.n_init!r}.")
         if self.tol is not None and not (isinstance(self.tol, (int, float, np.number)) and self.tol >= 0):
@@ -181,7 +187,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         if not np.isfinite(weights).all() or (weights < 0).any():
             raise ValueError("sample_weight must be finite and non-negative.")
         if weights.sum() == 0:
-            raise ValueError("sample_weight is zero for every sample; at least one needs a positive weight.")
+            raise ValueError("Sample weights must contain at least one non-zero number.")  # scikit-learn 1.9's sentence
         return None if (weights == weights[0]).all() else weights.copy()
 
     def _checked_centers(self, centers, X) -> np.ndarray:
@@ -247,14 +253,16 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         self._n_init = self._init_count()
         starts = self._starts(X, weights, self._n_init)
         row = self._row(X.dtype, weights)
+        if hasattr(row, "n_threads"):  # the in-process row (inprocess.py): OpenMP's count unless set
+            row.n_threads = self.n_threads
         still = lloyd.tolerance(X, self.tol)
         # Centred, as scikit-learn's are: rows that expand distances lose nothing far from the
         # origin. In place: X is a copy, or with copy_x=False the caller's, put back below.
         shift = X.mean(axis=0, dtype=np.float64).astype(X.dtype)
         X -= shift
         try:
-            runs = [fitting.one_run(row, X, start - shift, weights, still, self.max_iter, self.verbose)
-                    for start in starts]
+            runs = fitting.all_runs(row, X, [start - shift for start in starts], weights, still, self.max_iter,
+                                    self.verbose)
             centers, self.n_iter_, self.impl_ = runs[0] if len(runs) == 1 else fitting.best(runs, X, weights)
         finally:
             X += shift
