@@ -115,16 +115,22 @@ def test_bad_weights_are_one_sentence(weights, message):
         kmbench.KMeans(n_clusters=4).fit(_blobs(), sample_weight=weights)
 
 
-def test_sparse_input_is_densified_up_to_a_limit(monkeypatch):
+@pytest.mark.parametrize("impl", ["auto", "numpy"])  # computed sparse by the extension (where built); densified
+def test_sparse_input_fits_as_the_dense_from_the_same_start(impl):
     X = _blobs()
     X[X < 0] = 0
-    dense = kmbench.KMeans(n_clusters=4, random_state=1).fit(X)
-    sparse = kmbench.KMeans(n_clusters=4, random_state=1).fit(sp.csr_matrix(X))
+    start = X[[0, 150, 300, 450]]
+    dense = kmbench.KMeans(n_clusters=4, init=start).fit(X)
+    sparse = kmbench.KMeans(n_clusters=4, init=start, impl=impl).fit(sp.csr_matrix(X))
     _same_fit(sparse, dense)
     np.testing.assert_array_equal(sparse.predict(sp.csc_matrix(X)), dense.labels_)
+
+
+def test_sparse_input_is_densified_only_up_to_a_limit(monkeypatch):
+    X = _blobs()
     monkeypatch.setattr(kmbench.estimator, "DENSE_LIMIT", X.size * 8 - 1)
     with pytest.raises(ValueError, match=r"X is a sparse matrix of 600 x 3, .* densifies sparse input only up to"):
-        kmbench.KMeans(n_clusters=4).fit(sp.csr_matrix(X))
+        kmbench.KMeans(n_clusters=4, impl="numpy").fit(sp.csr_matrix(X))
 
 
 @pytest.mark.parametrize("copy_x", [True, False])

@@ -36,7 +36,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from kmbench.estimator import choice, fitting, lloyd
+from kmbench.estimator import choice, fitting, inprocess, lloyd, sparse
 from kmbench.estimator.labels import distances, nearest, nearest_labels
 from kmbench.protocol.settings import initial_centroids
 
@@ -162,17 +162,21 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return count
 
     def _data(self, X, reset: bool, copy: bool = False) -> np.ndarray:
-        """X as a C-ordered float32 or float64 array; sparse input densified up to DENSE_LIMIT."""
+        """X as a C-ordered float32 or float64 array, or CSR where the extension computes on it;
+        other sparse input densified up to DENSE_LIMIT."""
         X = validate_data(self, X, accept_sparse=True, dtype=[np.float64, np.float32], order="C", copy=copy,
                           reset=reset)
         if not sp.issparse(X):
             return X
+        if sparse.kept(X, self.impl):  # computed sparse, by the extension (sparse.py)
+            return sparse.as_csr(X)
         size = X.shape[0] * X.shape[1] * X.dtype.itemsize
         if size > DENSE_LIMIT:
             raise ValueError(f"X is a sparse matrix of {X.shape[0]:,} x {X.shape[1]:,}, {size / 2**30:.1f} GiB as a "
                              f"dense array, and kmbench.KMeans densifies sparse input only up to "
-                             f"{DENSE_LIMIT / 2**30:g} GiB: pass a dense array, or use scikit-learn's KMeans, "
-                             f"which works on sparse data as they are.")
+                             f"{DENSE_LIMIT / 2**30:g} GiB unless its compiled extension computes on them (impl 'auto' or "
+                             f"'kmbench-cpu', with the extension built): pass a dense array, or use scikit-learn's "
+                             f"KMeans, which works on sparse data as they are.")
         return np.ascontiguousarray(X.toarray())
 
     @staticmethod
@@ -214,6 +218,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             raise ValueError(f"init='random' needs at least n_clusters={self.n_clusters} samples of positive "
                              f"weight; sample_weight has {np.count_nonzero(weights)}.")
         seeds = [int(random_state.randint(np.iinfo(np.int32).max)) for _ in range(count)]
+        if sp.issparse(X):
+            return sparse.starts(X, self.n_clusters, self.init, seeds, weights)
         # k-means++ multiplies a few candidates by every point, a product too thin for BLAS's
         # threads to pay on small data: they only contend (1e5 x 2 seeded in 28 ms on one thread,
         # 39 ms on two; the matrix product itself 0.5 ms against 4).
@@ -252,20 +258,23 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         weights = self._weights(sample_weight, X.shape[0])
         self._n_init = self._init_count()
         starts = self._starts(X, weights, self._n_init)
-        row = self._row(X.dtype, weights)
+        row = inprocess.InProcessRow() if sp.issparse(X) else self._row(X.dtype, weights)
         if hasattr(row, "n_threads"):  # the in-process row (inprocess.py): OpenMP's count unless set
             row.n_threads = self.n_threads
         still = lloyd.tolerance(X, self.tol)
         # Centred, as scikit-learn's are: rows that expand distances lose nothing far from the
         # origin. In place: X is a copy, or with copy_x=False the caller's, put back below.
-        shift = X.mean(axis=0, dtype=np.float64).astype(X.dtype)
-        X -= shift
+        dense = not sp.issparse(X)  # CSR stays as it is, uncentred (sparse.py)
+        shift = X.mean(axis=0, dtype=np.float64).astype(X.dtype) if dense else np.zeros(X.shape[1], X.dtype)
+        if dense:
+            X -= shift
         try:
             runs = fitting.all_runs(row, X, [start - shift for start in starts], weights, still, self.max_iter,
                                     self.verbose)
             centers, self.n_iter_, self.impl_ = runs[0] if len(runs) == 1 else fitting.best(runs, X, weights)
         finally:
-            X += shift
+            if dense:
+                X += shift
         self.cluster_centers_ = (centers + shift).astype(X.dtype)
         # Of the samples as given, not the centred copy put back: labels_ is predict(X)'s, and
         # inertia_ is -score(X) to the bit.
@@ -302,7 +311,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True  # densified up to DENSE_LIMIT
+        tags.input_tags.sparse = True  # computed sparse by the extension, else densified up to DENSE_LIMIT
         return tags
 
     @property

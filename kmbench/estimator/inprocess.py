@@ -16,6 +16,7 @@ the program (or numpy), as before.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import warnings
 from typing import NamedTuple
@@ -28,7 +29,10 @@ def _load():
     try:
         from kmbench.estimator import _inproc_portable as portable
     except ImportError as exc:
-        return None, f"kmbench's compiled extension is not built ({exc}); run `pip install -e .` with a C++ compiler"
+        unbuilt = importlib.util.find_spec("kmbench.estimator._inproc_portable") is None
+        why = "no C++ compiler with OpenMP when kmbench was installed" if unbuilt else str(exc)
+        return None, (f"kmbench's compiled extension is not built ({why}); reinstall with one "
+                      f"(`pip install -e .`, `make venv`)")
     if portable.cpu_has_avx2():
         try:
             from kmbench.estimator import _inproc_avx2 as fast
@@ -95,10 +99,14 @@ class InProcessRow:
         return ran
 
     def runs(self, X, starts, weights, still, max_iter: int, halt_on_empty: bool = True) -> list[Ran]:
-        """Every start (starts, k, d), centred, in one call."""
+        """Every start (starts, k, d), centred, in one call; X dense (centred) or CSR."""
         centres = np.array(starts, dtype=np.float64, order="C")
         w = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
         tol = -1.0 if still is None else float(still)
-        iterations, emptied, self.team = MODULE.lloyd(X, centres, w, int(max_iter), tol,
-                                                      thread_count(self.n_threads), bool(halt_on_empty))
+        settings = (int(max_iter), tol, thread_count(self.n_threads), bool(halt_on_empty))
+        if hasattr(X, "indptr"):  # CSR (sparse.py keeps it so): rows with the centres dense
+            iterations, emptied, self.team = MODULE.sparse_lloyd(X.data, X.indices, X.indptr, X.shape[1], centres, w,
+                                                                 *settings)
+        else:
+            iterations, emptied, self.team = MODULE.lloyd(X, centres, w, *settings)
         return [Ran(c, n, e) for c, n, e in zip(centres, iterations, emptied)]

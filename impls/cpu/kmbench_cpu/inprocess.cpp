@@ -12,6 +12,7 @@
 #include <Python.h>
 
 #include "lloyd.hpp"
+#include "sparse.hpp"
 
 #ifndef KMBENCH_MODULE
 #define KMBENCH_MODULE _inproc_portable
@@ -25,6 +26,9 @@ namespace {
 
 // A buffer released when it goes out of scope.
 struct View {
+  View() = default;
+  View(const View&) = delete;
+  View& operator=(const View&) = delete;
   Py_buffer b{};
   bool held = false;
   ~View() {
@@ -136,6 +140,133 @@ PyObject* py_lloyd(PyObject*, PyObject* args) {
   return result(iterations, emptied, team);
 }
 
+// The CSR arrays' index type: 4 for int32, 8 for int64, 0 for anything else.
+int index_size(const View& v) {
+  const char* f = v.b.format ? v.b.format : "B";
+  const char last = f[std::strlen(f) - 1];
+  if ((last == 'i' || last == 'l' || last == 'q') && (v.b.itemsize == 4 || v.b.itemsize == 8)) return int(v.b.itemsize);
+  return 0;
+}
+
+// Calls f(Csr<T, I>) for the CSR matrix's value and index types; false (with the error set) if
+// they are not float32/float64 and int32/int64, or its arrays do not agree.
+template <typename F>
+bool with_csr(PyObject* values_object, PyObject* indices_object, PyObject* indptr_object, std::size_t d,
+              const double* w, View& values, View& indices, View& indptr, F&& f) {
+  if (!values.get(values_object, PyBUF_ND, "data") || !indices.get(indices_object, PyBUF_ND, "indices") ||
+      !indptr.get(indptr_object, PyBUF_ND, "indptr"))
+    return false;
+  const int size = index_size(indices);
+  if (!values.kind() || !size || index_size(indptr) != size || indptr.b.ndim != 1 || indptr.b.shape[0] < 1 ||
+      indices.b.shape[0] != values.b.shape[0]) {
+    PyErr_SetString(PyExc_ValueError, "a CSR matrix of float32 or float64 values and int32 or int64 indices");
+    return false;
+  }
+  const std::size_t n = std::size_t(indptr.b.shape[0] - 1);
+  auto go = [&](auto zero, auto index) {
+    using T = decltype(zero);
+    using I = decltype(index);
+    f(Csr<T, I>{n, d, static_cast<const T*>(values.b.buf), static_cast<const I*>(indices.b.buf),
+                static_cast<const I*>(indptr.b.buf), w});
+  };
+  if (values.kind() == 'f' && size == 4) go(float{}, std::int32_t{});
+  else if (values.kind() == 'f') go(float{}, std::int64_t{});
+  else if (size == 4) go(double{}, std::int32_t{});
+  else go(double{}, std::int64_t{});
+  return true;
+}
+
+// sparse_lloyd(data, indices, indptr, d, centres, weights, max_iter, shift_tol, threads, halt_on_empty)
+// -> (iterations, emptied, team), as lloyd() on a CSR matrix's three arrays.
+PyObject* py_sparse_lloyd(PyObject*, PyObject* args) {
+  PyObject *values_object, *indices_object, *indptr_object, *centres_object, *weights_object;
+  Py_ssize_t d;
+  long max_iter, threads;
+  double shift_tol;
+  int halt;
+  if (!PyArg_ParseTuple(args, "OOOnOOldlp", &values_object, &indices_object, &indptr_object, &d, &centres_object,
+                        &weights_object, &max_iter, &shift_tol, &threads, &halt))
+    return nullptr;
+  View values, indices, indptr, centres, weights;
+  if (!centres.get(centres_object, PyBUF_WRITABLE | PyBUF_ND, "centres")) return nullptr;
+  std::size_t n = 0;
+  {
+    View rows;  // its length, released at once: with_csr takes the arrays again
+    if (!rows.get(indptr_object, PyBUF_ND, "indptr")) return nullptr;
+    n = std::size_t(std::max<Py_ssize_t>(rows.b.shape[0] - 1, 0));
+  }
+  if (!check_common(centres, weights, weights_object, n, std::size_t(d))) return nullptr;
+  const std::size_t m = centres.b.shape[0], k = centres.b.shape[1];
+  const double* w = weights.held ? static_cast<const double*>(weights.b.buf) : nullptr;
+  double* c = static_cast<double*>(centres.b.buf);
+  const kmbench::StopRule stop{max_iter, -1, shift_tol};
+  std::vector<long> iterations(m);
+  std::vector<char> emptied(m);
+  int team = 0;
+  const int count = threads_for(threads);
+  std::string error;
+  const bool ok = with_csr(values_object, indices_object, indptr_object, std::size_t(d), w, values, indices, indptr,
+                           [&](const auto& x) {
+    Py_BEGIN_ALLOW_THREADS try {
+      std::vector<double> one(k * x.d);
+      for (std::size_t s = 0; s < m; ++s) {
+        std::copy(c + s * k * x.d, c + (s + 1) * k * x.d, one.begin());
+        bool empty = false;
+        iterations[s] = lloyd_sparse(x, one, k, stop, count, halt, empty, &team);
+        emptied[s] = empty;
+        std::copy(one.begin(), one.end(), c + s * k * x.d);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    Py_END_ALLOW_THREADS
+  });
+  if (!ok) return nullptr;
+  if (!error.empty()) {
+    PyErr_SetString(PyExc_RuntimeError, error.c_str());
+    return nullptr;
+  }
+  return result(iterations, emptied, team);
+}
+
+// sparse_nearest(data, indices, indptr, centres, labels, distances, threads): each row's nearest
+// centre (into labels, int32) and squared distance (into distances, float64).
+PyObject* py_sparse_nearest(PyObject*, PyObject* args) {
+  PyObject *values_object, *indices_object, *indptr_object, *centres_object, *labels_object, *distances_object;
+  long threads;
+  if (!PyArg_ParseTuple(args, "OOOOOOl", &values_object, &indices_object, &indptr_object, &centres_object,
+                        &labels_object, &distances_object, &threads))
+    return nullptr;
+  View values, indices, indptr, centres, labels, distances;
+  if (!centres.get(centres_object, PyBUF_ND, "centres") || !labels.get(labels_object, PyBUF_WRITABLE | PyBUF_ND, "labels") ||
+      !distances.get(distances_object, PyBUF_WRITABLE | PyBUF_ND, "distances"))
+    return nullptr;
+  if (centres.kind() != 'd' || centres.b.ndim != 2 || index_size(labels) != 4 || distances.kind() != 'd') {
+    PyErr_SetString(PyExc_ValueError, "centres (k, d) float64, labels int32, distances float64");
+    return nullptr;
+  }
+  const std::size_t k = centres.b.shape[0], d = centres.b.shape[1];
+  const double* c = static_cast<const double*>(centres.b.buf);
+  const int count = threads_for(threads);
+  bool sized = true;
+  const bool ok = with_csr(values_object, indices_object, indptr_object, d, nullptr, values, indices, indptr,
+                           [&](const auto& x) {
+    if (std::size_t(labels.b.shape[0]) != x.n || std::size_t(distances.b.shape[0]) != x.n) {
+      sized = false;
+      return;
+    }
+    Py_BEGIN_ALLOW_THREADS nearest_sparse(x, c, k, static_cast<int*>(labels.b.buf),
+                                          static_cast<double*>(distances.b.buf), count);
+    Py_END_ALLOW_THREADS
+  });
+  if (!ok) return nullptr;
+  if (!sized) {
+    PyErr_SetString(PyExc_ValueError, "labels and distances must have one entry a row");
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
 PyObject* py_max_threads(PyObject*, PyObject*) { return PyLong_FromLong(omp_get_max_threads()); }
 
 // Whether this CPU runs the AVX2 module's code (asked of the portable module before loading it).
@@ -151,6 +282,10 @@ PyObject* py_cpu_has_avx2(PyObject*, PyObject*) {
 PyMethodDef methods[] = {
     {"lloyd", py_lloyd, METH_VARARGS,
      "lloyd(x, centres, weights, max_iter, shift_tol, threads, halt_on_empty) -> (iterations, emptied, team)"},
+    {"sparse_lloyd", py_sparse_lloyd, METH_VARARGS,
+     "sparse_lloyd(data, indices, indptr, d, centres, weights, max_iter, shift_tol, threads, halt_on_empty)"},
+    {"sparse_nearest", py_sparse_nearest, METH_VARARGS,
+     "sparse_nearest(data, indices, indptr, centres, labels, distances, threads): float64 squared distances"},
     {"max_threads", py_max_threads, METH_NOARGS, "OpenMP's thread count for the next parallel region"},
     {"cpu_has_avx2", py_cpu_has_avx2, METH_NOARGS, "whether the CPU has AVX2 and FMA"},
     {nullptr, nullptr, 0, nullptr}};
