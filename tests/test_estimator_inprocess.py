@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.cluster import KMeans as SklearnKMeans
 from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_limits
@@ -172,3 +173,62 @@ def test_all_zero_weights_are_scikit_learns_error():
 def test_a_wrong_thread_setting_is_one_sentence():
     with pytest.raises(ValueError, match="n_threads must be a positive integer or None; got 0"):
         kmbench.KMeans(n_clusters=3, n_threads=0).fit(np.zeros((10, 2)))
+
+
+@built
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_csr_computed_sparse_is_the_dense_fit_from_the_same_start(dtype, weighted):
+    """The sparse path scores in the data's precision without centring, the dense one on centred
+    data: on separated clusters no label differs, so the centres agree to the sums' rounding."""
+    X, _ = make_blobs(3_000, 20, centers=6, cluster_std=0.5, center_box=(0, 10), random_state=3)
+    X[X < 4] = 0  # about half the values stored
+    X = X.astype(dtype)
+    weights = np.random.default_rng(4).uniform(0.5, 2.0, len(X)) if weighted else None
+    start = X[np.random.default_rng(5).choice(len(X), 6, replace=False)]
+    dense = kmbench.KMeans(n_clusters=6, init=start).fit(X, sample_weight=weights)
+    csr = sp.csr_matrix(X)
+    sparse = kmbench.KMeans(n_clusters=6, init=start).fit(csr, sample_weight=weights)
+    assert sparse.impl_ == "kmbench-cpu" and sparse.n_iter_ == dense.n_iter_
+    np.testing.assert_array_equal(sparse.labels_, dense.labels_)
+    tolerance = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(sparse.cluster_centers_, dense.cluster_centers_, rtol=0, atol=tolerance * np.abs(X).max())
+    assert sparse.inertia_ == pytest.approx(dense.inertia_, rel=1e-6 if dtype == np.float32 else 1e-12)
+    np.testing.assert_array_equal(sparse.predict(csr), dense.predict(X))
+    np.testing.assert_allclose(sparse.transform(csr), dense.transform(X), rtol=1e-5 if dtype == np.float32 else 1e-9)
+
+
+@built
+def test_csr_is_never_densified(monkeypatch):
+    """The 200,000 x 1,000 matrix at 0.1% that was refused (1.6 GB dense) fits sparse: any toarray()
+    of the whole matrix fails this test."""
+    rng = np.random.default_rng(0)  # scipy.sparse.random draws its 2e5 positions out of 2e8: 44 s
+    rows, columns = rng.integers(0, 200_000, 200_000), rng.integers(0, 1_000, 200_000)
+    X = sp.csr_matrix((rng.random(200_000, dtype=np.float32), (rows, columns)), shape=(200_000, 1_000))
+    real = sp.csr_matrix.toarray
+
+    def toarray(self, *args, **kwargs):
+        assert self.shape[0] < 1_000, f"densified a {self.shape} matrix"
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(sp.csr_matrix, "toarray", toarray)
+    model = kmbench.KMeans(n_clusters=8, init="random", n_init=2, random_state=0).fit(X)
+    assert model.cluster_centers_.shape == (8, 1_000) and model.labels_.shape == (200_000,)
+
+
+WAIT = """
+import ctypes, kmbench.estimator.inprocess
+ctypes.CDLL("libgomp.so.1").omp_display_env(0)
+"""
+
+
+@built
+@pytest.mark.parametrize("asked, expected", [(None, "PASSIVE"), ("active", "ACTIVE")])
+def test_the_extensions_openmp_waits_passively_unless_the_user_says(asked, expected):
+    """Spinning threads took 480 ms where passive ones took 8 on a busy 2-core machine (inprocess._load)."""
+    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    env.update({"PYTHONPATH": ROOT} if asked is None else {"PYTHONPATH": ROOT, "OMP_WAIT_POLICY": asked})
+    out = subprocess.run([sys.executable, "-c", WAIT], capture_output=True, text=True, env=env, cwd=ROOT)
+    if out.returncode != 0:
+        pytest.skip(f"no libgomp to ask (another OpenMP runtime): {out.stderr.strip()[-200:]}")
+    assert f"OMP_WAIT_POLICY = '{expected}'" in out.stderr

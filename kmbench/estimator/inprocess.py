@@ -25,7 +25,21 @@ import numpy as np
 
 
 def _load():
-    """The module for this CPU, or None, and why not."""
+    """The module for this CPU, or None, and why not. Its OpenMP runtime, where this import loads
+    it, reads OMP_WAIT_POLICY as the program's does (impls/cpu/kmbench_cpu wait_policy): passive
+    unless the user set one. Threads that spin at the end of a loop kept a busy 2-core machine's
+    other core from the thread they waited for: 20 iterations at 1e5 x 2, k = 5 took 480 ms on
+    two threads spinning, 8 ms passive (bench/README.md). Set for the import alone, then put back."""
+    asked = os.environ.get("OMP_WAIT_POLICY")
+    os.environ["OMP_WAIT_POLICY"] = asked or "passive"
+    try:
+        return _import()
+    finally:
+        if asked is None:
+            del os.environ["OMP_WAIT_POLICY"]
+
+
+def _import():
     try:
         from kmbench.estimator import _inproc_portable as portable
     except ImportError as exc:
