@@ -232,3 +232,20 @@ def test_the_extensions_openmp_waits_passively_unless_the_user_says(asked, expec
     if out.returncode != 0:
         pytest.skip(f"no libgomp to ask (another OpenMP runtime): {out.stderr.strip()[-200:]}")
     assert f"OMP_WAIT_POLICY = '{expected}'" in out.stderr
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_kmeans_plusplus_on_csr_picks_the_dense_arrays_points(weighted):
+    """scikit-learn's test_dense_sparse fits both from one random_state and asks for the same
+    labels; kmbench's seeding on CSR rows draws as on the dense array."""
+    from kmbench.protocol import seeding
+
+    rng = np.random.default_rng(0)
+    X = rng.random((3_000, 20))
+    X[X < 0.6] = 0
+    weights = rng.uniform(0.5, 2.0, len(X)) if weighted else None
+    dense = seeding.kmeans_plusplus(X, 10, 3, np, weights)
+    np.testing.assert_array_equal(seeding.kmeans_plusplus(sp.csr_matrix(X), 10, 3, np, weights), dense)
+    model = kmbench.KMeans(n_clusters=10, random_state=0).fit(sp.csr_matrix(X), sample_weight=weights)
+    np.testing.assert_array_equal(model.labels_, kmbench.KMeans(n_clusters=10, random_state=0).fit(
+        X, sample_weight=weights).labels_)

@@ -54,10 +54,13 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     n_clusters : int, default 8
     impl : str, default "auto"
         Which implementation runs the fit: "auto" takes the first that runs here and computes in
-        the data's precision, of kmbench-gpu (a GPU), kmbench-cpu (a C++ compiler; compiled on
-        the first fit on a machine, 10 to 20 s once) and numpy (float64 data skip kmbench-gpu,
-        which computes in float32). Or a name from `kmbench list`, such as "kmbench-gpu" or
-        "sklearn".
+        the data's precision, of kmbench-gpu (a GPU), kmbench-cpu and numpy (float64 data skip
+        kmbench-gpu, which computes in float32). kmbench-cpu runs in process, on the arrays as
+        they are, by the extension `pip install -e .` compiles; where that found no compiler it
+        runs as a program (compiled on the first fit, 10 to 20 s once, then a process and a
+        temporary file a start), and the first fit says so. Or a name from `kmbench list`, such
+        as "kmbench-gpu" or "sklearn". Sparse input is computed sparse (CSR rows, dense centres)
+        by the extension under "auto" and "kmbench-cpu"; otherwise densified.
     init : "k-means++", "random", array (n_clusters, n_features) or callable, default "k-means++"
         A callable is called as init(X, n_clusters, random_state).
     n_init : "auto" or int, default "auto"
@@ -88,9 +91,17 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         (kmbench-cpu does; "auto" takes it for weighted fits). That Lloyd is exact but 3 to 10
         times slower than scikit-learn's.
 
+    Seeding differs from scikit-learn's: the same random_state gives other starts. k-means++
+    is the same greedy algorithm, but kmbench's own (kmbench.protocol.seeding, the starts every
+    benchmarked implementation gets), drawing from a seed that random_state picks, so centres,
+    labels and inertia differ from sklearn.cluster.KMeans(random_state=...) by the starts alone;
+    given the same starts (init=array, e.g. sklearn.cluster.kmeans_plusplus's), a fit runs the
+    iterations scikit-learn's runs and ends at its centres. Sparse input gets the dense input's
+    starts (to rounding: the dense points are centred first).
+
     Empty clusters are moved to the farthest points, as scikit-learn moves them; labels_,
-    inertia_ and predict are computed in float64. docs/usage.md says what differs from
-    scikit-learn (the starts a random_state draws).
+    inertia_ and predict are computed in float64 (on sparse input from the expanded form).
+    docs/usage.md says what else differs from scikit-learn.
 
     Examples
     --------

@@ -4,10 +4,9 @@ is built; densified as before where it is not. A 200,000 x 1,000 matrix at 0.1% 
 (its dense 1.6 GB above DENSE_LIMIT), a 20,000 x 2,000 one at 0.5% took 21.7x scikit-learn's time.
 
 What differs from dense input: the data are not centred (that would fill them in; scikit-learn
-does not centre sparse data either); k-means++ starts are scikit-learn's own
-(sklearn.cluster.kmeans_plusplus, seeded by the estimator's draw), because the harness's seeding
-(kmbench.protocol.seeding) works on dense arrays; and labels and distances come from the
-expanded form |x|^2 - 2 x.c + |c|^2 in float64 rather than the dense path's certified oracle.
+does not centre sparse data either), in the fit or in k-means++ (kmbench.protocol.seeding on the
+CSR rows); and labels and distances come from the expanded form |x|^2 - 2 x.c + |c|^2 in
+float64 rather than the dense path's certified oracle.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kmbench.estimator import inprocess
+from kmbench.protocol import seeding
 
 
 def kept(X, impl: str) -> bool:
@@ -34,9 +34,9 @@ def as_csr(X) -> sp.csr_matrix:
 
 def starts(X, k: int, init: str, seeds: list[int], weights) -> list[np.ndarray]:
     """Each run's start (k, d), dense in X's dtype: k rows drawn as the harness draws them
-    (kmbench.protocol.settings.choose_start's rule) or scikit-learn's k-means++."""
-    from sklearn.cluster import kmeans_plusplus  # here: an import of kmbench need not load sklearn.cluster
-
+    (kmbench.protocol.settings.choose_start's rule) or its k-means++ on the CSR rows, the same
+    draws as on the dense array (the picks differ only where rounding moves a draw across a
+    boundary: the dense points are centred first, these are not)."""
     chosen = []
     for seed in seeds:
         if init == "random":
@@ -44,7 +44,7 @@ def starts(X, k: int, init: str, seeds: list[int], weights) -> list[np.ndarray]:
             rows = np.sort(np.random.default_rng(seed).choice(X.shape[0], size=k, replace=False, p=chances))
             chosen.append(X[rows].toarray())
         else:
-            chosen.append(kmeans_plusplus(X, k, sample_weight=weights, random_state=seed)[0])
+            chosen.append(seeding.kmeans_plusplus(X, k, seed, np, weights))  # on the CPU: scipy.sparse
     return [np.ascontiguousarray(start, dtype=X.dtype) for start in chosen]
 
 
