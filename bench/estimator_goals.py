@@ -10,7 +10,7 @@ iterations, the inertia, its peak resident memory above what it held before the 
 opened for writing and process it started during the fit (an audit hook). The estimators
 alternate, --rounds times each; the medians are printed.
 
-    .venv/bin/python bench/estimator_goals.py [--rounds 3] [--only dense|weighted|sparse|n_init]
+    PYTHONPATH=. .venv/bin/python bench/estimator_goals.py [--rounds 3] [--only dense|weighted|sparse|n_init]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Lloyd iterations from the same centred data and start, timed around the loop alo
 two modules (_inproc_avx2: -mavx2 -mfma; _inproc_portable: the compiler's default x86-64) are
 timed around their call, which does nothing else. Least of --repeats, after one warm-up.
 
-    .venv/bin/python bench/inprocess_vs_program.py [--repeats 5] [--threads 2]
+    PYTHONPATH=. .venv/bin/python bench/inprocess_vs_program.py [--repeats 5] [--threads 2]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.datasets import make_blobs
 
 from impls.cpu.kmbench_cpu import KmbenchCpu
-from kmbench.estimator import fitting
+from kmbench.estimator import fitting, inprocess
 from kmbench.protocol import Options
 
 SHAPES = [(1_000_000, 2, 5, "float32"), (1_000_000, 2, 1_000, "float32"), (200_000, 64, 100, "float32"),
@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
+    inprocess.MODULE  # loaded first: its OpenMP runtime waits passively, as the program's (inprocess._load)
     modules = {name: importlib.import_module(f"kmbench.estimator._inproc_{name}") for name in ("avx2", "portable")}
     print(f"{ITERATIONS} iterations, {args.threads} threads, least of {args.repeats}; ms per iteration")
     print(f"{'shape':32s} {'program (native)':>17s} {'avx2':>8s} {'portable':>9s}")
