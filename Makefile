@@ -100,4 +100,4 @@ out-of-core:  ## kmbench-gpu-stream on d = 128, k = 1024 blobs of 1.2x the GPU's
 	  --store $(GPU_RESULTS)/out-of-core/records.jsonl --out $(GPU_RESULTS)/out-of-core/table.md
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache kmbench/estimator/_inproc_*.so

@@ -4,6 +4,7 @@ relocation of empty clusters, float64 computed in float64, and a choice of row m
 Answers are held against scikit-learn's own KMeans from the same start, never hard-coded."""
 
 import re
+import sys
 import warnings
 
 from dataclasses import replace
@@ -107,23 +108,29 @@ def test_a_named_row_that_cannot_weight_falls_back_and_says_so():
 @pytest.mark.parametrize("weights, message", [
     (np.ones(5), r"sample_weight has shape \(5,\); expected \(600,\)"),
     (-np.ones(600), "sample_weight must be finite and non-negative"),
-    (np.zeros(600), "sample_weight is zero for every sample"),
+    (np.zeros(600), "Sample weights must contain at least one non-zero number"),  # scikit-learn 1.9's words
 ])
 def test_bad_weights_are_one_sentence(weights, message):
     with pytest.raises(ValueError, match=message):
         kmbench.KMeans(n_clusters=4).fit(_blobs(), sample_weight=weights)
 
 
-def test_sparse_input_is_densified_up_to_a_limit(monkeypatch):
+@pytest.mark.parametrize("impl", ["auto", "numpy"])  # computed sparse by the extension (where built); densified
+def test_sparse_input_fits_as_the_dense_from_the_same_start(impl):
     X = _blobs()
     X[X < 0] = 0
-    dense = kmbench.KMeans(n_clusters=4, random_state=1).fit(X)
-    sparse = kmbench.KMeans(n_clusters=4, random_state=1).fit(sp.csr_matrix(X))
+    start = X[[0, 150, 300, 450]]
+    dense = kmbench.KMeans(n_clusters=4, init=start).fit(X)
+    sparse = kmbench.KMeans(n_clusters=4, init=start, impl=impl).fit(sp.csr_matrix(X))
     _same_fit(sparse, dense)
     np.testing.assert_array_equal(sparse.predict(sp.csc_matrix(X)), dense.labels_)
+
+
+def test_sparse_input_is_densified_only_up_to_a_limit(monkeypatch):
+    X = _blobs()
     monkeypatch.setattr(kmbench.estimator, "DENSE_LIMIT", X.size * 8 - 1)
     with pytest.raises(ValueError, match=r"X is a sparse matrix of 600 x 3, .* densifies sparse input only up to"):
-        kmbench.KMeans(n_clusters=4).fit(sp.csr_matrix(X))
+        kmbench.KMeans(n_clusters=4, impl="numpy").fit(sp.csr_matrix(X))
 
 
 @pytest.mark.parametrize("copy_x", [True, False])
@@ -287,13 +294,24 @@ def test_a_cluster_with_nowhere_to_go_ends_the_whole_runs_at_max_iter(monkeypatc
 
 
 def test_auto_says_once_why_kmbench_cpu_cannot_run(monkeypatch):
-    """A user whose $CXX is wrong got the numpy row, 3.7x scikit-learn's time, without a word."""
+    """A user whose $CXX is wrong got the numpy row, 3.7x scikit-learn's time, without a word.
+    Where the compiled extension is missing too (an install without a compiler), both are said."""
+    from kmbench.estimator import inprocess
+
     monkeypatch.setenv("CXX", "/nonexistent/g++")
     monkeypatch.setattr(choice, "_WARNED", set())
+    monkeypatch.setitem(sys.modules, "kmbench.estimator._inproc_portable", None)  # its import fails, as unbuilt
+    monkeypatch.delattr(sys.modules["kmbench.estimator"], "_inproc_portable", raising=False)
+    monkeypatch.setattr(inprocess, "MODULE", inprocess._load()[0])
+    monkeypatch.setattr(inprocess, "MISSING", inprocess._load()[1])
+    monkeypatch.setattr(inprocess, "_SAID", set())
     choice._row_class.cache_clear()
     try:
-        with pytest.warns(UserWarning, match=r"kmbench-cpu cannot run here \(CXX=/nonexistent/g\+\+ is not an"):
+        with pytest.warns(UserWarning) as said:
             model = kmbench.KMeans(n_clusters=3, random_state=0).fit(_blobs())
+        said = " ".join(str(warning.message) for warning in said)
+        assert "kmbench's compiled extension is not built" in said
+        assert re.search(r"kmbench-cpu cannot run here \(CXX=/nonexistent/g\+\+ is not an", said)
         assert model.impl_ == "numpy"
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # said once a process: not for weighted fits, nor float32

@@ -36,7 +36,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from kmbench.estimator import choice, fitting, lloyd, on_gpu
+from kmbench.estimator import choice, fitting, inprocess, lloyd, on_gpu, sparse
 from kmbench.estimator.labels import distances, nearest, nearest_labels
 from kmbench.protocol.settings import initial_centroids
 
@@ -55,12 +55,16 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     impl : str, default "auto"
         Which implementation runs the fit: "auto" takes the GPU for a CuPy array or torch CUDA
         tensor, and for float32 NumPy data whose n x d x k reaches 1e10 and k 64 (on_gpu.py
-        says why) where a GPU runs; else the first that runs here of kmbench-cpu (a C++
-        compiler; compiled on the first fit on a machine, 10 to 20 s once) and numpy. "gpu": the
-        GPU whatever the input (on_gpu.py: kmbench-gpu for float32 data, else an exact float64
-        Lloyd there). Or a name from `kmbench list`, such as "kmbench-gpu" or "sklearn". On GPU
-        input, fit, predict, transform and score compute on its device and return CuPy arrays
-        (torch tensors for torch input), as do the fitted cluster_centers_ and labels_.
+        says why) where a GPU runs; else the first that runs here of kmbench-cpu and numpy.
+        kmbench-cpu runs in process, on the arrays as they are, by the extension `pip install -e .`
+        compiles; where that found no compiler it runs as a program (compiled on the first fit,
+        10 to 20 s once, then a process and a temporary file a start), and the first fit says so.
+        "gpu": the GPU whatever the input (on_gpu.py: kmbench-gpu for float32 data, else an exact
+        float64 Lloyd there). Or a name from `kmbench list`, such as "kmbench-gpu" or "sklearn".
+        On GPU input, fit, predict, transform and score compute on its device and return CuPy
+        arrays (torch tensors for torch input), as do the fitted cluster_centers_ and labels_.
+        Sparse input is computed sparse (CSR rows, dense centres) by the extension under "auto"
+        and "kmbench-cpu"; otherwise densified.
     init : "k-means++", "random", array (n_clusters, n_features) or callable, default "k-means++"
         A callable is called as init(X, n_clusters, random_state).
     n_init : "auto" or int, default "auto"
@@ -77,6 +81,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     copy_x : bool, default True
     algorithm : "lloyd" or "elkan", default "lloyd"
         Both run the same exact Lloyd iterations.
+    n_threads : int or None, default None
+        Threads of kmbench-cpu in process; None: OpenMP's count, which OMP_NUM_THREADS sets and
+        threadpoolctl's limits lower, as scikit-learn's KMeans counts them ($KMBENCH_THREADS caps it).
 
     Attributes
     ----------
@@ -88,9 +95,17 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         (kmbench-cpu does; "auto" takes it for weighted fits). That Lloyd is exact but 3 to 10
         times slower than scikit-learn's.
 
+    Seeding differs from scikit-learn's: the same random_state gives other starts. k-means++
+    is the same greedy algorithm, but kmbench's own (kmbench.protocol.seeding, the starts every
+    benchmarked implementation gets), drawing from a seed that random_state picks, so centres,
+    labels and inertia differ from sklearn.cluster.KMeans(random_state=...) by the starts alone;
+    given the same starts (init=array, e.g. sklearn.cluster.kmeans_plusplus's), a fit runs the
+    iterations scikit-learn's runs and ends at its centres. Sparse input gets the dense input's
+    starts (to rounding: the dense points are centred first).
+
     Empty clusters are moved to the farthest points, as scikit-learn moves them; labels_,
-    inertia_ and predict are computed in float64. docs/usage.md says what differs from
-    scikit-learn (the starts a random_state draws).
+    inertia_ and predict are computed in float64 (on sparse input from the expanded form).
+    docs/usage.md says what else differs from scikit-learn.
 
     Examples
     --------
@@ -105,7 +120,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
     """
 
     def __init__(self, n_clusters=8, *, impl="auto", init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
-                 verbose=0, random_state=None, copy_x=True, algorithm="lloyd"):
+                 verbose=0, random_state=None, copy_x=True, algorithm="lloyd", n_threads=None):
         self.n_clusters = n_clusters
         self.impl = impl
         self.init = init
@@ -116,6 +131,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         self.random_state = random_state
         self.copy_x = copy_x
         self.algorithm = algorithm
+        self.n_threads = n_threads
 
     # ------------------------------------------------------------------ checks
 
@@ -127,6 +143,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             raise ValueError(f"n_clusters must be a positive integer; got {self.n_clusters!r}.")
         if not positive_int(self.max_iter):
             raise ValueError(f"max_iter must be a positive integer; got {self.max_iter!r}.")
+        if not (self.n_threads is None or positive_int(self.n_threads)):
+            raise ValueError(f"n_threads must be a positive integer or None; got {self.n_threads!r}.")
         if not (self.n_init == "auto" or positive_int(self.n_init)):
             raise ValueError(f"n_init must be 'auto' or a positive integer; got {self.n_init!r}.")
         if self.tol is not None and not (isinstance(self.tol, (int, float, np.number)) and self.tol >= 0):
@@ -159,17 +177,21 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return count
 
     def _data(self, X, reset: bool, copy: bool = False) -> np.ndarray:
-        """X as a C-ordered float32 or float64 array; sparse input densified up to DENSE_LIMIT."""
+        """X as a C-ordered float32 or float64 array, or CSR where the extension computes on it;
+        other sparse input densified up to DENSE_LIMIT."""
         X = validate_data(self, X, accept_sparse=True, dtype=[np.float64, np.float32], order="C", copy=copy,
                           reset=reset)
         if not sp.issparse(X):
             return X
+        if sparse.kept(X, self.impl):  # computed sparse, by the extension (sparse.py)
+            return sparse.as_csr(X)
         size = X.shape[0] * X.shape[1] * X.dtype.itemsize
         if size > DENSE_LIMIT:
             raise ValueError(f"X is a sparse matrix of {X.shape[0]:,} x {X.shape[1]:,}, {size / 2**30:.1f} GiB as a "
                              f"dense array, and kmbench.KMeans densifies sparse input only up to "
-                             f"{DENSE_LIMIT / 2**30:g} GiB: pass a dense array, or use scikit-learn's KMeans, "
-                             f"which works on sparse data as they are.")
+                             f"{DENSE_LIMIT / 2**30:g} GiB unless its compiled extension computes on them (impl 'auto' or "
+                             f"'kmbench-cpu', with the extension built): pass a dense array, or use scikit-learn's "
+                             f"KMeans, which works on sparse data as they are.")
         return np.ascontiguousarray(X.toarray())
 
     @staticmethod
@@ -184,7 +206,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         if not np.isfinite(weights).all() or (weights < 0).any():
             raise ValueError("sample_weight must be finite and non-negative.")
         if weights.sum() == 0:
-            raise ValueError("sample_weight is zero for every sample; at least one needs a positive weight.")
+            raise ValueError("Sample weights must contain at least one non-zero number.")  # scikit-learn 1.9's sentence
         return None if (weights == weights[0]).all() else weights.copy()
 
     def _checked_centers(self, centers, X) -> np.ndarray:
@@ -212,6 +234,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             raise ValueError(f"init='random' needs at least n_clusters={self.n_clusters} samples of positive "
                              f"weight; sample_weight has {np.count_nonzero(weights)}.")
         seeds = [int(random_state.randint(np.iinfo(np.int32).max)) for _ in range(count)]
+        if sp.issparse(X):
+            return sparse.starts(X, self.n_clusters, self.init, seeds, weights)
         # k-means++ multiplies a few candidates by every point, a product too thin for BLAS's
         # threads to pay on small data: they only contend (1e5 x 2 seeded in 28 ms on one thread,
         # 39 ms on two; the matrix product itself 0.5 ms against 4).
@@ -252,18 +276,23 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         weights = self._weights(sample_weight, X.shape[0])
         self._n_init = self._init_count()
         starts = self._starts(X, weights, self._n_init)
-        row = self._row(X.dtype, weights)
+        row = inprocess.InProcessRow() if sp.issparse(X) else self._row(X.dtype, weights)
+        if hasattr(row, "n_threads"):  # the in-process row (inprocess.py): OpenMP's count unless set
+            row.n_threads = self.n_threads
         still = lloyd.tolerance(X, self.tol)
         # Centred, as scikit-learn's are: rows that expand distances lose nothing far from the
         # origin. In place: X is a copy, or with copy_x=False the caller's, put back below.
-        shift = X.mean(axis=0, dtype=np.float64).astype(X.dtype)
-        X -= shift
+        dense = not sp.issparse(X)  # CSR stays as it is, uncentred (sparse.py)
+        shift = X.mean(axis=0, dtype=np.float64).astype(X.dtype) if dense else np.zeros(X.shape[1], X.dtype)
+        if dense:
+            X -= shift
         try:
-            runs = [fitting.one_run(row, X, start - shift, weights, still, self.max_iter, self.verbose)
-                    for start in starts]
+            runs = fitting.all_runs(row, X, [start - shift for start in starts], weights, still, self.max_iter,
+                                    self.verbose)
             centers, self.n_iter_, self.impl_ = runs[0] if len(runs) == 1 else fitting.best(runs, X, weights)
         finally:
-            X += shift
+            if dense:
+                X += shift
         self.cluster_centers_ = (centers + shift).astype(X.dtype)
         # Of the samples as given, not the centred copy put back: labels_ is predict(X)'s, and
         # inertia_ is -score(X) to the bit.
@@ -306,7 +335,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True  # densified up to DENSE_LIMIT
+        tags.input_tags.sparse = True  # computed sparse by the extension, else densified up to DENSE_LIMIT
         return tags
 
     @property

@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from kmbench import registry
+from kmbench.estimator import inprocess
 from kmbench.errors import UsageError
 from kmbench.protocol import usable
 from kmbench.protocol.device import cuda_status
@@ -28,6 +29,8 @@ ON_GPU = ("kmbench-gpu",)  # rows that run only where CuPy sees a GPU: not even 
 # Where this cannot run, "auto" says so once a process: the numpy row after it is several times
 # slower, and a user whose compiler is missing (or whose $CXX is wrong) would not otherwise know.
 EXPECTED = "kmbench-cpu"
+# Run in process by the compiled extension wherever it is built (inprocess.py), compiler or not.
+IN_PROCESS = "kmbench-cpu"
 _WARNED: set = set()
 
 
@@ -47,6 +50,8 @@ def _row_class(impl: str, dtype: str, weighted: bool = False) -> type:
             row = rows.get(name)
             if row is None or row.dtype not in (None, dtype) or (weighted and not row.takes_weights):
                 continue
+            if name == IN_PROCESS and inprocess.available():
+                return inprocess.InProcessRow
             ready, why = usable(row)
             if ready:
                 return type(row)
@@ -62,6 +67,8 @@ def _row_class(impl: str, dtype: str, weighted: bool = False) -> type:
             registry.select(impl)  # its sentence, which lists the choices
         except UsageError as exc:
             raise ValueError(str(exc)) from None
+    if impl == IN_PROCESS and inprocess.available():
+        return inprocess.InProcessRow
     ready, why = usable(row)
     if not ready:
         raise RuntimeError(f"Implementation {impl!r} cannot run here: {why}.")

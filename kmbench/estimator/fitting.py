@@ -28,6 +28,18 @@ def best(runs, X, weights):
     return chosen
 
 
+def all_runs(row, X, starts, weights, still, max_iter: int, verbose) -> list[tuple[np.ndarray, int, str]]:
+    """Each start's run (one_run's answer). A row that runs several starts in one call (`runs`: the
+    extension, inprocess.py) gets them all at once, unless verbose asks for each iteration; a run
+    that stopped before emptying a cluster goes on as whole_runs takes it on."""
+    if not hasattr(row, "runs") or verbose or len(starts) < 2:
+        return [one_run(row, X, start, weights, still, max_iter, verbose) for start in starts]
+    ran = row.runs(X, np.stack(starts), weights, still, max_iter)
+    return [(first.centroids, first.iterations, row.name) if not first.emptied
+            else (*whole_runs(row, X, start, still, weights, max_iter, first)[:2], row.name)
+            for start, first in zip(starts, ran)]
+
+
 def one_run(row, X, start, weights, still, max_iter: int, verbose) -> tuple[np.ndarray, int, str]:
     """One run from `start` (centred): the centres, the iterations, and what ran it (the row, or
     the estimator's own Lloyd where the row left a cluster empty or cannot run the fit)."""
@@ -69,8 +81,8 @@ def run_row(row, X, start, still, weights, max_iter: int, verbose) -> tuple[np.n
         row.release()
 
 
-def whole_runs(row, X, start, still, weights, max_iter: int, relocate=None,
-               make=None) -> tuple[np.ndarray, int, bool | None]:
+def whole_runs(row, X, start, still, weights, max_iter: int, relocate=None, make=None,
+               first=None) -> tuple[np.ndarray, int, bool | None]:
     """Whole runs of a row that follows the stop rule, each ending before an iteration that
     would leave a cluster empty (Problem.halt_on_empty). The estimator's own step takes that
     iteration, relocating the cluster, and the row runs on from there. A kmbench-cpu fit
@@ -78,13 +90,15 @@ def whole_runs(row, X, start, still, weights, max_iter: int, relocate=None,
     scikit-learn's took 4), then stepped, a process an iteration (11 s); so had a kmbench-gpu
     fit in float64 on the GPU (13.7 s at 1e7 x 128, k = 1,024, where the row's run took 0.2).
     relocate(centers) -> (new centres, inertia): the own step (here: lloyd.relocating_step);
-    make(centers, iterations) -> the row's Problem with halt_on_empty (here: shift_tol's rule)."""
+    make(centers, iterations) -> the row's Problem with halt_on_empty (here: shift_tol's rule);
+    `first`: the first run's result where the row already ran it (all_runs)."""
     relocate = relocate or partial(lloyd.relocating_step, X, weights)
     make = make or (lambda centers, iterations: problem(X, centers, iterations, shift_tol=still, halt_on_empty=True,
                                                         weights=weights))
     centers, done, most = np.asarray(start, dtype=np.float64), 0, int(max_iter)
     while done < most:
-        result = row.run(make(centers, most - done))
+        result = first or row.run(make(centers, most - done))
+        first = None
         centers, done = np.asarray(result.centroids, dtype=np.float64), done + int(result.iterations)
         if not result.emptied:  # False: ended by the rule or the count; None: the row does not say
             return centers, done, result.emptied

@@ -12,7 +12,9 @@ so this is exact Lloyd in float64 whatever the data's dtype.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
+from kmbench.estimator import sparse
 from kmbench.estimator.labels import nearest
 
 OWN = "own-numpy"  # the name `impl_` shows where this Lloyd ran a fit
@@ -28,12 +30,16 @@ def relocating_step(X: np.ndarray, weights: np.ndarray | None, centers: np.ndarr
     labels, distances = nearest(X, centers)
     weights = np.ones(X.shape[0]) if weights is None else weights
     totals = np.bincount(labels, weights=weights, minlength=k)
-    sums = np.stack([np.bincount(labels, weights=weights * X[:, a], minlength=k) for a in range(d)], axis=1)
+    if sp.issparse(X):
+        sums = sparse.weighted_sums(X, labels, weights, k)
+    else:
+        sums = np.stack([np.bincount(labels, weights=weights * X[:, a], minlength=k) for a in range(d)], axis=1)
     empty = np.flatnonzero(totals == 0)
     if empty.size and distances.max() > 0:
         farthest = np.argsort(-distances, kind="stable")[:empty.size]
         for cluster, point in zip(empty, farthest):
-            share = weights[point] * X[point].astype(np.float64)
+            row = X[point].toarray().ravel() if sp.issparse(X) else X[point]
+            share = weights[point] * row.astype(np.float64)
             sums[labels[point]] -= share
             totals[labels[point]] -= weights[point]
             sums[cluster], totals[cluster] = share, weights[point]
@@ -71,6 +77,8 @@ def tolerance(X: np.ndarray, tol: float | None) -> float | None:
     of the per-feature variances, computed as it computes them, in X's dtype (the same number, so
     the same stopping iteration; in float64 it took 41 ms at 2e5 x 16 float32, a tenth of the
     fit); None stays None (exactly max_iter iterations)."""
+    if sp.issparse(X):
+        return sparse.tolerance(X, tol)
     if tol is None or tol == 0:
         return tol
     return float(np.mean(np.var(X, axis=0)) * tol)

@@ -28,17 +28,23 @@ def kmeans_plusplus(data: np.ndarray, k: int, seed: int, xp=np, weights: np.ndar
     `weights` (kmbench.KMeans's sample weights): a point of weight w counts as w points, in the
     draws and in the totals, as in scikit-learn's; None draws as before, so the benchmark's
     starts stay what they were."""
+    import scipy.sparse as sp  # here: `kmbench --help` loads no scipy (tests/test_startup_imports.py)
+
     rng = np.random.default_rng(seed)
     n = data.shape[0]
     trials = 2 + int(np.log(k))
-    points = xp.array(data, dtype=xp.float64)  # a copy: shifted in place below
-    points -= points.mean(axis=0)
-    norms = (points * points).sum(axis=1)
+    if sp.issparse(data):  # kmbench.KMeans's CSR input, left uncentred (centring would fill it in)
+        points = sp.csr_matrix(data, dtype=np.float64)
+        norms = np.asarray(points.multiply(points).sum(axis=1), dtype=np.float64).ravel()
+    else:
+        points = xp.array(data, dtype=xp.float64)  # a copy: shifted in place below
+        points -= points.mean(axis=0)
+        norms = (points * points).sum(axis=1)
 
     def squared_distances(rows):  # (len(rows), n), clamped: rounding may dip below zero
         # norms - 2 x.c + |c|^2 in place, in that order: the same bits as the expression, with
         # one array of len(rows) x n where it made four (a quarter of kmbench.KMeans's seeding).
-        found = points[rows] @ points.T
+        found = (points[rows] @ points.T).toarray() if sp.issparse(points) else points[rows] @ points.T
         found *= 2.0
         xp.subtract(norms[None, :], found, out=found)
         found += norms[rows][:, None]
@@ -57,6 +63,8 @@ def kmeans_plusplus(data: np.ndarray, k: int, seed: int, xp=np, weights: np.ndar
         picked.append(int(candidates[best]))
         closest = merged[best]
     rows = np.asarray(picked)
+    if sp.issparse(data):
+        return np.ascontiguousarray(data[rows].toarray())
     if isinstance(data, np.ndarray):
         return np.ascontiguousarray(data[rows])
     return data[xp.asarray(rows)]  # data on the GPU (kmbench.KMeans's CuPy input): the rows stay there

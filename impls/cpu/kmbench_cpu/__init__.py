@@ -26,6 +26,8 @@ from kmbench.protocol import Problem
 from kmbench.protocol.threads import usable_cores
 
 HERE = Path(__file__).resolve().parent
+# The kernels, shared with kmbench.KMeans's in-process extension (inprocess.cpp, built by setup.py).
+HEADERS = ("nearest.hpp", "lloyd.hpp", "sorted_search.hpp")
 
 
 def thread_count(problem: Problem) -> int:
@@ -65,7 +67,8 @@ class KmbenchCpu(NativeLloyd):
 
     def _sources(self) -> list[Path]:
         """The translation unit, then every header it includes (all of them key the build cache)."""
-        return [self.source_dir / self.source_file, self.source_dir / "sorted_search.hpp", CPP_HERE / "harness.hpp"]
+        return [self.source_dir / self.source_file, *(self.source_dir / header for header in HEADERS),
+                CPP_HERE / "harness.hpp"]
 
     def prepare(self, problem: Problem) -> None:
         super().prepare(problem)
