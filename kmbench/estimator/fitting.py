@@ -36,7 +36,7 @@ def all_runs(row, X, starts, weights, still, max_iter: int, verbose) -> list[tup
         return [one_run(row, X, start, weights, still, max_iter, verbose) for start in starts]
     ran = row.runs(X, np.stack(starts), weights, still, max_iter)
     return [(first.centroids, first.iterations, row.name) if not first.emptied
-            else (*whole_runs(row, X, start, still, weights, max_iter, first)[:2], row.name)
+            else (*whole_runs(row, X, start, still, weights, max_iter, first=first)[:2], row.name)
             for start, first in zip(starts, ran)]
 
 
