@@ -57,6 +57,17 @@ def test_inertia_is_sum_of_nearest_squared_distances(rng):
     assert np.isclose(reference.inertia(data, centroids), expected, rtol=1e-12)
 
 
+def test_float32_lloyd_keeps_float64s_labels_and_means_to_float32_rounding(rng):
+    """The float32 model of a careful program (block sums of offsets from the old centroid) on clear
+    blobs: the same labels as float64, means within float32 rounding of the blobs' size, and the last
+    cluster, which no point joins, keeps its centroid (so it is absent from every block's sums)."""
+    data = blob_data(rng, n=3 * reference.SUM_BLOCK + 5, d=3, k=4)
+    start = np.vstack([data[:4], np.full((1, 3), 1e3)])
+    exact, careful = reference.lloyd(data, start, 3), reference.lloyd(data, start, 3, dtype=np.float32)
+    assert np.array_equal(careful.labels, exact.labels) and not (exact.labels == 4).any()
+    np.testing.assert_allclose(careful.centroids, exact.centroids, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(careful.centroids[4], start[4])
+
 def test_high_d_distances_are_exact_enough_far_from_the_origin():
     """Above EXPANDED_FROM_DIM the oracle expands the distance on centred coordinates: against
     the direct sum of squared differences it stays within 1e-9 of the spread squared, even
