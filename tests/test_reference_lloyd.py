@@ -69,9 +69,16 @@ def test_float32_sums_are_block_sums_of_offsets_added_in_float32():
     the float64 mean rounded to float32, and the oracle's float32 step is the careful one, bit for bit."""
     rng = np.random.default_rng(2)
     data = rng.standard_normal((3 * reference.SUM_BLOCK - 7, 2)).astype(np.float32)
-    start = np.array([[1e4, 1e4], [-1e6, -1e6]])
+    start = np.array([[1e4 + 0.3, 1e4 + 0.3], [-1e6, -1e6]])  # 1e4 + 0.3 is not a float32
     run = reference.lloyd(data, start, 1, dtype=np.float32)
     want = _careful_float32_step(data, run.labels, start)
     assert np.array_equal(run.centroids, want)
     float64_rounded = reference.update(data, run.labels, start).astype(np.float32).astype(np.float64)
     assert not np.array_equal(want, float64_rounded)  # the case tells the two apart
+
+
+def test_float64_means_are_sums_of_the_points_not_of_offsets_from_a_far_centroid():
+    """Points 0 and 1, their old centroid 1e17 away (where float64's step is 16): their mean is 0.5,
+    not what offsets of -1e17 (1 lost in each) would give."""
+    new = reference.update(np.array([[0.0], [1.0]]), np.array([0, 0]), np.array([[1e17]]))
+    assert new.tolist() == [[0.5]]
