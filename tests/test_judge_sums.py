@@ -96,3 +96,20 @@ def test_chosen_rows_come_in_float64_with_their_labels_a_bounded_chunk_at_a_time
         x = np.concatenate([x for x, _ in chunks])
         assert x.dtype == np.float64 and np.array_equal(x, data[rows])
         assert np.concatenate([own for _, own in chunks]).tolist() == [1, 2, 3, 4, 5]
+
+
+def test_groups_in_small_chunks_from_a_geometry_that_holds_nothing_are_the_same(monkeypatch):
+    """Chunks of 3 rows (the labels sliced with them) and points made from the data as they come."""
+    from kmbench.judge import points
+    from kmbench.protocol import residence
+
+    rng = np.random.default_rng(7)
+    data = rng.integers(-9, 9, (20, 2)).astype(np.float64)
+    previous, labels = data[:3] + 0.25, rng.integers(0, 3, 20)
+    want = group(data, labels, previous, Geometry.of(data), np)
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", 6)
+    monkeypatch.setattr(points, "CACHE_BYTES", 0)
+    for rows in (None, np.arange(20)):
+        got = group(data, labels, previous, Geometry.of(data), np, rows=rows)
+        for name in ("counts", "sums", "weights", "squares"):
+            np.testing.assert_allclose(getattr(got, name), getattr(want, name), rtol=1e-12, err_msg=name)
