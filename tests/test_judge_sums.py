@@ -9,7 +9,8 @@ import pytest
 
 from kmbench.judge.points import Geometry
 from kmbench.judge.precision import FLOAT32, gamma
-from kmbench.judge.sums import BINCOUNT_MAX_COLUMNS, chosen_chunks, cluster_sum_factors, group, kept_bound, widen_boxes
+from kmbench.judge.sums import (BINCOUNT_MAX_COLUMNS, Groups, chosen_chunks, cluster_sum_factors, group, kept_bound,
+                                rounding_bound, widen_boxes)
 
 
 def _by_hand(data, labels, previous, mean):
@@ -67,6 +68,16 @@ def test_the_sum_factor_adds_the_judges_own_float64_sum_and_an_empty_cluster_cou
     counts = np.array([0.0, 1.0, 1000.0])
     want = [gamma(m + 2, 2.0 ** -24) + 2.0 ** -24 + gamma(m + 2, 2.0 ** -53) for m in (1, 1, 1000)]
     np.testing.assert_allclose(cluster_sum_factors(counts, FLOAT32, np), want, rtol=1e-15)
+
+
+def test_a_lone_points_mean_is_bounded_by_its_own_weight_not_half_of_it():
+    """NOTES.md, "Means": G(count) * weights / count + 3 store |mean|, per cluster; a cluster of one
+    point divides by 1, an empty one (no weight) keeps only the stored rounding of its centroid."""
+    groups = Groups(counts=np.array([1.0, 4.0, 0.0]), sums=None, weights=np.array([5.0, 8.0, 0.0]))
+    means = np.array([[3.0, 4.0], [0.0, 1.0], [6.0, 8.0]])
+    factors = cluster_sum_factors(groups.counts, FLOAT32, np)
+    want = factors * np.array([5.0, 2.0, 0.0]) + 3 * 2.0 ** -24 * np.array([5.0, 1.0, 10.0])
+    np.testing.assert_allclose(rounding_bound(groups, means, FLOAT32, np), want, rtol=1e-15)
 
 
 def test_boxes_widen_to_hold_every_row_of_their_cluster():
