@@ -57,6 +57,17 @@ def test_inertia_is_sum_of_nearest_squared_distances(rng):
     assert np.isclose(reference.inertia(data, centroids), expected, rtol=1e-12)
 
 
+def test_float32_lloyd_keeps_float64s_labels_and_means_to_float32_rounding(rng):
+    """The float32 model of a careful program (block sums of offsets from the old centroid) on clear
+    blobs: the same labels as float64, means within float32 rounding of the blobs' size, and the last
+    cluster, which no point joins, keeps its centroid (so it is absent from every block's sums)."""
+    data = blob_data(rng, n=3 * reference.SUM_BLOCK + 5, d=3, k=4)
+    start = np.vstack([data[:4], np.full((1, 3), 1e3)])
+    exact, careful = reference.lloyd(data, start, 3), reference.lloyd(data, start, 3, dtype=np.float32)
+    assert np.array_equal(careful.labels, exact.labels) and not (exact.labels == 4).any()
+    np.testing.assert_allclose(careful.centroids, exact.centroids, rtol=0, atol=1e-5)
+    np.testing.assert_array_equal(careful.centroids[4], start[4])
+
 def test_high_d_distances_are_exact_enough_far_from_the_origin():
     """Above EXPANDED_FROM_DIM the oracle expands the distance on centred coordinates: against
     the direct sum of squared differences it stays within 1e-9 of the spread squared, even
@@ -69,6 +80,55 @@ def test_high_d_distances_are_exact_enough_far_from_the_origin():
     centroids = rng.standard_normal((20, d)) + 1e6
     direct = ((points[:, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
     assert np.abs(squared_distances(points, centroids) - direct).max() <= 1e-9 * d
+
+
+@pytest.mark.parametrize("case", ["float32 inputs", "far out in one coordinate", "a thousandth of the size"])
+def test_high_d_distances_are_float64_and_centred_on_the_centroids_mean(case):
+    """The same bound, relative to the points' size, where inputs come in float32 (computed in float64
+    all the same), where the data are far out along one coordinate only (centred per coordinate, not
+    by one number), and where every distance is far below 1 (clamped at 0, nowhere else)."""
+    from kmbench.protocol.reference import EXPANDED_FROM_DIM, squared_distances
+
+    rng = np.random.default_rng(4)
+    d = EXPANDED_FROM_DIM + 7
+    points, centroids = rng.standard_normal((300, d)), rng.standard_normal((20, d))
+    size = 1.0
+    if case == "float32 inputs":
+        points, centroids = (points + 1e3).astype(np.float32), (centroids + 1e3).astype(np.float32)
+    elif case == "far out in one coordinate":
+        points[:, 0] += 1e6
+        centroids[:, 0] += 1e6
+    else:
+        size = 1e-3
+        points, centroids = points * size, centroids * size
+    direct = ((points[:, None, :].astype(np.float64) - centroids[None, :, :]) ** 2).sum(axis=2)
+    got = squared_distances(points, centroids)
+    assert got.dtype == np.float64 and np.abs(got - direct).max() <= 1e-9 * d * size**2
+
+
+def test_nearest_stays_the_direct_forms_answer_when_the_product_errs_by_all_its_bound_allows(monkeypatch):
+    """Each form may err by gamma_{d+8}(u) (|x'| + max |c'|)^2 (primes: centred on the centroids' mean),
+    so the product may differ from the direct form by twice that. A product pushed that far against
+    the direct form's winner at every halfway point (its runner-up made nearer) must still leave every
+    label the direct form's: the margin has to catch each push."""
+    points, centres = _halfway_points(40, 6, 600, seed=5)
+    want = reference.direct_squared_distances(points, centres).argmin(axis=1)
+    middle = centres.mean(axis=0)
+    reach = np.sqrt(((centres - middle) ** 2).sum(axis=1)).max()
+    bound = reference.form_error(40, 2.0**-53) * (np.sqrt(((points - middle) ** 2).sum(axis=1)) + reach) ** 2
+    original = reference._expanded
+
+    def pushed(p, c, xp):
+        _, norms, reach_ = original(p, c, xp)
+        assert len(p) == len(points)  # one chunk
+        distances = reference.direct_squared_distances(p, c, xp)
+        winner = distances.argmin(axis=1)
+        distances -= 2 * bound[:, None]  # every other centroid nearer by twice the bound ...
+        distances[np.arange(len(p)), winner] += 4 * bound  # ... the winner farther by as much
+        return distances, norms, reach_
+
+    monkeypatch.setattr(reference, "_expanded", pushed)
+    assert np.array_equal(reference.nearest(points, centres)[0], want)
 
 
 # ---------------------------------------------------------------- host data in blocks
