@@ -48,12 +48,26 @@ def run_mutmut(jobs: int, only: list[str]) -> int:
 
 
 def read_results() -> dict[str, dict[str, int | None]]:
-    """{source file: {mutant name: exit code or None (not run yet)}} from mutmut's cache."""
+    """{source file: {mutant name: exit code or None (not run yet)}} from mutmut's cache, less the
+    mutants of functions the source no longer has (mutmut drops them at its next run)."""
     out = {}
     for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
         path = str(meta.relative_to(ROOT / "mutants"))[: -len(".meta")]
-        out[path] = json.loads(meta.read_text())["exit_code_by_key"]
+        present = source_functions(ROOT / path)
+        out[path] = {name: code for name, code in json.loads(meta.read_text())["exit_code_by_key"].items()
+                     if name.rsplit(".", 1)[-1].partition("__mutmut_")[0] in present}
     return out
+
+
+def source_functions(path: Path) -> set[str]:
+    """The functions of a source file as mutmut names them: x_name, and xǁClassǁname for methods."""
+    if not path.exists():
+        return set()
+    tree = ast.parse(path.read_text())
+    names = {f"x_{node.name}" for node in tree.body if isinstance(node, ast.FunctionDef)}
+    for cls in (node for node in tree.body if isinstance(node, ast.ClassDef)):
+        names |= {f"x\u01c1{cls.name}\u01c1{node.name}" for node in cls.body if isinstance(node, ast.FunctionDef)}
+    return names
 
 
 def mutant_functions(path: str) -> dict[str, str]:

@@ -292,30 +292,6 @@ def two_nearest(data, centroids, xp=np, center=None):
         yield slice(start, start + x.shape[0]), first, second, d1, d2, (d2 - d1) <= xp.maximum(direct, expanded)
 
 
-def tie_shift(data, centroids, xp=np, center=None) -> tuple[np.ndarray, int]:
-    """How far float32 rounding alone can move each cluster's mean in one assignment from
-    `centroids`: a bound per cluster, and the number of float32 ties (see `two_nearest`) it
-    comes from. If a tie leaves cluster a for b, a's mean moves by up to |x - c_a| / n_a and
-    b's by |x - c_b| / (n_b + 1); the bound adds these up over every tie."""
-    k = centroids.shape[0]
-    shift = np.zeros(k)
-    if k < 2:
-        return shift, 0
-    counts = xp.zeros(k, dtype=xp.float64)
-    ties = []
-    for _, first, second, d1, d2, near in two_nearest(data, centroids, xp, center):
-        counts += xp.bincount(first, minlength=k)
-        if bool(near.any()):
-            ties.append(tuple(to_numpy(a[near]) for a in (first, second, d1, d2)))
-    counts = to_numpy(counts)
-    found = 0
-    for first, second, d1, d2 in ties:
-        np.add.at(shift, first, np.sqrt(d1) / np.maximum(counts[first], 1))
-        np.add.at(shift, second, np.sqrt(d2) / (counts[second] + 1))
-        found += len(first)
-    return shift, found
-
-
 def mean(data, xp=np):
     """The points' mean in float64, chunked."""
     n, d = data.shape
