@@ -1,0 +1,341 @@
+"""The certifier of one Lloyd step (kmbench.judge.certify), on problems small enough to check by
+hand: what it decides with and without labels, what its failures say, the figures a step
+reports (near-ties by the way they went, the share of labels not admissible, whether the step
+is float64's), and the float64 reference it walks. Each case is one a slip in certify.py would
+decide differently (mutmut's survivors, `make mutate-judge-generated`)."""
+
+import numpy as np
+import pytest
+
+from kmbench.judge import certify
+from kmbench.judge.certify import Certifier, Failure
+from kmbench.judge.precision import declared
+
+# Problem A (float32): two clusters a unit apart and a point on their bisector (a near-tie: not
+# integers, so no exact-tie rule), and a third cluster far off. Scaled by 0.02, so that its spread
+# is below 1 (a failure's figures are in spreads).
+A_DATA = 0.02 * np.array([[0.5, 2.5], [1.5, 3.5], [10.5, 2.0], [12.0, 4.0], [6.0, 3.0], [51.0, 56.0], [53.0, 58.0]])
+A_START = 0.02 * np.array([[1.0, 3.0], [11.0, 3.0], [52.0, 57.0]])
+A_TIE = 4  # the point on the bisector of centroids 0 and 1
+
+
+def means_of(data, labels, previous):
+    """The exact means (float64 rounding only) of the labelled points; empty clusters kept."""
+    out = np.array(previous, dtype=np.float64)
+    for j in range(out.shape[0]):
+        if (labels == j).any():
+            out[j] = data[labels == j].mean(axis=0)
+    return out
+
+
+@pytest.fixture
+def a_problem():
+    certifier = Certifier.of(A_DATA, declared("float32"))
+    found = certifier.scan(1, A_START)
+    assert not found.unique[A_TIE] and found.unique.sum() == A_DATA.shape[0] - 1  # one near-tie, as built
+    assert certifier.spread < 1
+    return certifier, found.nearest.astype(np.int64)
+
+
+# --- with labels: what is checked, and what a step reports ---
+
+@pytest.mark.parametrize("wrong", ["shape", "minus one", "k"])
+def test_labels_of_the_wrong_shape_or_out_of_range_are_one_assignment_failure(a_problem, wrong):
+    certifier, nearest = a_problem
+    labels = {"shape": nearest[:-1], "minus one": np.r_[nearest[:-1], -1], "k": np.r_[nearest[:-1], 3]}[wrong]
+    result = certifier.step(5, A_START, means_of(A_DATA, nearest, A_START), labels)
+    assert result.failure == Failure(5, "assignment", text=f"labels of shape {labels.shape} or out of range 0..2")
+
+
+def test_a_near_tie_with_labels_is_counted_by_the_way_it_went(a_problem):
+    certifier, nearest = a_problem
+    same = certifier.step(2, A_START, means_of(A_DATA, nearest, A_START), nearest)
+    assert same.failure is None and same.as_float64 is True
+    assert (same.near_ties, same.ties_as_float64, same.ties_other_way, same.inadmissible) == (1, 1, 0, 0.0)
+    other = nearest.copy()
+    other[A_TIE] = 1 - nearest[A_TIE]  # the other admissible label
+    away = certifier.step(2, A_START, means_of(A_DATA, other, A_START), other)
+    assert away.failure is None and away.as_float64 is False
+    assert (away.near_ties, away.ties_as_float64, away.ties_other_way, away.inadmissible) == (1, 0, 1, 0.0)
+
+
+def test_a_mean_off_by_more_than_its_rounding_fails_and_is_not_the_float64_step(a_problem):
+    certifier, nearest = a_problem
+    new = means_of(A_DATA, nearest, A_START)
+    new[2, 1] += 0.01
+    result = certifier.step(4, A_START, new, nearest)
+    assert result.as_float64 is False
+    failure = result.failure
+    assert (failure.iteration, failure.check, failure.where) == (4, "means", "centroid 2")
+    assert failure.amount == pytest.approx(0.01 / certifier.spread, rel=1e-6)
+    assert 0 < failure.allowance < 1e-4
+    assert failure.text == "it is not the mean of the points it labelled to the rounding of a float32 sum"
+
+
+def test_the_share_of_labels_not_admissible_is_reported():
+    """Of seven labels one is not admissible: 1/7; of a single point's one label: all of it."""
+    certifier = Certifier.of(A_DATA, declared("float32"))
+    labels = certifier.scan(1, A_START).nearest.astype(np.int64)
+    labels[0] = 2
+    result = certifier.step(3, A_START, means_of(A_DATA, labels, A_START), labels)
+    assert result.failure.iteration == 3 and result.failure.check == "assignment"
+    assert result.inadmissible == pytest.approx(1 / 7, rel=1e-12)
+    one = Certifier.of(A_DATA[:1], declared("float32"))
+    assert one.step(1, A_START, A_START, np.array([2])).inadmissible == 1.0
+
+
+def test_an_assignment_failure_names_the_worst_label_and_how_far_it_is_in_spreads(a_problem):
+    certifier, nearest = a_problem
+    labels = nearest.copy()
+    labels[0], labels[5] = 1, 0  # both inadmissible; point 5 (of the far cluster) is the farther off
+    result = certifier.step(6, A_START, means_of(A_DATA, labels, A_START), labels)
+    x = A_DATA[5]
+    excess = ((x - A_START[0]) ** 2).sum() - ((x - A_START[2]) ** 2).sum()
+    failure = result.failure
+    assert (failure.iteration, failure.check, failure.where) == (6, "assignment", "point 5")
+    assert failure.amount == pytest.approx(np.sqrt(excess) / certifier.spread, rel=1e-12)
+    assert 0 < failure.allowance < 0.01 * failure.amount
+    assert failure.text == "2 label(s) not admissible; point 5 went to 0, its nearest is 2"
+
+
+def test_an_exact_tie_given_to_the_higher_index_is_named_as_one_and_off_by_nothing():
+    """Integer data, centroids and mean: point 2 lies exactly between centroids 0 and 1, and the
+    lowest index must win; the row gave it to 1. It is off by 0, and the sentence says why."""
+    data = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 0.0], [4.0, 0.0], [8.0, 0.0]])
+    start = np.array([[0.0, 0.0], [2.0, 0.0], [6.0, 0.0]])
+    certifier = Certifier.of(data, declared("float32"))
+    failure = certifier.step(2, start, start, np.array([0, 1, 1, 1, 2])).failure
+    assert (failure.iteration, failure.check, failure.where, failure.amount) == (2, "assignment", "point 2", 0.0)
+    assert failure.text == "1 label(s) not admissible; point 2 went to 1, its nearest is 0 " \
+                           "(an exact tie: the lowest index wins)"
+
+
+def test_an_empty_cluster_that_moved_fails_with_its_reason():
+    start = np.vstack([A_START, [[-3.0, 4.0]]])  # a fourth centroid no point is near
+    certifier = Certifier.of(A_DATA, declared("float32"))
+    labels = certifier.scan(1, start).nearest.astype(np.int64)
+    new = means_of(A_DATA, labels, start)
+    assert certifier.step(7, start, new, labels).failure is None
+    new[3, 0] += 1e-3
+    failure = certifier.step(7, start, new, labels).failure
+    assert (failure.iteration, failure.check, failure.where) == (7, "empty cluster", "centroid 3")
+    assert failure.amount == pytest.approx(1e-3 / certifier.spread, rel=1e-6)
+    assert failure.text == "no point may join it, so it keeps its centroid; the row moved it"
+
+
+# --- Failure.sentence: what a record's reader sees ---
+
+@pytest.mark.parametrize("failure, sentence", [
+    (Failure(3, "means", "centroid 1", 0.5, 0.25, "why"),
+     "iteration 3, means, centroid 1: off by 0.5 spreads where 0.25 is allowed; why"),
+    (Failure(0, "end point", text="timed run 1 ended elsewhere"), "end point; timed run 1 ended elsewhere"),
+    (Failure(2, "iterations"), "iteration 2, iterations"),
+    (Failure(1, "assignment", "point 4", 0.0, 2.0), "iteration 1, assignment, point 4: off by 0 spreads where 2 is allowed"),
+])
+def test_a_failure_is_one_sentence_with_only_the_parts_it_has(failure, sentence):
+    assert failure.sentence() == sentence
+
+
+# --- digest: the key the judge's inertias are kept under ---
+
+def test_a_digest_is_of_the_centroids_float64_values_and_shape():
+    centroids = np.arange(6, dtype=np.float64).reshape(2, 3)
+    key = certify.digest(centroids)
+    assert certify.digest(centroids.astype(np.float32)) == key  # the same values, whatever their type
+    assert certify.digest(centroids.T.copy()) != key and certify.digest(centroids.reshape(3, 2)) != key
+    moved = centroids.copy()
+    moved[1, 2] = np.nextafter(5.0, 6.0)
+    assert certify.digest(moved) != key
+
+
+# --- without labels: the clear points' mean, the ambiguous points' reach, their box ---
+
+# Problem W (float32): twelve clear points around centroid 0, three on the bisector of centroids 0
+# and 1 (near-ties: each may join either), four clear points around centroid 1, two around 2.
+W_CLEAR0 = [[0.0, 0.1], [0.2, 0.1], [0.1, 0.0], [0.1, 0.2]] * 3
+W_TIED = [[0.6, 0.1], [0.6, 0.3], [0.6, -0.2]]
+W_DATA = 0.1 * np.array(W_CLEAR0 + W_TIED + [[1.0, 0.1], [1.2, 0.1], [1.1, 0.0], [1.1, 0.2], [3.0, 3.1], [3.2, 3.1]])
+W_START = 0.1 * np.array([[0.1, 0.1], [1.1, 0.1], [3.1, 3.1]])
+W_FIXED0 = W_START[0]  # the mean of centroid 0's clear points
+W_AMBIGUOUS = np.arange(12, 15)
+
+
+def w_step(centroid0=None, ambiguous_to=0, iteration=1):
+    """The step of a row that gives the ambiguous points to `ambiguous_to`, its centroid 0 moved
+    to `centroid0` where given; certified without labels."""
+    certifier = Certifier.of(W_DATA, declared("float32"))
+    found = certifier.scan(iteration, W_START)
+    assert np.array_equal(np.nonzero(~found.unique)[0], W_AMBIGUOUS)  # as built
+    labels = found.nearest.astype(np.int64)
+    labels[W_AMBIGUOUS] = ambiguous_to
+    new = means_of(W_DATA, labels, W_START)
+    if centroid0 is not None:
+        new[0] = centroid0
+    return certifier.step(iteration, W_START, new).failure
+
+
+def reach_of_the_pairs():
+    """NOTES.md, "Without labels": the ambiguous points' summed distance from the clear mean,
+    over the clear points' count (the rounding terms are 1e-7 of it)."""
+    return np.sqrt(((W_DATA[W_AMBIGUOUS] - W_FIXED0) ** 2).sum(axis=1)).sum() / 12
+
+
+def reach_at_large():
+    """The same bounded at large: |A_j| (R + |mean(F_j) - m|) / |F_j|, R the ambiguous points'
+    largest distance from the data's mean m."""
+    m = W_DATA.mean(axis=0)
+    radius = np.sqrt(((W_DATA[W_AMBIGUOUS] - m) ** 2).sum(axis=1)).max()
+    return 3 * (radius + np.sqrt(((W_FIXED0 - m) ** 2).sum())) / 12
+
+
+BOX_FAILURE = "it lies outside the box of its clear points' mean and the ambiguous points that may join it"
+REACH_FAILURE = "it is not within reach of the mean of its clear points to the rounding of a float32 sum"
+
+
+@pytest.mark.parametrize("at_large", [False, True])
+def test_without_labels_rows_that_take_the_ambiguous_points_either_way_pass(monkeypatch, at_large):
+    if at_large:
+        monkeypatch.setattr(certify, "PAIR_ELEMENTS", 0)
+    assert w_step(ambiguous_to=0) is None and w_step(ambiguous_to=1) is None
+
+
+@pytest.mark.parametrize("at_large", [False, True])
+def test_without_labels_a_centroid_beyond_the_ambiguous_points_reach_fails(monkeypatch, at_large):
+    """Inside the box, but farther from the clear mean than the ambiguous points could pull it."""
+    if at_large:
+        monkeypatch.setattr(certify, "PAIR_ELEMENTS", 0)
+    reach = reach_at_large() if at_large else reach_of_the_pairs()
+    assert w_step(W_FIXED0 + [0.98 * reach, 0.0]) is None
+    failure = w_step(W_FIXED0 + [1.02 * reach, 0.0], iteration=3)
+    assert (failure.iteration, failure.check, failure.where, failure.text) == (3, "means", "centroid 0", REACH_FAILURE)
+
+
+@pytest.mark.parametrize("at_large, outside", [(False, "below x"), (True, "below x"), (True, "above y")])
+def test_without_labels_a_centroid_within_reach_but_outside_the_box_fails(monkeypatch, at_large, outside):
+    """The box of the clear mean (0.01, 0.01) and the ambiguous points (x = 0.06, y from -0.02
+    to 0.03): a centroid left of x = 0.01, or above y = 0.03, is no mean of them (the tight
+    reach, 0.0135, leaves no room above y = 0.03: only the reach at large does)."""
+    if at_large:
+        monkeypatch.setattr(certify, "PAIR_ELEMENTS", 0)
+    centroid = np.array({"below x": [0.01 - 0.005, 0.01], "above y": [0.01, 0.035]}[outside])
+    reach = reach_at_large() if at_large else reach_of_the_pairs()
+    assert np.sqrt(((centroid - W_FIXED0) ** 2).sum()) < 0.98 * reach  # within reach, as built
+    failure = w_step(centroid, iteration=2)
+    assert failure == Failure(2, "means", "centroid 0", text=BOX_FAILURE)
+
+
+def test_without_labels_the_pairs_are_visited_up_to_the_limit_and_bounded_at_large_past_it(monkeypatch):
+    """Six (point, centroid) pairs of two coordinates: 12 pair-coordinates. At a limit of 12 they
+    are visited (the tight reach); at 11 they are bounded at large, which lets a centroid at 1.02
+    times the tight reach through."""
+    beyond = W_FIXED0 + [1.02 * reach_of_the_pairs(), 0.0]
+    monkeypatch.setattr(certify, "PAIR_ELEMENTS", 12)
+    assert w_step(beyond).text == REACH_FAILURE
+    monkeypatch.setattr(certify, "PAIR_ELEMENTS", 11)
+    assert w_step(beyond) is None
+
+
+@pytest.mark.parametrize("at_large", [False, True])
+def test_without_labels_the_verdict_does_not_depend_on_the_chunk_or_the_points_cache(monkeypatch, at_large):
+    """One pair a chunk, and no cached copy of the points (the judge reads the data): a row that
+    gives every ambiguous point to centroid 0 still passes, and one beyond their reach fails."""
+    from kmbench.judge import points
+    from kmbench.protocol import residence
+
+    if at_large:
+        monkeypatch.setattr(certify, "PAIR_ELEMENTS", 0)
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", 2)
+    monkeypatch.setattr(points, "CACHE_BYTES", 0)
+    assert w_step(ambiguous_to=0) is None
+    reach = reach_at_large() if at_large else reach_of_the_pairs()
+    assert w_step(W_FIXED0 + [1.02 * reach, 0.0]).text == REACH_FAILURE
+
+
+def test_without_labels_a_cluster_of_ambiguous_points_alone_keeps_its_centroid_or_takes_some_of_them():
+    """Centroid 1 at the origin has no clear point, one point on its bisector with centroid 0.
+    Kept exactly where it was (a kept centroid at the origin may move by nothing), or moved to
+    that point, it passes; moved anywhere else it fails, and the sentence says it was not kept."""
+    data = np.array([[0.04, 0.0], [0.05, 0.0], [0.015, 0.005]])
+    start = np.array([[0.03, 0.0], [0.0, 0.0]])
+    certifier = Certifier.of(data, declared("float32"))
+    found = certifier.scan(1, start)
+    assert list(found.unique) == [True, True, False]  # as built
+    without = np.array([[0.045, 0.0], [0.0, 0.0]])
+    assert certifier.step(1, start, without).failure is None
+    assert certifier.step(1, start, np.array([[0.045, 0.0], [0.015, 0.005]])).failure is None
+    failure = certifier.step(4, start, np.array([[0.045, 0.0], [0.0, 0.001]])).failure
+    assert failure == Failure(4, "means", "centroid 1", text=BOX_FAILURE + ", and it was not kept")
+
+
+# --- the float64 reference the judge walks ---
+
+def test_the_float64_reference_keeps_each_steps_scan_and_its_inertias_scan_for_the_rows():
+    """More than 32 centroids: the scans are kept by step (1 to 3), and the scan of the end (for
+    its inertia) as step 4, where the rows' steps and inertias start from them."""
+    from kmbench.judge.seeds import Bank
+
+    rng = np.random.default_rng(5)
+    data = rng.normal(size=(400, 2))
+    start = data[:40].copy()
+    bank = Bank()
+    end, done, _, labels, value = certify.float64_lloyd(data, start, 3, bank=bank)
+    assert done == 3 and sorted(bank.by_step) == [1, 2, 3, 4]
+    assert all(seed.nearest.shape == (400,) for seed in bank.by_step.values())
+    assert certify.inertia(data, end, bank=bank) == value == certify.inertia(data, end)
+
+
+def test_the_float64_reference_of_no_iteration_is_its_start_in_float64():
+    data = np.array([[0.0], [1.0], [5.0]])
+    start = np.array([[0.5], [4.0]], dtype=np.float32)
+    end, done, emptied, labels, value = certify.float64_lloyd(data, start, 0)
+    assert (done, emptied, labels) == (0, 0, None) and np.array_equal(end, start) and end.dtype == np.float64
+    assert value == pytest.approx(0.25 + 0.25 + 1.0, rel=1e-15)
+
+
+def test_the_float64_reference_counts_a_cluster_empty_at_any_step_not_only_the_last():
+    """Points 1, 5, 6, 8, 9 from centroids 6, 9, 7: centroid 2 loses every point at the first
+    step and wins some back at the second."""
+    data = np.array([[1.0], [8.0], [6.0], [9.0], [5.0]])
+    start = np.array([[6.0], [9.0], [7.0]])
+    first, _, empty_first, _, _ = certify.float64_lloyd(data, start, 1)
+    assert empty_first == 1
+    assert certify.float64_lloyd(data, first, 1)[2] == 0  # none empty at the second step
+    assert certify.float64_lloyd(data, start, 2)[2] == 1
+
+
+@pytest.mark.parametrize("edge", ["reach", "box"])
+@pytest.mark.parametrize("share", [0.999, 1.001])
+def test_without_labels_in_bfloat16_the_reach_and_the_box_end_where_the_exact_oracle_puts_them(edge, share):
+    """bfloat16 stores to 2^-8, so the bound's rounding terms (3 u_store of the clear mean and of
+    the ambiguous points' reach, the sum's factor over the clear count) are percents of it: a
+    centroid 0.1% inside the exact oracle's ball or box passes, 0.1% outside fails."""
+    from tests import exact_oracle
+
+    oracle = exact_oracle.Step(W_DATA, W_START, "bfloat16")
+    region = oracle.region(0)
+    assert oracle.partition_is_certain() and region["fixed"] and region["open"]
+    new = means_of(W_DATA, Certifier.of(W_DATA, declared("float64")).scan(1, W_START).nearest, W_START)
+    if edge == "reach":  # along +x, inside the box
+        new[0] = W_FIXED0 + [share * float(region["radius"]), 0.0]
+    else:  # left of the box, well within reach
+        new[0] = W_FIXED0 - [share * float(region["margin"]), 0.0]
+    assert oracle.labelless_verdict(new) == ("within" if share < 1 else "outside")
+    failure = Certifier.of(W_DATA, declared("bfloat16")).step(1, W_START, new).failure
+    if share < 1:
+        assert failure is None
+    else:
+        assert failure.text == (REACH_FAILURE.replace("float32", "bfloat16") if edge == "reach" else BOX_FAILURE)
+
+
+def test_a_step_keeps_its_scan_as_the_trajectorys_last_and_the_banks_unless_told_not_to():
+    """More than 32 centroids: step t's scan is kept in the bank under t, and as the
+    trajectory's last (where the next step starts from), but not by a check off the trajectory."""
+    rng = np.random.default_rng(6)
+    data = rng.normal(size=(300, 2))
+    start = data[:40].copy()
+    certifier = Certifier.of(data, declared("float32"))
+    certifier.step(2, start, start)
+    assert np.array_equal(certifier.last.centroids, start) and sorted(certifier.bank.by_step) == [2]
+    moved = start + 0.01
+    certifier.step(3, moved, moved, keep=False)
+    assert np.array_equal(certifier.last.centroids, start) and sorted(certifier.bank.by_step) == [2, 3]
