@@ -154,6 +154,17 @@ def test_an_empty_cluster_that_moved_fails_with_its_reason():
     assert failure.text == "no point may join it, so it keeps its centroid; the row moved it"
 
 
+def test_an_empty_cluster_kept_at_the_origin_passes():
+    """A kept centroid may move by its stored rounding, 2 u |c|: none at the origin, where it
+    moved by none either."""
+    data = np.array([[5.0, 5.0], [5.2, 5.0]])
+    start = np.array([[5.0, 5.0], [0.0, 0.0]])
+    certifier = Certifier.of(data, declared("float32"))
+    labels = np.array([0, 0])
+    assert certifier.step(1, start, means_of(data, labels, start), labels).failure is None
+    assert certifier.step(1, start, means_of(data, labels, start)).failure is None
+
+
 # --- Failure.sentence: what a record's reader sees ---
 
 @pytest.mark.parametrize("failure, sentence", [
