@@ -165,6 +165,33 @@ def test_an_empty_cluster_kept_at_the_origin_passes():
     assert certifier.step(1, start, means_of(data, labels, start)).failure is None
 
 
+def test_only_a_timed_end_may_move_an_empty_cluster_by_the_steps_largest_mean_bound(a_problem):
+    """An end checked from the trajectory's last-but-one centroids (`end`) gives a frozen empty
+    cluster the step's largest mean bound (7.4e-7 here, centroid 2's); a step, only its kept
+    bound (1.2e-8 at 0.1 from the origin). Moved by 3e-7, it passes the one and fails the other."""
+    certifier, nearest = a_problem
+    start = np.vstack([A_START, [[-0.06, 0.08]]])
+    new = means_of(A_DATA, nearest, start)
+    new[3, 0] += 3e-7
+    assert certifier.step(1, start, new, nearest, end=True).failure is None
+    assert certifier.step(1, start, new, end=True).failure is None
+    assert certifier.step(1, start, new, nearest).failure.check == "empty cluster"
+    assert certifier.step(1, start, new).failure.check == "empty cluster"
+
+
+def test_a_certifier_holds_rows_to_the_expanded_bound_unless_they_declare_direct_distances():
+    """Near 1000 in float32 the expanded form's error (about 3 squared units) makes 1000.6 a
+    near-tie of 1000 and 1001; the direct form's (about 2e-4) does not. Undeclared, a row may
+    give it to 1000, the farther; declared direct, it may not."""
+    data = np.array([[999.9], [1000.6], [1001.1]])
+    start = np.array([[1000.0], [1001.0]])
+    labels = np.array([0, 0, 1])
+    new = means_of(data, labels, start)
+    assert Certifier.of(data, declared("float32")).step(1, start, new, labels).failure is None
+    failure = Certifier.of(data, declared("float32"), direct=True).step(1, start, new, labels).failure
+    assert (failure.check, failure.where) == ("assignment", "point 1")
+
+
 # --- Failure.sentence: what a record's reader sees ---
 
 @pytest.mark.parametrize("failure, sentence", [
