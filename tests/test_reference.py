@@ -240,3 +240,22 @@ def test_points_whose_squares_overflow_are_decided_by_the_direct_form():
         labels, _ = reference.nearest(points, centres)
         want = reference.direct_squared_distances(points, centres).argmin(axis=1)
     assert np.array_equal(labels, want)
+
+
+@pytest.mark.parametrize("block_rows", [1000, 2 * reference.SUM_BLOCK])
+@pytest.mark.parametrize("source", [np.float32, np.float64])
+def test_the_float32_models_sums_are_the_same_in_blocks_as_whole(monkeypatch, source, block_rows):
+    """The float32 update model on data read in blocks (a block a whole number of SUM_BLOCK rows,
+    so that every SUM_BLOCK-row sum is the same rows in the same order; one or two such sums a
+    block) gives the bits it gives on the data whole; and float64 data modelled in float32 are
+    first rounded to float32, as a float32 program holds them."""
+    data, start = _blob_problem(n=3 * reference.SUM_BLOCK + 517)
+    labels = reference.nearest(data, start)[0]
+    rounded = reference.update(data, labels, start, dtype=np.float32)
+    data = data.astype(source)
+    whole = reference.update(data, labels, start, dtype=np.float32)
+    np.testing.assert_array_equal(whole, rounded)
+    _in_blocks(monkeypatch, block_rows=block_rows, chunk_elements=reference.SUM_BLOCK * start.shape[0],
+               d=data.shape[1])
+    assert len(list(reference.blocks(data, np))) > 1  # the premise: the data are read in several blocks
+    np.testing.assert_array_equal(reference.update(data, labels, start, dtype=np.float32), whole)

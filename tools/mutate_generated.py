@@ -193,9 +193,9 @@ def recheck(test_files: list[str], only: list[str], jobs: int) -> int:
     for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
         path = str(meta.relative_to(ROOT / "mutants"))[: -len(".meta")]
         data = json.loads(meta.read_text())
-        functions = mutant_functions(path)
+        functions, present = mutant_functions(path), source_functions(ROOT / path)
         wanted = [name for name, code in data["exit_code_by_key"].items()
-                  if (code in LIVE or (code is None and any(fnmatch.fnmatch(name, p) for p in only)))
+                  if name.rsplit(".", 1)[-1].partition("__mutmut_")[0] in present and (code in LIVE or (code is None and any(fnmatch.fnmatch(name, p) for p in only)))
                   and name.rsplit(".", 1)[-1] in functions
                   and not explain(name, *changed_lines(name, functions), equivalent)]
         with ThreadPoolExecutor(jobs) as pool:
