@@ -55,8 +55,13 @@ def read_results() -> dict[str, dict[str, int | None]]:
         path = str(meta.relative_to(ROOT / "mutants"))[: -len(".meta")]
         present = source_functions(ROOT / path)
         out[path] = {name: code for name, code in json.loads(meta.read_text())["exit_code_by_key"].items()
-                     if name.rsplit(".", 1)[-1].partition("__mutmut_")[0] in present}
+                     if function_of(name) in present}
     return out
+
+
+def function_of(mutant: str) -> str:
+    """The mutated function's name as mutmut names it (x_name, xǁClassǁname), without its module."""
+    return mutant.rsplit(".", 1)[-1].partition("__mutmut_")[0]
 
 
 def source_functions(path: Path) -> set[str]:
@@ -195,7 +200,8 @@ def recheck(test_files: list[str], only: list[str], jobs: int) -> int:
         data = json.loads(meta.read_text())
         functions, present = mutant_functions(path), source_functions(ROOT / path)
         wanted = [name for name, code in data["exit_code_by_key"].items()
-                  if name.rsplit(".", 1)[-1].partition("__mutmut_")[0] in present and (code in LIVE or (code is None and any(fnmatch.fnmatch(name, p) for p in only)))
+                  if function_of(name) in present
+                  and (code in LIVE or (code is None and any(fnmatch.fnmatch(name, p) for p in only)))
                   and name.rsplit(".", 1)[-1] in functions
                   and not explain(name, *changed_lines(name, functions), equivalent)]
         with ThreadPoolExecutor(jobs) as pool:

@@ -122,7 +122,7 @@ def _fit(model, X, kind, sample_weight):
     centers, model.n_iter_, model.impl_, labels, distances = runs[0] if len(runs) == 1 else best(runs, X, on_device)
     model.cluster_centers_ = as_kind(cupy.asarray(centers, dtype=X.dtype), kind)
     model.labels_ = as_kind(labels.astype(cupy.int32), kind)
-    model.inertia_ = weighted_sum(distances, on_device)
+    model.inertia_ = fitting.weighted_sum(distances, on_device)
     distinct = int(cupy.count_nonzero(cupy.bincount(labels, minlength=k)))
     if distinct < k:
         warnings.warn(f"Number of distinct clusters ({distinct}) found smaller than n_clusters ({k}). Possibly "
@@ -169,9 +169,9 @@ def rows_per_chunk(width: int) -> int:
 
 def nearest(X, centers):
     """reference.nearest's labels and squared distances (the float64 oracle's, a function of the
-    point and the centres whatever the chunks), in chunks sized for a GPU (`rows_per_chunk`):
-    reference.nearest's are sized for a CPU's cache (8,192 rows at k = 1,024), 1,221 chunks for
-    1e7 points, each of 3 d launches for the winners' distances alone."""
+    point and the centres whatever the chunks), in fewer, larger chunks (`rows_per_chunk`: a
+    sixteenth of the free memory) than reference.nearest's GPU_ELEMENTS // k rows (77 chunks for
+    1e7 points at k = 1,024, each of 3 d launches for the winners' distances alone)."""
     import cupy
 
     centers = cupy.asarray(centers, dtype=cupy.float64)
@@ -275,7 +275,7 @@ def relocating_step(X, weights, centers: np.ndarray):
     moved = np.array(centers, dtype=np.float64)
     filled = totals > 0
     moved[filled] = sums[filled] / totals[filled, None]
-    return moved, weighted_sum(distances, weights), labels, relocated
+    return moved, fitting.weighted_sum(distances, weights), labels, relocated
 
 
 def best(runs, X, weights):
@@ -283,18 +283,14 @@ def best(runs, X, weights):
     only where it is not the same clustering."""
     chosen = None
     for run in runs:
-        inertia = weighted_sum(run[4], weights)
+        inertia = fitting.weighted_sum(run[4], weights)
         if chosen is None or (inertia < chosen[0] and not lloyd.same_clustering(run[3].get(), chosen[1][3].get())):
             chosen = (inertia, run)
     return chosen[1]
 
 
-def weighted_sum(distances, weights) -> float:
-    return float(distances @ weights if weights is not None else distances.sum())
-
-
 def _inertia(X, centers, weights) -> float:
-    return weighted_sum(nearest(X, centers)[1], weights)
+    return fitting.weighted_sum(nearest(X, centers)[1], weights)
 
 
 # ---------------------------------------------------------------------- after the fit
