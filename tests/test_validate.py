@@ -183,14 +183,14 @@ def test_a_mismatch_without_a_known_cause_says_so():
 
 
 def test_dense_ties_far_from_the_origin_are_certified():
-    """Dense data far from the origin, k = 1000: float32 near-ties flip in every iteration and
-    carry over, so faiss ends far from float64's end point; every step is still a float32
-    Lloyd step, which is what the verdict says."""
+    """Dense data far from the origin, k = 500: nearly every decision is a float32 near-tie and
+    faiss's float32 sums carry its centroids away from float64's end point (hundreds of spreads
+    at 12 iterations); every step is still a float32 Lloyd step, which is what the verdict says."""
     pytest.importorskip("faiss")
     from impls.peers.faiss_kmeans import FaissKMeans
 
-    data = (np.random.default_rng(1).standard_normal((10_000, 2)) + 100.0).astype(np.float32)
-    oracle, record = gpu_cell(FaissKMeans(), data, 1000, 30)
+    data = (np.random.default_rng(1).standard_normal((5_000, 2)) + 100.0).astype(np.float32)
+    oracle, record = gpu_cell(FaissKMeans(), data, 500, 12)
     assert record["status"] == "ok", record["detail"]
     assert record["validation"]["certificate"]["near_ties"] > 0
 
