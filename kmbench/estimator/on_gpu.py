@@ -28,6 +28,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from kmbench.estimator import choice, fitting, lloyd
 from kmbench.estimator.device_arrays import as_cupy, as_kind, host, kind_of
+from kmbench.estimator.gpu_nearest import nearest, rows_per_chunk
 from kmbench.protocol import Problem, reference
 from kmbench.protocol.device import cuda_status
 
@@ -155,32 +156,6 @@ def _end(X, centers):
     import cupy
 
     return nearest(X, cupy.asarray(centers, dtype=X.dtype).astype(cupy.float64))
-
-
-def rows_per_chunk(width: int) -> int:
-    """Rows of a float64 chunk `width` wide: a sixteenth of the GPU's free memory, at least the
-    oracle's GPU chunk (GPU_ELEMENTS, 1 GiB). Few chunks: each costs launches, not work (at
-    1e7 x 128, k = 1,024: 77 chunks of 1 GiB, about 11 on an H200 at a sixteenth)."""
-    import cupy
-
-    elements = max(reference.chunk_elements(cupy), cupy.cuda.runtime.memGetInfo()[0] // 16 // 8)
-    return max(1, elements // max(1, width))
-
-
-def nearest(X, centers):
-    """reference.nearest's labels and squared distances (the float64 oracle's, a function of the
-    point and the centres whatever the chunks), in fewer, larger chunks (`rows_per_chunk`: a
-    sixteenth of the free memory) than reference.nearest's GPU_ELEMENTS // k rows (77 chunks for
-    1e7 points at k = 1,024, each of 3 d launches for the winners' distances alone)."""
-    import cupy
-
-    centers = cupy.asarray(centers, dtype=cupy.float64)
-    labels, best = cupy.empty(X.shape[0], dtype=cupy.int64), cupy.empty(X.shape[0], dtype=cupy.float64)
-    step = rows_per_chunk(max(centers.shape[0], X.shape[1]))
-    for first in range(0, X.shape[0], step):
-        part = slice(first, first + step)
-        labels[part], best[part] = reference._nearest_chunk(X[part].astype(cupy.float64), centers, cupy, cupy.float64)
-    return labels, best
 
 
 def run_row(row, X, start, still, max_iter: int, verbose) -> tuple[np.ndarray, int, bool | None]:
