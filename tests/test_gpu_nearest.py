@@ -7,12 +7,24 @@ NaN, coordinates whose squares overflow, far from the origin, and k = 2 / k abov
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
 from kmbench.protocol import reference
 
-pytestmark = pytest.mark.gpu
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_the_kernel_source_compiles(tmp_path):
+    """On CI, which has nvcc and no GPU: the source CuPy compiles at the first fit."""
+    from kmbench.estimator import gpu_nearest
+
+    (tmp_path / "best_two.cu").write_text(gpu_nearest._SOURCE)
+    done = subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-o", str(tmp_path / "k.cubin"),
+                           str(tmp_path / "best_two.cu")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def _halfway(rng, d, k, n, offset=0.0):
@@ -36,6 +48,7 @@ def _cases():
             "k above a warp": wide, "k = 2": pair, "NaN and overflow": (odd, odd_centres)}
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("case", list(_cases()))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_fused_labels_pass_is_the_oracles_to_the_bit(case, dtype):
@@ -51,6 +64,7 @@ def test_the_fused_labels_pass_is_the_oracles_to_the_bit(case, dtype):
     np.testing.assert_array_equal(cupy.asnumpy(best), want_best)
 
 
+@pytest.mark.gpu
 def test_the_fused_kernel_finds_the_expanded_forms_winner_and_gap():
     """The kernel alone against reference._expanded's matrix: the same winner (first index on a
     tie), the same winner value, and the gap to the runner-up (0 on a tie) as the same numbers."""
