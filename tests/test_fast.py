@@ -320,3 +320,19 @@ def test_torch_peer_agrees():
     # index_add_ sums in float32 in atomic order, so the centroids jitter in their last bits
     # and a point on a bisector may flip once more than in float64: one iteration, no more.
     assert oracle.iterations <= record["iterations_executed"] <= oracle.iterations + 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1000, 4096 * 3, 4096 * 3 + 17])
+def test_column_sums_of_cupy_input_are_the_float64_sums(n):
+    """kmbench.KMeans's CuPy input is centred by its column sums, taken in slabs of rows (fewer
+    rows than slabs, a multiple of them, and a remainder): within a few float64 roundings of the
+    sums in exact order, for data far from the origin."""
+    import cupy
+
+    from impls.gpu.kmbench_gpu import column_sums
+
+    data = np.random.default_rng(n).standard_normal((n, 5)).astype(np.float32) + 1e3
+    want = np.array([float(np.sum(np.asarray(data[:, c], np.float64), dtype=np.float64)) for c in range(5)])
+    got = cupy.asnumpy(column_sums(cupy.asarray(data)))
+    np.testing.assert_allclose(got, want, rtol=1e-12)

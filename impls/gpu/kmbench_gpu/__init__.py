@@ -42,6 +42,17 @@ from kmbench.protocol.timing import CudaEventRegion, host_region
 MAX_K = 1 << 20
 
 
+def column_sums(x, blocks: int = 4096):
+    """float64 sums of a CuPy array's columns, in `blocks` slabs of rows and then across them:
+    CuPy's sum down axis 0 of a tall array took 0.24 s at 1e7 x 128 on an H200, this 2.5 ms."""
+    import cupy
+
+    n, d = x.shape
+    whole = n - n % blocks
+    slabs = x[:whole].reshape(blocks, -1, d).sum(axis=1, dtype=cupy.float64).sum(axis=0) if whole else 0.0
+    return slabs + x[whole:].sum(axis=0, dtype=cupy.float64)
+
+
 def upload_centred(data: np.ndarray, shift: np.ndarray | None = None):
     """The points on the GPU as float32, shifted by their float32 mean (summed in float64), or
     by `shift` where given (the shards of one problem share one): (the CuPy array, the shift).
@@ -53,7 +64,7 @@ def upload_centred(data: np.ndarray, shift: np.ndarray | None = None):
     n, d = data.shape
     if isinstance(data, cupy.ndarray):  # already on this GPU (kmbench.KMeans's CuPy or torch input)
         x = cupy.array(data, dtype=cupy.float32, order="C")  # a copy: the shift below leaves the caller's alone
-        total = cupy.asnumpy(x.sum(axis=0, dtype=cupy.float64)) if shift is None else None
+        total = cupy.asnumpy(column_sums(x)) if shift is None else None
     else:
         x = cupy.empty((n, d), dtype=cupy.float32)
         total = np.zeros(d)
