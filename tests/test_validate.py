@@ -167,7 +167,7 @@ def test_a_row_that_moves_empty_clusters_says_so_and_its_mismatch_names_it():
 
     data = blob_data(np.random.default_rng(3), n=3000, k=3)
     start = np.vstack([data[:2], [[1e3, 1e3]]]).astype(np.float32)  # the third is empty from the start
-    oracle, record = gpu_cell(SklearnKMeans(), data, 3, 10, start=start)
+    oracle, record = gpu_cell(SklearnKMeans(), data, 3, 3, start=start)
     assert oracle.emptied == 1
     assert any("moves an empty cluster" in note for note in record["notes"])
     assert record["status"] == "mismatch"
