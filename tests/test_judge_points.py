@@ -116,3 +116,39 @@ def test_rows_of_data_already_on_the_device_are_taken_where_they_are(monkeypatch
     got = points.rows_of(data, index, DEVICE)
     assert got.dtype == np.float64 and not calls
     np.testing.assert_array_equal(got, np.asarray(data)[index].astype(np.float64))
+
+
+def test_a_runs_chosen_rows_in_float64_and_centred_are_those_rows_whatever_the_cache_holds(monkeypatch):
+    """Rows 50:120 of float32 data as a scan takes them (Geometry.rows), then some of them by index
+    (the points a scorer looks at again): float64 copies, cached or made, of the rows asked for."""
+    rng = np.random.default_rng(6)
+    data = (rng.standard_normal((200, 3)) * 3 + [20.0, -5.0, 0.5]).astype(np.float32)
+    x64 = data.astype(np.float64)
+    mean = x64.mean(axis=0)
+    chosen = np.array([69, 0, 3, 3, 40])
+    for geometry in _caches(monkeypatch, data):
+        run = geometry.rows(data[40:], 40, 10, 80, np)  # a block from row 40: its rows 10:80
+        np.testing.assert_array_equal(run.x, data[50:120])
+        np.testing.assert_allclose(run.norm, np.linalg.norm(x64[50:120], axis=1), rtol=1e-14)
+        np.testing.assert_allclose(run.centred_norm, np.linalg.norm(x64[50:120] - mean, axis=1), rtol=1e-12)
+        for index, want in ((None, x64[50:120]), (chosen, x64[50:120][chosen])):
+            assert run.float64(index).dtype == np.float64
+            np.testing.assert_array_equal(run.float64(index), want)
+            np.testing.assert_allclose(run.centred(index), want - mean, rtol=1e-12, atol=1e-12)
+
+
+def test_the_cache_holds_the_most_that_fits_in_cache_bytes_and_never_more(monkeypatch):
+    """Every row (float64 and centred copies and both norms) where they fit, else the norms alone,
+    else nothing: tried at the budget each needs and one byte under it."""
+    from kmbench.judge import points
+
+    n, d = 50, 3
+    data = np.random.default_rng(8).standard_normal((n, d)).astype(np.float32)
+    for budget, kept in ((2 * n * (d + 1) * 8, "full"), (2 * n * (d + 1) * 8 - 1, "norms"), (2 * n * 8, "norms"),
+                         (2 * n * 8 - 1, None)):
+        monkeypatch.setattr(points, "CACHE_BYTES", budget)
+        geometry = Geometry.of(data)
+        held = [geometry.full.x64, geometry.full.centred64, geometry.full.norm, geometry.full.centred_norm] \
+            if geometry.full is not None else list(geometry.norms or [])
+        assert (kept == "full", kept == "norms") == (geometry.full is not None, geometry.norms is not None), budget
+        assert sum(a.nbytes for a in held) <= budget
