@@ -21,15 +21,19 @@ def _scored(d: int, k: int, n: int = 300, seed: int = 0):
     return data.astype(np.float64), centroids, geometry, scorer
 
 
-ROUTES = {"direct": (2, 5), "k-d tree": (2, DIRECT_MAX_WORK), "product of two": (KD_TREE_MAX_DIM + 1, 2),
+# route: (d, k), at the edges of each: the float64 scans up to KD_TREE_MAX_DIM dimensions and two
+# centroids or more, the direct one up to DIRECT_MAX_WORK = k d.
+ROUTES = {"direct": (2, 5), "direct of two": (KD_TREE_MAX_DIM, 2), "direct at its most": (2, DIRECT_MAX_WORK // 2),
+          "k-d tree": (2, DIRECT_MAX_WORK // 2 + 1), "product of two": (KD_TREE_MAX_DIM + 1, 2),
           "product": (KD_TREE_MAX_DIM + 1, 7), "one centroid": (2, 1)}
+DIRECT = ("direct", "direct of two", "direct at its most")
 
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_each_points_two_smallest_distances_and_nearest_centroid_are_within_the_declared_error(route):
     d, k = ROUTES[route]
     x, centroids, geometry, scorer = _scored(d, k)
-    assert scorer.direct == (route == "direct") and (scorer.tree is not False) == (route == "k-d tree")
+    assert scorer.direct == (route in DIRECT) and (scorer.tree is not False) == (route == "k-d tree")
     rows = np.array([5, 0, 299, 5, 120])  # chosen rows, a repeat among them
     d1, d2, nearest = scorer.best_two(geometry.full, rows)
     exact = ((x[rows, None, :] - centroids[None, :, :]) ** 2).sum(axis=2)
@@ -60,5 +64,5 @@ def test_the_declared_error_is_float64s_for_scans_and_float32s_for_numpys_produc
         monkeypatch.setenv("CUPY_TF32", tf32)
     for route, (d, k) in ROUTES.items():
         scorer = _scored(d, k)[3]
-        arithmetic = FLOAT64 if route in ("direct", "k-d tree") else FLOAT32
+        arithmetic = FLOAT64 if route in DIRECT + ("k-d tree",) else FLOAT32
         assert scorer.factor == distance_factor(arithmetic, d), route
