@@ -1,8 +1,8 @@
 """What the judge keeps of the points (kmbench.judge.points): the chosen rows picked from streamed
 blocks (the rows an index names, in its order and with its repeats, whichever blocks hold them),
-the chosen rows of host data for a device, and the chosen points and the spread the same whether
-the cache holds every row, only the norms or nothing. The GPU path that streams host data is in
-tests/test_judge_gpu.py."""
+the chosen rows of host data for a device, a run's and the chosen points and the spread the same
+whether the cache holds every row, only the norms or nothing, and which of those it holds for a
+budget. The GPU path that streams host data is in tests/test_judge_gpu.py."""
 
 from types import SimpleNamespace
 
@@ -33,7 +33,7 @@ def _caches(monkeypatch, data):
     """Geometry.of(data) holding everything, only the norms, and nothing (CACHE_BYTES shrunk)."""
     from kmbench.judge import points
 
-    n, d = data.shape
+    n = data.shape[0]
     made = []
     for budget in (points.CACHE_BYTES, 2 * n * 8, 0):
         monkeypatch.setattr(points, "CACHE_BYTES", budget)
@@ -129,6 +129,7 @@ def test_a_runs_chosen_rows_in_float64_and_centred_are_those_rows_whatever_the_c
     for geometry in _caches(monkeypatch, data):
         run = geometry.rows(data[40:], 40, 10, 80, np)  # a block from row 40: its rows 10:80
         np.testing.assert_array_equal(run.x, data[50:120])
+        np.testing.assert_array_equal(run.mean, geometry.mean)
         np.testing.assert_allclose(run.norm, np.linalg.norm(x64[50:120], axis=1), rtol=1e-14)
         np.testing.assert_allclose(run.centred_norm, np.linalg.norm(x64[50:120] - mean, axis=1), rtol=1e-12)
         for index, want in ((None, x64[50:120]), (chosen, x64[50:120][chosen])):
