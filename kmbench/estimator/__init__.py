@@ -289,7 +289,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         try:
             runs = fitting.all_runs(row, X, [start - shift for start in starts], weights, still, self.max_iter,
                                     self.verbose)
-            centers, self.n_iter_, self.impl_ = runs[0] if len(runs) == 1 else fitting.best(runs, X, weights)
+            centers, self.n_iter_, self.impl_ = (runs[0] if len(runs) == 1 else
+                                                 fitting.best(runs, X, weights, self.n_threads))
         finally:
             if dense:
                 X += shift
@@ -305,7 +306,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return self
 
     def _labels_inertia(self, X, weights) -> tuple[np.ndarray, float]:
-        labels, distances = nearest(X, on_gpu.host(self.cluster_centers_))
+        labels, distances = nearest(X, on_gpu.host(self.cluster_centers_), self.n_threads)
         return labels.astype(np.int32), fitting.weighted_sum(distances, weights)
 
     def predict(self, X):
@@ -314,7 +315,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         check_is_fitted(self)
         if on_gpu.kind_of(X):  # a CuPy array or torch CUDA tensor: computed there, returned as one
             return on_gpu.predict(self, X)
-        return nearest_labels(self._data(X, reset=False), on_gpu.host(self.cluster_centers_)).astype(np.int32)
+        return nearest_labels(self._data(X, reset=False), on_gpu.host(self.cluster_centers_),
+                              self.n_threads).astype(np.int32)
 
     def transform(self, X):
         """Euclidean distance from each point to each cluster centre (in float64 by one matrix
