@@ -11,7 +11,7 @@
 // download a binding library). NumPy arrays export the buffers; nothing links against NumPy.
 #include <Python.h>
 
-// The float64 block of scores64.hpp for the Lloyd step at high d (the program keeps its loop).
+// The float64 loops on AVX2 for the Lloyd step (nearest.hpp; the program keeps its own).
 #define KMBENCH_FLOAT64_SCORES 1
 #include "lloyd.hpp"
 #include "oracle_nearest.hpp"
