@@ -1,8 +1,9 @@
 """kmbench.KMeans's nearest centres (kmbench/estimator/labels.py): the float64 oracle's labels
 and distances (reference.nearest), to the bit, from a matrix product and a margin. Where the
 margin is dropped, points halfway between two centres change label, so these tests can fail.
-Each test runs twice: on the extension's fused pass (impls/cpu/kmbench_cpu/oracle_nearest.hpp)
-and on the NumPy one it replaces where the extension is not built."""
+Each test runs three times: on the extension's fused pass (impls/cpu/kmbench_cpu/oracle_nearest.hpp)
+as this CPU loads it, on its portable build (no AVX2: other loops), and on the NumPy pass it
+replaces where the extension is not built."""
 
 import numpy as np
 import pytest
@@ -13,13 +14,17 @@ from kmbench.estimator.labels import nearest
 from kmbench.protocol import reference
 
 
-@pytest.fixture(autouse=True, params=["extension", "numpy"])
+@pytest.fixture(autouse=True, params=["extension", "portable", "numpy"])
 def path(request, monkeypatch):
-    if request.param == "extension" and inprocess.MODULE is None:
+    if request.param != "numpy" and inprocess.MODULE is None:
         pytest.skip("the extension is not built (no compiler at install)")
+    if request.param == "portable":
+        from kmbench.estimator import _inproc_portable
+
+        monkeypatch.setattr(inprocess, "MODULE", _inproc_portable)
     if request.param == "numpy":
         monkeypatch.setattr(inprocess, "MODULE", None)
-    return request.param
+    return "numpy" if request.param == "numpy" else "extension"
 
 
 def _same_as_oracle(x, centers):

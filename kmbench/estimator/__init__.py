@@ -316,7 +316,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
 
     def predict(self, X):
         """The index of the nearest fitted centre of each sample of X: the float64 oracle's, found
-        by a product in X's precision and certified by a margin (labels.nearest_labels)."""
+        by a product certified by a margin (labels.nearest_labels: the extension's float64 pass,
+        or NumPy's in X's precision)."""
         check_is_fitted(self)
         if on_gpu.kind_of(X):  # a CuPy array or torch CUDA tensor: computed there, returned as one
             return on_gpu.predict(self, X)
