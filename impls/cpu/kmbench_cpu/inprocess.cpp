@@ -270,9 +270,10 @@ PyObject* py_sparse_nearest(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
-// nearest(x, centres, labels, distances, factor, floor, threads): the float64 oracle's nearest
-// centre of each row of x (n, d) float32 or float64 and its squared distance, into labels
-// (int64) and distances (float64); factor and floor: labels.py's margin (oracle_nearest.hpp).
+// nearest(x, centres, labels, distances, factor, floor, threads) -> team: the float64 oracle's
+// nearest centre of each row of x (n, d) float32 or float64 and its squared distance, into labels
+// (int64) and distances (float64); factor and floor: labels.py's margin (oracle_nearest.hpp);
+// team: the threads it ran on.
 PyObject* py_nearest(PyObject*, PyObject* args) {
   PyObject *x_object, *centres_object, *labels_object, *distances_object;
   double factor, floor;
@@ -297,10 +298,11 @@ PyObject* py_nearest(PyObject*, PyObject* args) {
   auto* l = static_cast<long long*>(labels.b.buf);
   auto* out = static_cast<double*>(distances.b.buf);
   const int count = threads_for(threads);
-  Py_BEGIN_ALLOW_THREADS if (x.kind() == 'f')
+  int team = 0;
+  Py_BEGIN_ALLOW_THREADS if (x.kind() == 'f') team =
       oracle_nearest(static_cast<const float*>(x.b.buf), n, d, c, k, factor, floor, l, out, count);
-  else oracle_nearest(static_cast<const double*>(x.b.buf), n, d, c, k, factor, floor, l, out, count);
-  Py_END_ALLOW_THREADS Py_RETURN_NONE;
+  else team = oracle_nearest(static_cast<const double*>(x.b.buf), n, d, c, k, factor, floor, l, out, count);
+  Py_END_ALLOW_THREADS return PyLong_FromLong(team);
 }
 
 PyObject* py_max_threads(PyObject*, PyObject*) { return PyLong_FromLong(omp_get_max_threads()); }
@@ -323,7 +325,7 @@ PyMethodDef methods[] = {
     {"sparse_nearest", py_sparse_nearest, METH_VARARGS,
      "sparse_nearest(data, indices, indptr, centres, labels, distances, threads): float64 squared distances"},
     {"nearest", py_nearest, METH_VARARGS,
-     "nearest(x, centres, labels, distances, factor, floor, threads): the float64 oracle's labels and distances"},
+     "nearest(x, centres, labels, distances, factor, floor, threads) -> team: the float64 oracle's labels, distances"},
     {"max_threads", py_max_threads, METH_NOARGS, "OpenMP's thread count for the next parallel region"},
     {"cpu_has_avx2", py_cpu_has_avx2, METH_NOARGS, "whether the CPU has AVX2 and FMA"},
     {nullptr, nullptr, 0, nullptr}};

@@ -88,13 +88,16 @@ struct MovedCentres {
 };
 
 // labels (int64) and squared distances (float64) of n points x (n x d, T) to centres c (k x d).
+// Returns the threads the parallel region ran on (the thread tests read it).
 template <typename T>
-void oracle_nearest(const T* x, std::size_t n, std::size_t d, const double* c, std::size_t k, double factor,
-                    double floor, long long* labels, double* distances, int threads) {
+int oracle_nearest(const T* x, std::size_t n, std::size_t d, const double* c, std::size_t k, double factor,
+                   double floor, long long* labels, double* distances, int threads) {
   const MovedCentres m(c, k, d);
   const std::size_t blocks = (n + SCORE_ROWS - 1) / SCORE_ROWS;
+  int team = 0;
 #pragma omp parallel num_threads(threads)
   {
+    if (omp_get_thread_num() == 0) team = omp_get_num_threads();
     std::vector<double> moved(SCORE_ROWS * d), scores(SCORE_ROWS * m.kp), norms(SCORE_ROWS);
 #pragma omp for schedule(dynamic, 16)
     for (std::size_t block = 0; block < blocks; ++block) {
@@ -124,6 +127,7 @@ void oracle_nearest(const T* x, std::size_t n, std::size_t d, const double* c, s
       }
     }
   }
+  return team;
 }
 
 }  // namespace
