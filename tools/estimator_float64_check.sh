@@ -4,7 +4,7 @@
 # PYTHONPATH: builds the extension, runs the tests that hold its labels pass and float64 loops
 # (the oracle's bits; the program's bits, where the program's -march=native build has AVX-512),
 # then the goals at every core and at one thread. CPU only. Logs under $OUT (default /tmp/est64).
-#   bash tools/estimator_float64_check.sh
+#   bash tools/estimator_float64_check.sh     (ROUNDS=5 fresh processes each, the default)
 set -u
 OUT=${OUT:-/tmp/est64}
 mkdir -p "$OUT"
@@ -13,11 +13,11 @@ PY=${PYTHON:-python3}
 OUT=$OUT PYTHON=$PY bash tools/build_inprocess.sh || exit 1
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 $PY -m pytest -q -p no:cacheprovider tests/test_estimator_labels.py tests/test_estimator_inprocess.py \
-  > "$OUT/tests.log" 2>&1; echo "tests rc=$?" | tee -a "$OUT/tests.log"
+  > "$OUT/tests.log" 2>&1; echo "tests rc=$?" >> "$OUT/tests.log"
 tail -n 3 "$OUT/tests.log"
 for threads in "$(nproc)" 1; do
   for only in dense weighted; do
-    timeout 600 $PY bench/estimator_goals.py --rounds 5 --threads "$threads" --only "$only" \
+    timeout 600 $PY bench/estimator_goals.py --rounds "${ROUNDS:-5}" --threads "$threads" --only "$only" \
       > "$OUT/goals-$only-$threads.log" 2>&1
     grep -E "CPUs|^[a-z]|over" "$OUT/goals-$only-$threads.log"
   done
