@@ -19,7 +19,8 @@ import sys
 from setuptools import Extension, setup
 
 SOURCE = "impls/cpu/kmbench_cpu/"
-HEADERS = [SOURCE + name for name in ("nearest.hpp", "lloyd.hpp", "sparse.hpp", "sorted_search.hpp")]
+HEADERS = [SOURCE + name for name in ("nearest.hpp", "lloyd.hpp", "sparse.hpp", "sorted_search.hpp", "scores64.hpp",
+                                      "oracle_nearest.hpp")]
 HEADERS.append("impls/cpu/cpp/harness.hpp")
 OPENMP = ["-fopenmp"] if sys.platform != "darwin" else ["-Xpreprocessor", "-fopenmp"]
 FLAGS = ["-O3", "-std=c++17", *OPENMP]

@@ -8,9 +8,11 @@ A child loads the data (untimed), imports the estimator, and times `fit` alone; 
 iterations, the inertia, its peak resident memory (getrusage's maxrss: both processes load
 the same data) and how much of it the fit added above the peak before it, and every file it
 opened for writing and process it started during the fit (an audit hook). The estimators
-alternate, --rounds times each; the medians are printed.
+alternate, --rounds times each; the medians are printed. --threads N runs both on N threads
+(OMP_NUM_THREADS and the BLAS libraries' own settings, in both children); unset, each takes
+what the machine and the environment give it.
 
-    PYTHONPATH=. .venv/bin/python bench/estimator_goals.py [--rounds 3] [--only dense|weighted|sparse|n_init]
+    PYTHONPATH=. .venv/bin/python bench/estimator_goals.py [--rounds 3] [--threads N] [--only dense|weighted|sparse|n_init]
 """
 
 from __future__ import annotations
@@ -59,8 +61,12 @@ print(json.dumps({"fit": fitted, "n_iter": int(model.n_iter_), "inertia": float(
 """
 
 
+THREADS: dict[str, str] = {}  # --threads: the settings both children get
+THREAD_SETTINGS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def child(*args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, **THREADS, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     done = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, env=env, check=True,
                           cwd=ROOT)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -96,10 +102,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=("dense", "weighted", "sparse", "n_init"))
+    parser.add_argument("--threads", type=int, help="threads for both estimators (default: the environment's)")
     args = parser.parse_args()
     from sklearn.cluster import kmeans_plusplus
 
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; medians of {args.rounds} fresh processes")
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be at least 1; got {args.threads}")
+        THREADS.update({name: str(args.threads) for name in THREAD_SETTINGS})
+    threads = f"{args.threads} threads" if args.threads else "threads as the environment sets them"
+    print(f"{os.cpu_count()} CPUs, {threads}, load average {os.getloadavg()[0]:.2f}; medians of {args.rounds} "
+          f"fresh processes")
     with tempfile.TemporaryDirectory(prefix="kmbench-goals-") as scratch:
         for title, X, weights, k, n_init, goal in cases(args.only):
             data = str(Path(scratch) / ("X.npz" if sp.issparse(X) else "X.npy"))
@@ -128,8 +141,8 @@ def main() -> None:
             ratio = median["kmbench"]["fit"] / median["sklearn"]["fit"]
             memory = median["kmbench"]["peak_mb"] / median["sklearn"]["peak_mb"]
             verdict = "" if goal is None else f" (goal: <= {goal}x: {'met' if ratio <= goal else 'NOT met'})"
-            print(f"  kmbench over scikit-learn: time {ratio:.2f}x{verdict}, the process's peak memory {memory:.2f}x",
-                  flush=True)
+            print(f"  kmbench over scikit-learn: time {ratio:.2f}x{verdict}, the process's peak memory {memory:.2f}x "
+                  f"(load average now {os.getloadavg()[0]:.2f})", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,30 @@
 """kmbench.KMeans's nearest centres (kmbench/estimator/labels.py): the float64 oracle's labels
 and distances (reference.nearest), to the bit, from a matrix product and a margin. Where the
-margin is dropped, points halfway between two centres change label, so these tests can fail."""
+margin is dropped, points halfway between two centres change label, so these tests can fail.
+Each test runs three times: on the extension's fused pass (impls/cpu/kmbench_cpu/oracle_nearest.hpp)
+as this CPU loads it, on its portable build (no AVX2: other loops), and on the NumPy pass it
+replaces where the extension is not built."""
 
 import numpy as np
 import pytest
 
+from kmbench.estimator import inprocess
 from kmbench.estimator import labels as nearest_module
 from kmbench.estimator.labels import nearest
 from kmbench.protocol import reference
+
+
+@pytest.fixture(autouse=True, params=["extension", "portable", "numpy"])
+def path(request, monkeypatch):
+    if request.param != "numpy" and inprocess.MODULE is None:
+        pytest.skip("the extension is not built (no compiler at install)")
+    if request.param == "portable":
+        from kmbench.estimator import _inproc_portable
+
+        monkeypatch.setattr(inprocess, "MODULE", _inproc_portable)
+    if request.param == "numpy":
+        monkeypatch.setattr(inprocess, "MODULE", None)
+    return "numpy" if request.param == "numpy" else "extension"
 
 
 def _same_as_oracle(x, centers):
@@ -126,11 +143,12 @@ def test_labels_alone_are_the_oracles_in_either_precision(seed):
 
 
 @pytest.mark.parametrize("d, dtype", [(40, np.float32), (64, np.float64), (3, np.float32)])
-def test_labels_alone_keep_halfway_points_with_the_oracle_and_the_margin_is_why(d, dtype, monkeypatch):
+def test_labels_alone_keep_halfway_points_with_the_oracle_and_the_margin_is_why(d, dtype, monkeypatch, path):
     """Halfway points are where a float32 or float64 product's rounding picks the winner. predict's
     labels are the oracle's, and the oracle's are the direct form's (0 + (x_0 - c_0)^2 + ..., in
     that order, lowest index on a tie): a function of point and centres, so the same on any CPU and
-    BLAS kernel. Without the margin the product's own rounding shows through."""
+    BLAS kernel. Without the margin the product's own rounding shows through (the extension's
+    product is float64's, which float32 points, no longer halfway once rounded, do not trouble)."""
     from kmbench.estimator.labels import nearest_labels
 
     x, centers = _halfway(np.random.default_rng(d), d, 6, 20_000, 1.0)
@@ -138,6 +156,8 @@ def test_labels_alone_keep_halfway_points_with_the_oracle_and_the_margin_is_why(
     expected = reference.nearest(x, centers)[0]
     assert np.array_equal(expected, reference.direct_squared_distances(x, centers).argmin(axis=1))
     assert np.array_equal(nearest_labels(x, centers), expected)
+    if path == "extension" and dtype == np.float32:
+        return
     monkeypatch.setattr(nearest_module, "margin_factor", lambda d, unit=None: 0.0)
     monkeypatch.setattr(nearest_module, "UNDERFLOW32", 0.0)
     monkeypatch.setattr(nearest_module, "UNDERFLOW", 0.0)
@@ -154,3 +174,17 @@ def test_labels_alone_of_centres_too_far_for_a_float32_product_are_the_oracles()
         centers = rng.standard_normal((5, 40)) * scale
         x = (centers[rng.integers(0, 5, 500)] + rng.standard_normal((500, 40)) * scale / 10).astype(np.float32)
         assert np.array_equal(nearest_labels(x, centers), reference.nearest(x, centers)[0])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_extensions_pass_is_the_oracles_on_any_thread_count(threads, path):
+    """Points halfway between centres at d = 16 and 64 (the benchmark's), float32 and float64
+    data, a last block of 16 rows left short: the oracle's labels and distances whatever the
+    threads. The distances are its two roundings a term, (x - c)^2 then the add: one FMA would
+    change last bits here."""
+    rng = np.random.default_rng(threads)
+    for d, dtype in ((16, np.float64), (64, np.float32), (7, np.float64)):
+        x, centers = _halfway(rng, d, 37, 3_001, 2.0)
+        labels, distances = nearest(x.astype(dtype), centers, threads)
+        expected_labels, expected_distances = reference.nearest(x.astype(dtype), centers)
+        assert np.array_equal(labels, expected_labels) and np.array_equal(distances, expected_distances)

@@ -268,9 +268,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         if on_gpu.wanted(self, X, sample_weight):  # GPU input, impl="gpu", or "auto" on large float32 data
             return on_gpu.fit(self, X, sample_weight)
         given = self._data(X, reset=True)  # the samples as predict and score will read them
-        # Centred in place below, then put back, which may move a last bit: a copy of our own
-        # unless copy_x=False (densified sparse input is already one).
-        X = given if not self.copy_x or sp.issparse(X) else np.array(given, order="C")
+        # Centred below: into a copy of our own, made by the subtraction itself, unless
+        # copy_x=False, where the caller's X is centred in place and put back (which may move a
+        # last bit; densified sparse input is already a copy, CSR is not centred).
+        own = self.copy_x and not sp.issparse(X)
+        X = given
         if X.shape[0] < self.n_clusters:
             raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}.")
         weights = self._weights(sample_weight, X.shape[0])
@@ -281,23 +283,27 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
             row.n_threads = self.n_threads
         still = lloyd.tolerance(X, self.tol)
         # Centred, as scikit-learn's are: rows that expand distances lose nothing far from the
-        # origin. In place: X is a copy, or with copy_x=False the caller's, put back below.
+        # origin. One pass into the copy (a copy, then a subtraction in place, read X twice).
         dense = not sp.issparse(X)  # CSR stays as it is, uncentred (sparse.py)
         shift = X.mean(axis=0, dtype=np.float64).astype(X.dtype) if dense else np.zeros(X.shape[1], X.dtype)
-        if dense:
+        put_back = dense and not own
+        if own:
+            X = np.subtract(given, shift)
+        elif dense:
             X -= shift
         try:
             runs = fitting.all_runs(row, X, [start - shift for start in starts], weights, still, self.max_iter,
                                     self.verbose)
-            centers, self.n_iter_, self.impl_ = runs[0] if len(runs) == 1 else fitting.best(runs, X, weights)
+            centers, self.n_iter_, self.impl_ = (runs[0] if len(runs) == 1 else
+                                                 fitting.best(runs, X, weights, self.n_threads))
         finally:
-            if dense:
+            if put_back:
                 X += shift
         self.cluster_centers_ = (centers + shift).astype(X.dtype)
         # Of the samples as given, not the centred copy put back: labels_ is predict(X)'s, and
         # inertia_ is -score(X) to the bit.
         self.labels_, self.inertia_ = self._labels_inertia(given, weights)
-        distinct = np.unique(self.labels_).size
+        distinct = np.count_nonzero(np.bincount(self.labels_, minlength=self.n_clusters))  # np.unique sorts
         if distinct < self.n_clusters:
             warnings.warn(f"Number of distinct clusters ({distinct}) found smaller than n_clusters "
                           f"({self.n_clusters}). Possibly due to duplicate points in X.", ConvergenceWarning,
@@ -305,16 +311,18 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         return self
 
     def _labels_inertia(self, X, weights) -> tuple[np.ndarray, float]:
-        labels, distances = nearest(X, on_gpu.host(self.cluster_centers_))
+        labels, distances = nearest(X, on_gpu.host(self.cluster_centers_), self.n_threads)
         return labels.astype(np.int32), fitting.weighted_sum(distances, weights)
 
     def predict(self, X):
         """The index of the nearest fitted centre of each sample of X: the float64 oracle's, found
-        by a product in X's precision and certified by a margin (labels.nearest_labels)."""
+        by a product certified by a margin (labels.nearest_labels: the extension's float64 pass,
+        or NumPy's in X's precision)."""
         check_is_fitted(self)
         if on_gpu.kind_of(X):  # a CuPy array or torch CUDA tensor: computed there, returned as one
             return on_gpu.predict(self, X)
-        return nearest_labels(self._data(X, reset=False), on_gpu.host(self.cluster_centers_)).astype(np.int32)
+        return nearest_labels(self._data(X, reset=False), on_gpu.host(self.cluster_centers_),
+                              self.n_threads).astype(np.int32)
 
     def transform(self, X):
         """Euclidean distance from each point to each cluster centre (in float64 by one matrix

@@ -16,12 +16,12 @@ from kmbench.estimator.labels import nearest
 from kmbench.protocol import Problem
 
 
-def best(runs, X, weights):
+def best(runs, X, weights, threads=None):
     """scikit-learn's choice among runs: the first of least inertia, a later one replacing it
     only where it is not the same clustering (where rounding alone made it lower)."""
     chosen = chosen_inertia = chosen_labels = None
     for run in runs:
-        labels, distances = nearest(X, run[0])
+        labels, distances = nearest(X, run[0], threads)
         inertia = weighted_sum(distances, weights)
         if chosen is None or (inertia < chosen_inertia and not lloyd.same_clustering(labels, chosen_labels)):
             chosen, chosen_inertia, chosen_labels = run, inertia, labels

@@ -11,7 +11,10 @@
 // download a binding library). NumPy arrays export the buffers; nothing links against NumPy.
 #include <Python.h>
 
+// The float64 loops on AVX2 for the Lloyd step (nearest.hpp; the program keeps its own).
+#define KMBENCH_FLOAT64_SCORES 1
 #include "lloyd.hpp"
+#include "oracle_nearest.hpp"
 #include "sparse.hpp"
 
 #ifndef KMBENCH_MODULE
@@ -267,6 +270,41 @@ PyObject* py_sparse_nearest(PyObject*, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+// nearest(x, centres, labels, distances, factor, floor, threads) -> team: the float64 oracle's
+// nearest centre of each row of x (n, d) float32 or float64 and its squared distance, into labels
+// (int64) and distances (float64); factor and floor: labels.py's margin (oracle_nearest.hpp);
+// team: the threads it ran on.
+PyObject* py_nearest(PyObject*, PyObject* args) {
+  PyObject *x_object, *centres_object, *labels_object, *distances_object;
+  double factor, floor;
+  long threads;
+  if (!PyArg_ParseTuple(args, "OOOOddl", &x_object, &centres_object, &labels_object, &distances_object, &factor,
+                        &floor, &threads))
+    return nullptr;
+  View x, centres, labels, distances;
+  if (!x.get(x_object, PyBUF_ND, "x") || !centres.get(centres_object, PyBUF_ND, "centres") ||
+      !labels.get(labels_object, PyBUF_WRITABLE | PyBUF_ND, "labels") ||
+      !distances.get(distances_object, PyBUF_WRITABLE | PyBUF_ND, "distances"))
+    return nullptr;
+  if (x.b.ndim != 2 || !x.kind() || centres.kind() != 'd' || centres.b.ndim != 2 || centres.b.shape[1] != x.b.shape[1] ||
+      centres.b.shape[0] < 1 || index_size(labels) != 8 || labels.b.ndim != 1 || labels.b.shape[0] != x.b.shape[0] ||
+      distances.kind() != 'd' || distances.b.ndim != 1 || distances.b.shape[0] != x.b.shape[0]) {
+    PyErr_SetString(PyExc_ValueError, "x (n, d) float32 or float64, centres (k >= 1, d) float64, labels (n,) int64, "
+                                      "distances (n,) float64");
+    return nullptr;
+  }
+  const std::size_t n = x.b.shape[0], d = x.b.shape[1], k = centres.b.shape[0];
+  const double* c = static_cast<const double*>(centres.b.buf);
+  auto* l = static_cast<long long*>(labels.b.buf);
+  auto* out = static_cast<double*>(distances.b.buf);
+  const int count = threads_for(threads);
+  int team = 0;
+  Py_BEGIN_ALLOW_THREADS if (x.kind() == 'f') team =
+      oracle_nearest(static_cast<const float*>(x.b.buf), n, d, c, k, factor, floor, l, out, count);
+  else team = oracle_nearest(static_cast<const double*>(x.b.buf), n, d, c, k, factor, floor, l, out, count);
+  Py_END_ALLOW_THREADS return PyLong_FromLong(team);
+}
+
 PyObject* py_max_threads(PyObject*, PyObject*) { return PyLong_FromLong(omp_get_max_threads()); }
 
 // Whether this CPU runs the AVX2 module's code (asked of the portable module before loading it).
@@ -286,6 +324,8 @@ PyMethodDef methods[] = {
      "sparse_lloyd(data, indices, indptr, d, centres, weights, max_iter, shift_tol, threads, halt_on_empty)"},
     {"sparse_nearest", py_sparse_nearest, METH_VARARGS,
      "sparse_nearest(data, indices, indptr, centres, labels, distances, threads): float64 squared distances"},
+    {"nearest", py_nearest, METH_VARARGS,
+     "nearest(x, centres, labels, distances, factor, floor, threads) -> team: the float64 oracle's labels, distances"},
     {"max_threads", py_max_threads, METH_NOARGS, "OpenMP's thread count for the next parallel region"},
     {"cpu_has_avx2", py_cpu_has_avx2, METH_NOARGS, "whether the CPU has AVX2 and FMA"},
     {nullptr, nullptr, 0, nullptr}};
