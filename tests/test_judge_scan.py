@@ -1,0 +1,33 @@
+"""kmbench.judge.scan's own facts, beside the verdicts other files test: where the arithmetic is
+exact a tie has no allowance (the lowest index wins, by nothing), and pairs name their points in
+the narrowest integer type that numbers them."""
+
+import numpy as np
+import pytest
+
+from kmbench.judge import scan
+from kmbench.judge.certify import Certifier
+from kmbench.judge.precision import declared
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_an_exact_tie_given_to_the_higher_index_is_allowed_nothing_whatever_the_distance_form(direct):
+    """Integer data, centroids and mean near the origin: every distance is exact in float32, so
+    no rounding allowance applies to point 2, exactly between centroids 0 and 1: the row that
+    gave it to 1 is off by 0 where nothing is allowed (the float32 allowance of 0 rounded up is the
+    smallest subnormal, 1.4e-45 in squared distance)."""
+    data = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 0.0], [4.0, 0.0], [8.0, 0.0]])
+    start = np.array([[0.0, 0.0], [2.0, 0.0], [6.0, 0.0]])
+    certifier = Certifier.of(data, declared("float32"), direct=direct)
+    failure = certifier.step(2, start, start, np.array([0, 1, 1, 1, 2])).failure
+    nothing = np.nextafter(np.float32(0), np.float32(1))
+    assert (failure.where, failure.amount) == ("point 2", 0.0) and failure.allowance < 1e-20
+    assert failure.text.endswith("point 2 went to 1, its nearest is 0 (an exact tie: the lowest index wins)")
+    found = certifier.scan(2, start, keep=False)
+    assert (found.allowance <= nothing).all() and found.unique.all()
+
+
+def test_pairs_name_their_points_in_the_narrowest_integer_type_that_numbers_them():
+    """int32 while every point's index fits (13 bytes a point at a billion points), int64 past."""
+    assert [scan._index_type(n) for n in (1, 1000, 2**31 - 1)] == [np.int32] * 3
+    assert [scan._index_type(n) for n in (2**31 + 1, 2**33)] == [np.int64] * 2
