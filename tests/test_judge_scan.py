@@ -31,3 +31,26 @@ def test_pairs_name_their_points_in_the_narrowest_integer_type_that_numbers_them
     """int32 while every point's index fits (13 bytes a point at a billion points), int64 past."""
     assert [scan._index_type(n) for n in (1, 1000, 2**31 - 1)] == [np.int32] * 3
     assert [scan._index_type(n) for n in (2**31 + 1, 2**33)] == [np.int64] * 2
+
+
+def test_a_scan_in_small_chunks_is_the_scan_in_one():
+    """Each chunk's figures go to its own points (and its pairs name them by their index in the
+    data): chunks of 7 points give the assignment one chunk gives, near-ties and all."""
+    from kmbench.judge import scoring
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT32
+
+    rng = np.random.default_rng(5)
+    centres = np.array([[100.0, 100.0], [101.0, 100.0], [100.0, 103.0]])
+    data = (centres[rng.integers(0, 3, 200)] + rng.normal(0, 0.6, (200, 2))).astype(np.float32)
+    centroids = data[:3].astype(np.float64)
+    whole = scan.assign(data, centroids, FLOAT32, Geometry.of(data))
+    assert 0 < whole.near_ties < 200  # the premise: some points have more than one admissible label
+    original = scoring.Scorer.rows_per_chunk
+    try:
+        scoring.Scorer.rows_per_chunk = lambda self, xp: 7
+        chunked = scan.assign(data, centroids, FLOAT32, Geometry.of(data))
+    finally:
+        scoring.Scorer.rows_per_chunk = original
+    for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance"):
+        np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name), err_msg=name)
