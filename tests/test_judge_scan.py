@@ -54,3 +54,22 @@ def test_a_scan_in_small_chunks_is_the_scan_in_one():
         scoring.Scorer.rows_per_chunk = original
     for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance"):
         np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name), err_msg=name)
+
+
+def test_a_scan_started_from_seeds_of_the_same_centroids_decides_as_a_scan_from_none():
+    """A seed settles a point only where its carried bounds prove it clear; the points it leaves
+    go to the next seed, then to the scorer. From seeds of the very centroids scanned, twice over,
+    every decision (near-ties included, far from the origin in float32) is the seedless scan's."""
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT32
+
+    rng = np.random.default_rng(6)
+    centres = np.array([[1000.0, 1000.0], [1010.0, 1000.0], [1000.0, 1030.0]])
+    data = (centres[rng.integers(0, 3, 300)] + rng.normal(0, 3.0, (300, 2))).astype(np.float32)
+    centroids = centres + 0.25
+    geometry = Geometry.of(data)
+    seedless = scan.assign(data, centroids, FLOAT32, geometry)
+    assert 0 < seedless.near_ties < 300  # the premise: near-ties to leave open, and clear points to settle
+    seeded = scan.assign(data, centroids, FLOAT32, geometry, seeds=[seedless.seed(centroids)] * 2)
+    for name in ("nearest", "unique", "pair_points", "pair_centroids"):
+        np.testing.assert_array_equal(getattr(seeded, name), getattr(seedless, name), err_msg=name)
