@@ -56,9 +56,11 @@ def test_a_scan_in_small_chunks_is_the_scan_in_one():
         np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name), err_msg=name)
 
 
-def test_a_scan_started_from_seeds_of_the_same_centroids_decides_as_a_scan_from_none():
+@pytest.mark.parametrize("moved", [0.0, 0.5])
+def test_a_scan_started_from_seeds_decides_as_a_scan_from_none(moved):
     """A seed settles a point only where its carried bounds prove it clear; the points it leaves
-    go to the next seed, then to the scorer. From seeds of the very centroids scanned, twice over,
+    go to the next seed, then to the scorer. From seeds of the centroids scanned (or of centroids
+    one of which has since moved half a unit, whose distances are measured again), twice over,
     every decision (near-ties included, far from the origin in float32) is the seedless scan's."""
     from kmbench.judge.points import Geometry
     from kmbench.judge.precision import FLOAT32
@@ -66,10 +68,14 @@ def test_a_scan_started_from_seeds_of_the_same_centroids_decides_as_a_scan_from_
     rng = np.random.default_rng(6)
     centres = np.array([[1000.0, 1000.0], [1010.0, 1000.0], [1000.0, 1030.0]])
     data = (centres[rng.integers(0, 3, 300)] + rng.normal(0, 3.0, (300, 2))).astype(np.float32)
-    centroids = centres + 0.25
+    far = np.c_[900.0 + 20 * np.arange(17), np.full(17, 1200.0)]  # k = 20: enough for a mover to stand out
+    centroids = np.vstack([centres + 0.25, far])
     geometry = Geometry.of(data)
     seedless = scan.assign(data, centroids, FLOAT32, geometry)
     assert 0 < seedless.near_ties < 300  # the premise: near-ties to leave open, and clear points to settle
-    seeded = scan.assign(data, centroids, FLOAT32, geometry, seeds=[seedless.seed(centroids)] * 2)
+    before = centroids.copy()
+    before[1, 0] -= moved
+    seed = scan.assign(data, before, FLOAT32, geometry).seed(before)
+    seeded = scan.assign(data, centroids, FLOAT32, geometry, seeds=[seed] * 2)
     for name in ("nearest", "unique", "pair_points", "pair_centroids"):
         np.testing.assert_array_equal(getattr(seeded, name), getattr(seedless, name), err_msg=name)
