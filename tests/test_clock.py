@@ -240,3 +240,12 @@ def test_a_library_with_no_device_or_a_failing_one_is_not_waited_for(monkeypatch
         monkeypatch.setitem(sys.modules, "torch", torch)
         clock.synchronize()  # no exception: a library that cannot synchronise has nothing queued
         assert calls == []
+
+
+@pytest.mark.parametrize("given", ["0.1", None])
+def test_a_claim_that_is_no_number_reaches_the_wall_check_as_given_and_is_refused(fixed_rate, given):
+    """claims_of makes plain floats of real numbers only: a text "0.1" is not read as a time, and
+    None does not become a TypeError; the wall check then refuses either by name."""
+    assert clock.claims_of(result(given)) == [given]
+    with pytest.raises(clock.ClockError, match="negative or not a number"):
+        clock.check(Declares(), problem(), result(given), wall=1.0)

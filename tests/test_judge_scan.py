@@ -1,0 +1,81 @@
+"""kmbench.judge.scan's own facts, beside the verdicts other files test: where the arithmetic is
+exact a tie has no allowance (the lowest index wins, by nothing), and pairs name their points in
+the narrowest integer type that numbers them."""
+
+import numpy as np
+import pytest
+
+from kmbench.judge import scan
+from kmbench.judge.certify import Certifier
+from kmbench.judge.precision import declared
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_an_exact_tie_given_to_the_higher_index_is_allowed_nothing_whatever_the_distance_form(direct):
+    """Integer data, centroids and mean near the origin: every distance is exact in float32, so
+    no rounding allowance applies to point 2, exactly between centroids 0 and 1: the row that
+    gave it to 1 is off by 0 where nothing is allowed (the float32 allowance of 0 rounded up is the
+    smallest subnormal, 1.4e-45 in squared distance)."""
+    data = np.array([[0.0, 0.0], [2.0, 0.0], [1.0, 0.0], [4.0, 0.0], [8.0, 0.0]])
+    start = np.array([[0.0, 0.0], [2.0, 0.0], [6.0, 0.0]])
+    certifier = Certifier.of(data, declared("float32"), direct=direct)
+    failure = certifier.step(2, start, start, np.array([0, 1, 1, 1, 2])).failure
+    nothing = np.nextafter(np.float32(0), np.float32(1))
+    assert (failure.where, failure.amount) == ("point 2", 0.0) and failure.allowance < 1e-20
+    assert failure.text.endswith("point 2 went to 1, its nearest is 0 (an exact tie: the lowest index wins)")
+    found = certifier.scan(2, start, keep=False)
+    assert (found.allowance <= nothing).all() and found.unique.all()
+
+
+def test_pairs_name_their_points_in_the_narrowest_integer_type_that_numbers_them():
+    """int32 while every point's index fits (13 bytes a point at a billion points), int64 past."""
+    assert [scan._index_type(n) for n in (1, 1000, 2**31 - 1)] == [np.int32] * 3
+    assert [scan._index_type(n) for n in (2**31 + 1, 2**33)] == [np.int64] * 2
+
+
+def test_a_scan_in_small_chunks_is_the_scan_in_one():
+    """Each chunk's figures go to its own points (and its pairs name them by their index in the
+    data): chunks of 7 points give the assignment one chunk gives, near-ties and all."""
+    from kmbench.judge import scoring
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT32
+
+    rng = np.random.default_rng(5)
+    centres = np.array([[100.0, 100.0], [101.0, 100.0], [100.0, 103.0]])
+    data = (centres[rng.integers(0, 3, 200)] + rng.normal(0, 0.6, (200, 2))).astype(np.float32)
+    centroids = data[:3].astype(np.float64)
+    whole = scan.assign(data, centroids, FLOAT32, Geometry.of(data))
+    assert 0 < whole.near_ties < 200  # the premise: some points have more than one admissible label
+    original = scoring.Scorer.rows_per_chunk
+    try:
+        scoring.Scorer.rows_per_chunk = lambda self, xp: 7
+        chunked = scan.assign(data, centroids, FLOAT32, Geometry.of(data))
+    finally:
+        scoring.Scorer.rows_per_chunk = original
+    for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance"):
+        np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name), err_msg=name)
+
+
+@pytest.mark.parametrize("moved", [0.0, 0.5])
+def test_a_scan_started_from_seeds_decides_as_a_scan_from_none(moved):
+    """A seed settles a point only where its carried bounds prove it clear; the points it leaves
+    go to the next seed, then to the scorer. From seeds of the centroids scanned (or of centroids
+    one of which has since moved half a unit, whose distances are measured again), twice over,
+    every decision (near-ties included, far from the origin in float32) is the seedless scan's."""
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT32
+
+    rng = np.random.default_rng(6)
+    centres = np.array([[1000.0, 1000.0], [1010.0, 1000.0], [1000.0, 1030.0]])
+    data = (centres[rng.integers(0, 3, 300)] + rng.normal(0, 3.0, (300, 2))).astype(np.float32)
+    far = np.c_[900.0 + 20 * np.arange(17), np.full(17, 1200.0)]  # k = 20: enough for a mover to stand out
+    centroids = np.vstack([centres + 0.25, far])
+    geometry = Geometry.of(data)
+    seedless = scan.assign(data, centroids, FLOAT32, geometry)
+    assert 0 < seedless.near_ties < 300  # the premise: near-ties to leave open, and clear points to settle
+    before = centroids.copy()
+    before[1, 0] -= moved
+    seed = scan.assign(data, before, FLOAT32, geometry).seed(before)
+    seeded = scan.assign(data, centroids, FLOAT32, geometry, seeds=[seed] * 2)
+    for name in ("nearest", "unique", "pair_points", "pair_centroids"):
+        np.testing.assert_array_equal(getattr(seeded, name), getattr(seedless, name), err_msg=name)
