@@ -1,0 +1,139 @@
+"""The float64 reference as the validator keeps it and the figures it gives (kmbench.protocol.validate),
+on four points worked out by hand: 0 and 2 about 1, 10 and 12 about 11 (inertia 4, mean 6, spread
+sqrt(26)). Fast on purpose: mutmut runs these for every mutant of the functions they reach."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from kmbench.judge import certify
+from kmbench.protocol import validate
+
+DATA = np.array([[0.0, 0.0], [2.0, 0.0], [10.0, 0.0], [12.0, 0.0]])
+START = np.array([[0.0, 0.0], [12.0, 0.0]])
+SPREAD = np.sqrt(26.0)  # distances from the mean (6, 0): 6, 4, 4, 6
+
+
+def test_the_oracle_holds_the_float64_end_point_and_what_it_belongs_to():
+    told = []
+    oracle = validate.Oracle.compute(DATA, START, 3, progress=told.append)
+    assert oracle.centroids.tolist() == [[1.0, 0.0], [11.0, 0.0]]
+    assert oracle.inertia == 4.0 and oracle.spread == pytest.approx(SPREAD, rel=1e-15)
+    assert (oracle.n, oracle.iterations, oracle.emptied) == (4, 3, 0)
+    assert oracle.offset == pytest.approx(6 / SPREAD, rel=1e-15)  # the mean's distance from the origin, in spreads
+    assert oracle.problem == {"start": validate.start_digest(START),
+                              "stop": {"rule": "iterations", "max_iter": 3, "tol": None}}
+    assert told == [f"float64 reference: iteration {i}/3" for i in (1, 2, 3)]
+    assert oracle.seconds > 0 and oracle.workspace.source is DATA
+
+
+def test_the_oracle_by_tolerance_stops_when_no_label_changes_and_counts_empty_clusters():
+    """A third centroid at 100 that no point joins; with tol = 0 the second iteration changes no label."""
+    start = np.vstack([START, [[100.0, 0.0]]])
+    oracle = validate.Oracle.compute(DATA, start, 10, tol=0.0)
+    assert (oracle.iterations, oracle.emptied) == (2, 1)
+    assert oracle.centroids[2].tolist() == [100.0, 0.0]
+    assert oracle.problem["stop"] == {"rule": "tolerance", "max_iter": 10, "tol": 0.0}
+
+
+def test_the_oracle_as_data_comes_back_the_same():
+    oracle = validate.Oracle.compute(DATA, START, 2)
+    back = validate.Oracle.from_dict(oracle.to_dict())
+    for field in ("inertia", "spread", "n", "iterations", "emptied", "offset", "problem"):
+        assert getattr(back, field) == getattr(oracle, field), field
+    assert back.centroids.dtype == np.float64 and np.array_equal(back.centroids, oracle.centroids)
+
+
+def test_a_start_digest_tells_values_dtype_and_shape_apart():
+    same = validate.start_digest(START.copy())
+    assert same == validate.start_digest(START) and len(same) == 32
+    assert validate.start_digest(START.astype(np.float32)) != same
+    assert validate.start_digest(START.reshape(4, 1)) != same
+    assert validate.start_digest(START + [[0.0, 0.0], [0.0, 1e-9]]) != same
+
+
+def test_the_workspace_is_kept_for_the_same_data_and_made_anew_for_other_data():
+    oracle = validate.Oracle.compute(DATA, START, 1)
+    kept = oracle.workspace_for(DATA, np)
+    assert kept is oracle.workspace and kept.xp is np and kept.device_nbytes() == 0
+    other = DATA.copy()
+    fresh = oracle.workspace_for(other, np)
+    assert fresh is not kept and fresh.source is other and oracle.workspace is fresh
+
+
+def test_inertias_are_computed_once_per_centroids_and_remembered_ones_are_used():
+    oracle = validate.Oracle.compute(DATA, START, 1)
+    assert oracle.inertia_of(START, DATA) == 8.0  # 0 + 4 + 4 + 0
+    assert oracle.inertia_of(START + 1.0, DATA.copy()) == 2 + 2 + 2 + 10  # from data it does not hold
+    moved = START + [[0.0, 3.0], [0.0, 0.0]]
+    oracle.remember({certify.digest(moved): 123.0})
+    assert oracle.inertia_of(moved, DATA) == 123.0
+
+
+def test_the_inertia_difference_is_relative_to_the_reference_floored_by_the_total_sum_of_squares():
+    oracle = validate.Oracle.compute(DATA, START, 3)
+    assert oracle.inertia_difference(5.0) == 0.25 and oracle.inertia_difference(3.0) == 0.25
+    flat = validate.Oracle(oracle.centroids, 0.0, 2.0, n=10)  # inertia 0: the floor 1e-9 * n * spread^2
+    assert flat.inertia_scale == pytest.approx(4e-8, rel=1e-12)
+    assert flat.inertia_difference(4e-9) == pytest.approx(0.1, rel=1e-9)
+
+
+def test_the_centroid_error_is_the_frobenius_distance_over_root_k_spreads():
+    oracle = validate.Oracle.compute(DATA, START, 3)
+    moved = oracle.centroids + [[3.0, 4.0], [0.0, 0.0]]
+    assert validate.centroid_error(moved, oracle) == pytest.approx(5 / (np.sqrt(2) * SPREAD), rel=1e-14)
+    one_point = validate.Oracle(np.array([[1e6, 0.0]]), 0.0, 0.0, n=3)  # spread 0: eps * |R| floors it
+    expected = 1.0 / (np.finfo(np.float64).eps * 1e6)
+    assert validate.centroid_error(np.array([[1e6 + 1.0, 0.0]]), one_point) == pytest.approx(expected, rel=1e-12)
+
+
+def test_figures_of_a_good_end_point_and_the_words_for_broken_ones():
+    oracle = validate.Oracle.compute(DATA, START, 3)
+    got = validate.figures(oracle.centroids + [[0.0, 1.0], [0.0, 0.0]], oracle, DATA)
+    assert (got.status, got.detail, got.inertia) == ("ok", "", 6.0)  # 2 + 2 from (1, 1), 1 + 1 from (11, 0)
+    assert got.inertia_difference == 0.5 and got.centroid_error == pytest.approx(1 / (np.sqrt(2) * SPREAD))
+    shape = validate.figures(np.zeros((3, 2)), oracle, DATA)
+    assert (shape.status, shape.detail) == ("mismatch", "centroids have shape (3, 2), expected (2, 2)")
+    nan = validate.figures(np.array([[1.0, np.nan], [11.0, 0.0]]), oracle, DATA)
+    assert (nan.status, nan.detail) == ("mismatch", "centroids contain NaN or infinite values")
+    assert validate.malformed(np.array([[1.0, np.inf], [11.0, 0.0]]), oracle).status == "mismatch"
+    assert validate.malformed(oracle.centroids, oracle) is None
+
+
+def _failed(inadmissible):
+    return SimpleNamespace(certified=False, precision="float32", inadmissible=inadmissible,
+                           failure=SimpleNamespace(sentence=lambda: "iteration 2, centroid 1 is off"),
+                           as_dict=lambda: {"certified": False})
+
+
+def test_an_uncertified_row_is_a_mismatch_that_says_where_or_approximate_with_its_quality():
+    oracle = validate.Oracle.compute(DATA, START, 3)
+    end = validate.Verdict("ok", 0.5, 0.25, "", 5.0)
+    wrong = validate.verdict(_failed([0.1, 0.25]), end, oracle)
+    assert (wrong.status, wrong.centroid_error, wrong.inertia_difference, wrong.inertia) == ("mismatch", 0.5, 0.25, 5.0)
+    assert wrong.detail == "not a Lloyd trajectory in float32: iteration 2, centroid 1 is off"
+    assert wrong.certificate == {"certified": False}
+    rough = validate.verdict(_failed([0.1, 0.25]), end, oracle, approximate=True)
+    assert rough.status == "approximate" and rough.inertia == 5.0
+    assert rough.detail == ("approximate: inertia +25.000% against the float64 trajectory's; 25.00% of its last "
+                            "labels inadmissible (first uncertified step: iteration 2, centroid 1 is off)")
+    assert "inadmissible" not in validate.verdict(_failed([]), end, oracle, approximate=True).detail
+    broken = validate.Verdict("mismatch", detail="centroids contain NaN or infinite values")
+    assert validate.verdict(_failed([]), broken, oracle) is broken
+
+
+def test_a_verdict_as_a_record_keeps_every_figure():
+    verdict = validate.Verdict("ok", 0.5, 0.25, "fine", 5.0, {"steps": 3})
+    assert verdict.as_dict() == {"status": "ok", "centroid_error": 0.5, "inertia_difference": 0.25,
+                                 "inertia": 5.0, "detail": "fine", "certificate": {"steps": 3}}
+
+
+def test_the_worst_repeat_goes_by_status_then_centroid_error_then_inertia_difference():
+    ok, skipped = validate.Verdict("ok", 0.0, 0.0), validate.Verdict("skipped")
+    assert validate.worst([skipped, ok]) is ok
+    approximate, mismatch = validate.Verdict("approximate", 0.9, 0.9), validate.Verdict("mismatch", 0.0, 0.0)
+    assert validate.worst([mismatch, approximate]) is mismatch
+    first, second = validate.Verdict("ok", 0.1, 0.2), validate.Verdict("ok", 0.1, 0.3)
+    assert validate.worst([second, first]) is second and validate.worst([first, second]) is second
+    assert validate.worst([validate.Verdict("ok", None, 0.3), validate.Verdict("ok", 0.0, 0.1)]).inertia_difference == 0.3
