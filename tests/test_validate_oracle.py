@@ -49,6 +49,8 @@ def test_a_start_digest_tells_values_dtype_and_shape_apart():
     same = validate.start_digest(START.copy())
     assert same == validate.start_digest(START) and len(same) == 32
     assert validate.start_digest(START.astype(np.float32)) != same
+    zeros = np.zeros((2, 2))  # the same bytes as integers: the dtype tells them apart
+    assert validate.start_digest(zeros) != validate.start_digest(zeros.astype(np.int64))
     assert validate.start_digest(START.reshape(4, 1)) != same
     assert validate.start_digest(START + [[0.0, 0.0], [0.0, 1e-9]]) != same
 
@@ -60,6 +62,9 @@ def test_the_workspace_is_kept_for_the_same_data_and_made_anew_for_other_data():
     other = DATA.copy()
     fresh = oracle.workspace_for(other, np)
     assert fresh is not kept and fresh.source is other and oracle.workspace is fresh
+    oracle.make_room()  # on the CPU nothing is held on a GPU: the workspace stays
+    assert oracle.workspace is fresh
+    validate.Oracle.from_dict(oracle.to_dict()).make_room()  # one from a record holds no workspace at all
 
 
 def test_inertias_are_computed_once_per_centroids_and_remembered_ones_are_used():
