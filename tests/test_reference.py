@@ -323,3 +323,26 @@ def test_nearest_holds_one_chunk_of_distances_at_a_time_whatever_k_and_d(monkeyp
         tracemalloc.stop()
     returned = 5000 * (8 + 8)  # int64 labels, float64 distances
     assert held - returned <= 16 * 1000 * 8  # 16 chunks of float64 distances
+
+
+def test_mean_and_spread_are_float64_over_ragged_chunks_and_hold_one_chunk(monkeypatch):
+    """float32 points 2^24, 1, 1 and 2 (a float32 sum loses the 1s): mean (2^24 + 4) / 4 in float64,
+    spread the RMS distance from it, in chunks of two rows (the last ragged); and the float64 copy of
+    100,000 float32 rows is made a chunk at a time, not whole."""
+    import tracemalloc
+
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", 4)  # two rows of two
+    data = np.array([[2.0**24, 0.0], [1.0, 0.0], [1.0, 0.0], [2.0, 6.0]], dtype=np.float32)
+    mean = (2.0**24 + 4) / 4
+    assert reference.mean(data).tolist() == [mean, 1.5]
+    squares = [(x - mean) ** 2 + (y - 1.5) ** 2 for x, y in [(2.0**24, 0.0), (1.0, 0.0), (1.0, 0.0), (2.0, 6.0)]]
+    assert reference.spread(data) == pytest.approx(np.sqrt(sum(squares) / 4), rel=1e-15)
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", 2000)
+    many = np.ones((100_000, 2), dtype=np.float32)
+    tracemalloc.start()
+    try:
+        reference.spread(many)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert held < 100_000 * 2 * 8 / 4  # a quarter of the float64 copy: a few chunks of 1,000 rows

@@ -2,12 +2,13 @@
 on four points worked out by hand: 0 and 2 about 1, 10 and 12 about 11 (inertia 4, mean 6, spread
 sqrt(26)). Fast on purpose: mutmut runs these for every mutant of the functions they reach."""
 
+import time
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from kmbench.judge import certify
+from kmbench.judge import certify, points
 from kmbench.protocol import validate
 
 DATA = np.array([[0.0, 0.0], [2.0, 0.0], [10.0, 0.0], [12.0, 0.0]])
@@ -17,7 +18,9 @@ SPREAD = np.sqrt(26.0)  # distances from the mean (6, 0): 6, 4, 4, 6
 
 def test_the_oracle_holds_the_float64_end_point_and_what_it_belongs_to():
     told = []
+    started = time.perf_counter()
     oracle = validate.Oracle.compute(DATA, START, 3, progress=told.append)
+    took = time.perf_counter() - started
     assert oracle.centroids.tolist() == [[1.0, 0.0], [11.0, 0.0]]
     assert oracle.inertia == 4.0 and oracle.spread == pytest.approx(SPREAD, rel=1e-15)
     assert (oracle.n, oracle.iterations, oracle.emptied) == (4, 3, 0)
@@ -25,7 +28,17 @@ def test_the_oracle_holds_the_float64_end_point_and_what_it_belongs_to():
     assert oracle.problem == {"start": validate.start_digest(START),
                               "stop": {"rule": "iterations", "max_iter": 3, "tol": None}}
     assert told == [f"float64 reference: iteration {i}/3" for i in (1, 2, 3)]
-    assert oracle.seconds > 0 and oracle.workspace.source is DATA
+    assert 0 < oracle.seconds <= took and oracle.workspace.source is DATA
+
+
+def test_the_oracles_offset_and_spread_are_in_the_datas_own_scale_whatever_the_judge_keeps(monkeypatch):
+    """A hundredth of the size (spread below 1): the same offset in spreads; and with no room to keep
+    the points' norms, the spread is measured on the data, the same."""
+    small = validate.Oracle.compute(DATA / 100, START / 100, 1)
+    assert small.offset == pytest.approx(6 / SPREAD, rel=1e-15)
+    assert small.spread == pytest.approx(SPREAD / 100, rel=1e-15)
+    monkeypatch.setattr(points, "CACHE_BYTES", 0)
+    assert validate.Oracle.compute(DATA, START, 1).spread == pytest.approx(SPREAD, rel=1e-15)
 
 
 def test_the_oracle_by_tolerance_stops_when_no_label_changes_and_counts_empty_clusters():
@@ -57,23 +70,30 @@ def test_a_start_digest_tells_values_dtype_and_shape_apart():
 
 def test_the_workspace_is_kept_for_the_same_data_and_made_anew_for_other_data():
     oracle = validate.Oracle.compute(DATA, START, 1)
+    made = oracle.workspace
     kept = oracle.workspace_for(DATA, np)
-    assert kept is oracle.workspace and kept.xp is np and kept.device_nbytes() == 0
+    assert kept is made and oracle.workspace is made and kept.xp is np and kept.device_nbytes() == 0
     other = DATA.copy()
     fresh = oracle.workspace_for(other, np)
     assert fresh is not kept and fresh.source is other and oracle.workspace is fresh
     oracle.make_room()  # on the CPU nothing is held on a GPU: the workspace stays
     assert oracle.workspace is fresh
     validate.Oracle.from_dict(oracle.to_dict()).make_room()  # one from a record holds no workspace at all
+    oracle.release()
+    assert oracle.workspace is None and oracle.seeds.get(1) is None
 
 
-def test_inertias_are_computed_once_per_centroids_and_remembered_ones_are_used():
+def test_inertias_are_computed_once_per_centroids_and_remembered_ones_are_used(monkeypatch):
     oracle = validate.Oracle.compute(DATA, START, 1)
     assert oracle.inertia_of(START, DATA) == 8.0  # 0 + 4 + 4 + 0
-    assert oracle.inertia_of(START + 1.0, DATA.copy()) == 2 + 2 + 2 + 10  # from data it does not hold
+    assert oracle.inertia_of(START + 1.0, DATA + 1.0) == 8.0  # other data than the workspace's
+    assert oracle.inertia_of(START + 2.0, DATA) == 8 + 4 + 20 + 8  # from (2, 2) and (14, 2)
+    assert validate.Oracle.from_dict(oracle.to_dict()).inertia_of(START, DATA) == 8.0  # no workspace
     moved = START + [[0.0, 3.0], [0.0, 0.0]]
     oracle.remember({certify.digest(moved): 123.0})
     assert oracle.inertia_of(moved, DATA) == 123.0
+    monkeypatch.setattr(certify, "inertia", None)  # the reference's own end point was handed over
+    assert oracle.inertia_of(oracle.centroids, DATA) == oracle.inertia == 4.0
 
 
 def test_the_inertia_difference_is_relative_to_the_reference_floored_by_the_total_sum_of_squares():
