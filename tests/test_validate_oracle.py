@@ -108,6 +108,11 @@ def test_the_centroid_error_is_the_frobenius_distance_over_root_k_spreads():
     oracle = validate.Oracle.compute(DATA, START, 3)
     moved = oracle.centroids + [[3.0, 4.0], [0.0, 0.0]]
     assert validate.centroid_error(moved, oracle) == pytest.approx(5 / (np.sqrt(2) * SPREAD), rel=1e-14)
+    three = validate.Oracle(np.zeros((3, 2)), 0.0, 2.0)  # k = 3 centroids in d = 2
+    assert validate.centroid_error(np.array([[3.0, 4.0], [0.0, 0.0], [0.0, 0.0]]), three) == pytest.approx(
+        5 / (np.sqrt(3) * 2.0), rel=1e-14)
+    at_origin = validate.Oracle(np.zeros((1, 2)), 0.0, 0.0, n=3)  # spread 0 and |R| = 0: 1e-300 floors it
+    assert validate.centroid_error(np.zeros((1, 2)), at_origin) == 0.0
     one_point = validate.Oracle(np.array([[1e6, 0.0]]), 0.0, 0.0, n=3)  # spread 0: eps * |R| floors it
     expected = 1.0 / (np.finfo(np.float64).eps * 1e6)
     assert validate.centroid_error(np.array([[1e6 + 1.0, 0.0]]), one_point) == pytest.approx(expected, rel=1e-12)
