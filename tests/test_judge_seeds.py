@@ -194,10 +194,14 @@ def test_movers_are_the_few_that_moved_more_than_twice_the_seventeenth():
 
 
 def test_with_eighteen_centroids_or_fewer_none_is_a_mover():
-    moved = [0.1] * 18
-    moved[0] = 50.0
-    _, movers, rest = carried_bounds(_moved(moved), np.zeros((18, 2)), np)
-    assert movers.size == 0 and rest.tolist() == [0.1] + [50.0] * 17
+    """A seed's 18 centroids moved by 0.125, the first by 50 (each move rounded up by the slack)."""
+    before = np.zeros((18, 2))
+    after = before + [0.125, 0.0]
+    after[0, 0] = 50.0
+    seed = Seed(before, np.zeros(3, dtype=np.int32), np.zeros(3, dtype=np.float32))
+    _, movers, rest = carried_bounds(seed, after, np)
+    up = 1 + bound_slack(2)
+    assert movers.size == 0 and rest.tolist() == [0.125 * up] + [50.0 * up] * 17
 
 
 def test_a_movers_distance_is_measured_except_for_the_points_it_was_nearest_to():
