@@ -205,9 +205,9 @@ def test_with_eighteen_centroids_or_fewer_none_is_a_mover():
 
 
 def test_a_movers_distance_is_measured_except_for_the_points_it_was_nearest_to():
-    """Points (0, 0) and (3, 4), mover 1 at (6, 8): the first point's bound drops to 10 (less the
+    """Points (0, 4) and (3, 4), mover 1 at (6, 12): the first point's bound drops to 10 (less the
     slack), the second was nearest to the mover and keeps its bound."""
-    x, centroids = np.array([[0.0, 0.0], [3.0, 4.0]]), np.array([[0.0, 1.0], [6.0, 8.0]])
+    x, centroids = np.array([[0.0, 4.0], [3.0, 4.0]]), np.array([[0.0, 1.0], [6.0, 12.0]])
     got = measured_lower(np.array([20.0, 20.0]), np.array([0, 1]), x, centroids, np.array([1]), np)
     assert got.tolist() == [10.0 * (1 - bound_slack(2)), 20.0]
     assert measured_lower(np.array([7.0, 20.0]), np.array([0, 1]), x, centroids, np.array([1]), np)[0] == 7.0
@@ -215,7 +215,7 @@ def test_a_movers_distance_is_measured_except_for_the_points_it_was_nearest_to()
 
 def test_the_bounds_own_slack_is_a_floor_of_1e_12_or_their_float64_rounding_in_high_dimensions():
     assert bound_slack(2) == 1e-12
-    assert bound_slack(20_000) == pytest.approx(4 * 20_008 * 2.0**-53, rel=1e-9)
+    assert bound_slack(20_000) == pytest.approx(4 * 20_008 * 2.0**-53, rel=1e-9, abs=0)
 
 
 def test_how_far_a_seeds_centroids_moved_rounded_up_and_whether_it_fits():

@@ -100,7 +100,7 @@ def test_the_inertia_difference_is_relative_to_the_reference_floored_by_the_tota
     oracle = validate.Oracle.compute(DATA, START, 3)
     assert oracle.inertia_difference(5.0) == 0.25 and oracle.inertia_difference(3.0) == 0.25
     flat = validate.Oracle(oracle.centroids, 0.0, 2.0, n=10)  # inertia 0: the floor 1e-9 * n * spread^2
-    assert flat.inertia_scale == pytest.approx(4e-8, rel=1e-12)
+    assert flat.inertia_scale == pytest.approx(4e-8, rel=1e-12, abs=0)
     assert flat.inertia_difference(4e-9) == pytest.approx(0.1, rel=1e-9)
 
 
