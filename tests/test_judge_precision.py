@@ -52,23 +52,3 @@ def test_gamma_bounds_m_roundings_either_way():
     for m in (1, 5, 20, 60):
         g = precision.gamma(m, u)
         assert (1 + u) ** m - 1 <= g and (1 - u) ** -m - 1 <= g
-
-
-COARSE = precision.Precision("coarse", input=2.0 ** -4, accumulate=2.0 ** -6, store=2.0 ** -5, exact_below=2.0 ** 5)
-
-
-def test_the_distance_factor_is_the_documented_sum_of_its_terms():
-    """NOTES.md, "Distances": K(d) = 2 u_in + u_in^2 + gamma_{d+8}(u_acc) + 2 u_store, on units coarse
-    enough that every term shows: d = 0 gives gamma_8(2^-6) = (1/8) / (7/8) = 1/7, d = 8 gives
-    gamma_16(2^-6) = (1/4) / (3/4) = 1/3."""
-    terms = 2 / 16 + 1 / 256 + 2 / 32
-    assert precision.distance_factor(COARSE, 0) == pytest.approx(terms + 1 / 7, rel=1e-14)
-    assert precision.distance_factor(COARSE, 8) == pytest.approx(terms + 1 / 3, rel=1e-14)
-
-
-def test_the_sum_factor_is_gamma_of_count_plus_two_and_one_input_rounding():
-    """NOTES.md, "Means": G(count) = gamma_{count+2}(u_acc) + u_in: count 6 gives gamma_8(2^-6) = 1/7,
-    count 14 gamma_16 = 1/3, each plus 1/16; for an array of counts, one factor each."""
-    assert precision.sum_factor(COARSE, 6) == pytest.approx(1 / 7 + 1 / 16, rel=1e-14)
-    np.testing.assert_allclose(precision.sum_factor(COARSE, np.array([6, 14])), [1 / 7 + 1 / 16, 1 / 3 + 1 / 16],
-                               rtol=1e-14)

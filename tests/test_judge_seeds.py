@@ -213,16 +213,5 @@ def test_a_movers_distance_is_measured_except_for_the_points_it_was_nearest_to()
     assert measured_lower(np.array([7.0, 20.0]), np.array([0, 1]), x, centroids, np.array([1]), np)[0] == 7.0
 
 
-def test_the_bounds_own_slack_is_a_floor_of_1e_12_or_their_float64_rounding_in_high_dimensions():
-    assert bound_slack(2) == 1e-12
-    assert bound_slack(20_000) == pytest.approx(4 * 20_008 * 2.0**-53, rel=1e-9, abs=0)
-
-
-def test_how_far_a_seeds_centroids_moved_rounded_up_and_whether_it_fits():
-    seed = Seed(np.array([[0.0, 0.0], [1.0, 1.0]]), np.zeros(5, dtype=np.int32), np.zeros(5, dtype=np.float32))
-    moved = seed.moved(np.array([[3.0, 4.0], [1.0, 1.0]]), np)
-    assert moved.tolist() == [5.0 * (1 + bound_slack(2)), 0.0]
-    assert seed.fits(np.zeros((2, 2)), 5) and not seed.fits(np.zeros((2, 2)), 4)
-    assert not seed.fits(np.zeros((3, 2)), 5) and not seed.fits(np.zeros((2, 3)), 5)
-    assert seed.on(np) is seed and seed.nbytes == 5 * 4 + 5 * 4
+def test_a_seeds_rows_are_taken_where_the_scan_computes():
     assert rows_of_seed(np.arange(10), 3, 6, np).tolist() == [3, 4, 5]

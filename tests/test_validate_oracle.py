@@ -1,6 +1,7 @@
 """The float64 reference as the validator keeps it and the figures it gives (kmbench.protocol.validate),
 on four points worked out by hand: 0 and 2 about 1, 10 and 12 about 11 (inertia 4, mean 6, spread
-sqrt(26)). Fast on purpose: mutmut runs these for every mutant of the functions they reach."""
+sqrt(26)). Fast on purpose: mutmut runs these for every mutant of the functions they reach. The figures'
+floors, the worst repeat, the record's keys and the GPU bookkeeping are in tests/test_judge_mutants.py."""
 
 import time
 from types import SimpleNamespace
@@ -50,22 +51,9 @@ def test_the_oracle_by_tolerance_stops_when_no_label_changes_and_counts_empty_cl
     assert oracle.problem["stop"] == {"rule": "tolerance", "max_iter": 10, "tol": 0.0}
 
 
-def test_the_oracle_as_data_comes_back_the_same():
-    oracle = validate.Oracle.compute(DATA, START, 2)
-    back = validate.Oracle.from_dict(oracle.to_dict())
-    for field in ("inertia", "spread", "n", "iterations", "emptied", "offset", "problem"):
-        assert getattr(back, field) == getattr(oracle, field), field
-    assert back.centroids.dtype == np.float64 and np.array_equal(back.centroids, oracle.centroids)
-
-
-def test_a_start_digest_tells_values_dtype_and_shape_apart():
-    same = validate.start_digest(START.copy())
-    assert same == validate.start_digest(START) and len(same) == 32
-    assert validate.start_digest(START.astype(np.float32)) != same
-    zeros = np.zeros((2, 2))  # the same bytes as integers: the dtype tells them apart
+def test_a_start_digest_tells_equal_bytes_of_another_dtype_apart():
+    zeros = np.zeros((2, 2))  # all-zero bytes as float64 and as int64 alike
     assert validate.start_digest(zeros) != validate.start_digest(zeros.astype(np.int64))
-    assert validate.start_digest(START.reshape(4, 1)) != same
-    assert validate.start_digest(START + [[0.0, 0.0], [0.0, 1e-9]]) != same
 
 
 def test_the_workspace_is_kept_for_the_same_data_and_made_anew_for_other_data():
@@ -96,39 +84,18 @@ def test_inertias_are_computed_once_per_centroids_and_remembered_ones_are_used(m
     assert oracle.inertia_of(oracle.centroids, DATA) == oracle.inertia == 4.0
 
 
-def test_the_inertia_difference_is_relative_to_the_reference_floored_by_the_total_sum_of_squares():
-    oracle = validate.Oracle.compute(DATA, START, 3)
-    assert oracle.inertia_difference(5.0) == 0.25 and oracle.inertia_difference(3.0) == 0.25
-    flat = validate.Oracle(oracle.centroids, 0.0, 2.0, n=10)  # inertia 0: the floor 1e-9 * n * spread^2
-    assert flat.inertia_scale == pytest.approx(4e-8, rel=1e-12, abs=0)
-    assert flat.inertia_difference(4e-9) == pytest.approx(0.1, rel=1e-9)
-
-
-def test_the_centroid_error_is_the_frobenius_distance_over_root_k_spreads():
-    oracle = validate.Oracle.compute(DATA, START, 3)
-    moved = oracle.centroids + [[3.0, 4.0], [0.0, 0.0]]
-    assert validate.centroid_error(moved, oracle) == pytest.approx(5 / (np.sqrt(2) * SPREAD), rel=1e-14)
+def test_the_centroid_error_is_over_root_k_spreads_with_k_unlike_d():
     three = validate.Oracle(np.zeros((3, 2)), 0.0, 2.0)  # k = 3 centroids in d = 2
-    assert validate.centroid_error(np.array([[3.0, 4.0], [0.0, 0.0], [0.0, 0.0]]), three) == pytest.approx(
-        5 / (np.sqrt(3) * 2.0), rel=1e-14)
-    at_origin = validate.Oracle(np.zeros((1, 2)), 0.0, 0.0, n=3)  # spread 0 and |R| = 0: 1e-300 floors it
-    assert validate.centroid_error(np.zeros((1, 2)), at_origin) == 0.0
-    one_point = validate.Oracle(np.array([[1e6, 0.0]]), 0.0, 0.0, n=3)  # spread 0: eps * |R| floors it
-    expected = 1.0 / (np.finfo(np.float64).eps * 1e6)
-    assert validate.centroid_error(np.array([[1e6 + 1.0, 0.0]]), one_point) == pytest.approx(expected, rel=1e-12)
+    moved = np.array([[3.0, 4.0], [0.0, 0.0], [0.0, 0.0]])
+    assert validate.centroid_error(moved, three) == pytest.approx(5 / (np.sqrt(3) * 2.0), rel=1e-14)
 
 
-def test_figures_of_a_good_end_point_and_the_words_for_broken_ones():
+def test_the_figures_of_an_end_point_are_its_inertia_and_its_distance_from_the_references():
     oracle = validate.Oracle.compute(DATA, START, 3)
     got = validate.figures(oracle.centroids + [[0.0, 1.0], [0.0, 0.0]], oracle, DATA)
     assert (got.status, got.detail, got.inertia) == ("ok", "", 6.0)  # 2 + 2 from (1, 1), 1 + 1 from (11, 0)
     assert got.inertia_difference == 0.5 and got.centroid_error == pytest.approx(1 / (np.sqrt(2) * SPREAD))
-    shape = validate.figures(np.zeros((3, 2)), oracle, DATA)
-    assert (shape.status, shape.detail) == ("mismatch", "centroids have shape (3, 2), expected (2, 2)")
-    nan = validate.figures(np.array([[1.0, np.nan], [11.0, 0.0]]), oracle, DATA)
-    assert (nan.status, nan.detail) == ("mismatch", "centroids contain NaN or infinite values")
-    assert validate.malformed(np.array([[1.0, np.inf], [11.0, 0.0]]), oracle).status == "mismatch"
-    assert validate.malformed(oracle.centroids, oracle) is None
+    assert validate.figures(np.zeros((3, 2)), oracle, DATA).status == "mismatch"
 
 
 def _failed(inadmissible):
@@ -153,17 +120,3 @@ def test_an_uncertified_row_is_a_mismatch_that_says_where_or_approximate_with_it
     assert validate.verdict(_failed([]), broken, oracle) is broken
 
 
-def test_a_verdict_as_a_record_keeps_every_figure():
-    verdict = validate.Verdict("ok", 0.5, 0.25, "fine", 5.0, {"steps": 3})
-    assert verdict.as_dict() == {"status": "ok", "centroid_error": 0.5, "inertia_difference": 0.25,
-                                 "inertia": 5.0, "detail": "fine", "certificate": {"steps": 3}}
-
-
-def test_the_worst_repeat_goes_by_status_then_centroid_error_then_inertia_difference():
-    ok, skipped = validate.Verdict("ok", 0.0, 0.0), validate.Verdict("skipped")
-    assert validate.worst([skipped, ok]) is ok
-    approximate, mismatch = validate.Verdict("approximate", 0.9, 0.9), validate.Verdict("mismatch", 0.0, 0.0)
-    assert validate.worst([mismatch, approximate]) is mismatch
-    first, second = validate.Verdict("ok", 0.1, 0.2), validate.Verdict("ok", 0.1, 0.3)
-    assert validate.worst([second, first]) is second and validate.worst([first, second]) is second
-    assert validate.worst([validate.Verdict("ok", None, 0.3), validate.Verdict("ok", 0.0, 0.1)]).inertia_difference == 0.3
