@@ -10,9 +10,14 @@ import numpy as np
 import pytest
 
 from kmbench.judge import scoring
+from kmbench.judge.carried import (
+    carried_bounds,
+    largest_but_own,
+    measured_lower,
+    rows_of_seed,
+)
 from kmbench.judge.precision import FLOAT32, FLOAT64
 from kmbench.judge.scan import Geometry, assign
-from kmbench.judge.carried import carried_bounds, largest_but_own, measured_lower, rows_of_seed
 from kmbench.judge.seeds import Bank, Seed, bound_slack, closest_first
 
 CASES = [  # (kind, n, d, k)
