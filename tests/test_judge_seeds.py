@@ -4,13 +4,21 @@ and the bank keeps what it promises. The speed they buy is a benchmark's busines
 the settled points were really not scored again is checked, so a bound that settles nothing
 cannot pass for one that works."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from kmbench.judge import scoring
+from kmbench.judge.carried import (
+    carried_bounds,
+    largest_but_own,
+    measured_lower,
+    rows_of_seed,
+)
 from kmbench.judge.precision import FLOAT32, FLOAT64
 from kmbench.judge.scan import Geometry, assign
-from kmbench.judge.seeds import Bank, Seed, closest_first
+from kmbench.judge.seeds import Bank, Seed, bound_slack, closest_first
 
 CASES = [  # (kind, n, d, k)
     ("clustered", 4000, 2, 40), ("clustered", 3000, 2, 5), ("clustered", 3000, 16, 60),
@@ -165,3 +173,50 @@ def test_the_geometry_keeps_the_norms_not_the_float64_rows(monkeypatch):
     assert geometry.full is None and geometry.norms is not None
     assert peak < n * d * 8 / 2  # the norms and a chunk or two at a time, not n x d float64 (13 MB)
     assert np.allclose(geometry.norms[1], np.linalg.norm(data - data.mean(axis=0, dtype=np.float64), axis=1))
+
+
+# ------------------------------------------------ the arithmetic of carried bounds, by hand
+
+def _moved(values):
+    return SimpleNamespace(moved=lambda centroids, xp: np.array(values, dtype=np.float64))
+
+
+def test_the_largest_move_of_every_other_centroid():
+    assert largest_but_own(np.array([1.0, 5.0, 3.0])).tolist() == [5.0, 3.0, 5.0]
+    assert largest_but_own(np.array([2.0, 7.0])).tolist() == [7.0, 2.0]
+    assert largest_but_own(np.array([4.0])).tolist() == [0.0]  # no other centroid: nothing to give up
+
+
+def test_movers_are_the_few_that_moved_more_than_twice_the_seventeenth():
+    """19 centroids: two moved 5 and 3, one 0.2 (exactly twice the 17th largest, 0.1: not more), the
+    rest 0.1. The two are measured; every other bound gives up at most 0.2 once they are left out."""
+    moved = [0.1] * 19
+    moved[4], moved[9], moved[11] = 5.0, 3.0, 0.2
+    other, movers, rest = carried_bounds(_moved(moved), np.zeros((19, 2)), np)
+    assert sorted(movers.tolist()) == [4, 9]
+    assert other.tolist() == [5.0 if j != 4 else 3.0 for j in range(19)]
+    assert rest.tolist() == [0.2 if j != 11 else 0.1 for j in range(19)]
+
+
+def test_with_eighteen_centroids_or_fewer_none_is_a_mover():
+    """A seed's 18 centroids moved by 0.125, the first by 50 (each move rounded up by the slack)."""
+    before = np.zeros((18, 2))
+    after = before + [0.125, 0.0]
+    after[0, 0] = 50.0
+    seed = Seed(before, np.zeros(3, dtype=np.int32), np.zeros(3, dtype=np.float32))
+    _, movers, rest = carried_bounds(seed, after, np)
+    up = 1 + bound_slack(2)
+    assert movers.size == 0 and rest.tolist() == [0.125 * up] + [50.0 * up] * 17
+
+
+def test_a_movers_distance_is_measured_except_for_the_points_it_was_nearest_to():
+    """Points (0, 4) and (3, 4), mover 1 at (6, 12): the first point's bound drops to 10 (less the
+    slack), the second was nearest to the mover and keeps its bound."""
+    x, centroids = np.array([[0.0, 4.0], [3.0, 4.0]]), np.array([[0.0, 1.0], [6.0, 12.0]])
+    got = measured_lower(np.array([20.0, 20.0]), np.array([0, 1]), x, centroids, np.array([1]), np)
+    assert got.tolist() == [10.0 * (1 - bound_slack(2)), 20.0]
+    assert measured_lower(np.array([7.0, 20.0]), np.array([0, 1]), x, centroids, np.array([1]), np)[0] == 7.0
+
+
+def test_a_seeds_rows_are_taken_where_the_scan_computes():
+    assert rows_of_seed(np.arange(10), 3, 6, np).tolist() == [3, 4, 5]

@@ -259,3 +259,90 @@ def test_the_float32_models_sums_are_the_same_in_blocks_as_whole(monkeypatch, so
                d=data.shape[1])
     assert len(list(reference.blocks(data, np))) > 1  # the premise: the data are read in several blocks
     np.testing.assert_array_equal(reference.update(data, labels, start, dtype=np.float32), whole)
+
+
+def _bisector_points(d: int, n: int, scale: float, dtype, seed: int = 1):
+    """Points on the plane halfway between two centres (k = 2, so each point's runner-up is the other
+    centre), both scaled by `scale` and stored in `dtype`: near-ties in every coordinate."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((2, d)) * 3 + 1.0
+    across = (centres[1] - centres[0]) / np.linalg.norm(centres[1] - centres[0])
+    along = rng.standard_normal((n, d))
+    along -= (along @ across)[:, None] * across
+    return ((centres.mean(axis=0) + along) * scale).astype(dtype), (centres * scale).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype, scale", [(np.float64, 1.0), (np.float64, 1e-6), (np.float32, 1e-22)])
+def test_nearest_between_two_centroids_is_the_direct_forms_answer_at_any_size(dtype, scale):
+    """The product's rounding decides many points on a bisector its own way; the margin (which grows
+    with the size squared, and in float32 below 1e-19 or so, where squares are subnormal, no longer
+    shrinks with it) must send each of them to the direct form, with two centroids as with many."""
+    points, centres = _bisector_points(40, 2000, scale, dtype)
+    direct = reference.direct_squared_distances(points, centres, dtype=dtype)
+    want = direct.argmin(axis=1)
+    with np.errstate(under="ignore"):
+        assert (reference._expanded(points, centres, np)[0].argmin(axis=1) != want).any()  # the premise
+        labels, best = reference.nearest(points, centres, dtype=dtype)
+    assert np.array_equal(labels, want)
+    assert np.array_equal(best, direct[np.arange(len(points)), want])
+
+
+def test_nearest_with_one_centroid_gives_every_point_to_it_above_the_expanded_dimension():
+    rng = np.random.default_rng(2)
+    points, centre = rng.standard_normal((50, 40)), rng.standard_normal((1, 40))
+    labels, best = reference.nearest(points, centre)
+    assert not labels.any()
+    assert np.array_equal(best, reference.direct_squared_distances(points, centre)[:, 0])
+
+
+def test_nearest_in_float32_computes_in_float32_below_the_expanded_dimension():
+    """(0, 0) is 1 + 2^-26 from (1, 2^-13) and 1 from (1, 0): float64 tells them apart, float32 rounds
+    the first to 1 too, a tie that goes to the lower index."""
+    point, centres = np.zeros((1, 2)), np.array([[1.0, 2.0**-13], [1.0, 0.0]])
+    assert reference.nearest(point, centres)[0].tolist() == [1]
+    labels, best = reference.nearest(point, centres, dtype=np.float32)
+    assert labels.tolist() == [0] and best.dtype == np.float32 and best.tolist() == [1.0]
+
+
+def test_nearest_holds_one_chunk_of_distances_at_a_time_whatever_k_and_d(monkeypatch):
+    """CHUNK_ELEMENTS bounds a chunk's point x centroid distances (rows = elements // k), so that
+    1e7 points fit: with chunks of 1,000 distances, 5,000 points and 100 centroids hold, beyond the
+    labels and distances they return, a few chunks' worth of bytes, not a (5,000 x 100) matrix."""
+    import tracemalloc
+
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", 1000)
+    rng = np.random.default_rng(3)
+    points, centres = rng.standard_normal((5000, 2)), rng.standard_normal((100, 2))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        reference.nearest(points, centres)
+        held = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    returned = 5000 * (8 + 8)  # int64 labels, float64 distances
+    assert held - returned <= 16 * 1000 * 8  # 16 chunks of float64 distances
+
+
+def test_mean_and_spread_are_float64_over_ragged_chunks_and_hold_one_chunk(monkeypatch):
+    """float32 points 2^24, 1, 1 and 2 (a float32 sum loses the 1s): mean (2^24 + 4) / 4 in float64,
+    spread the RMS distance from it, in chunks of two rows (the last ragged); and the float64 copy of
+    100,000 float32 rows is made a chunk at a time, not whole."""
+    import tracemalloc
+
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", 4)  # two rows of two
+    data = np.array([[2.0**24, 0.0], [1.0, 0.0], [1.0, 0.0], [2.0, 6.0]], dtype=np.float32)
+    mean = (2.0**24 + 4) / 4
+    assert reference.mean(data).tolist() == [mean, 1.5]
+    squares = [(x - mean) ** 2 + (y - 1.5) ** 2 for x, y in [(2.0**24, 0.0), (1.0, 0.0), (1.0, 0.0), (2.0, 6.0)]]
+    assert reference.spread(data) == pytest.approx(np.sqrt(sum(squares) / 4), rel=1e-15)
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", 2000)
+    many = np.ones((100_000, 2), dtype=np.float32)
+    tracemalloc.start()
+    try:
+        reference.spread(many)
+        held = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert held < 100_000 * 2 * 8 / 4  # a quarter of the float64 copy: a few chunks of 1,000 rows

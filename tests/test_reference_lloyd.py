@@ -4,6 +4,7 @@ validator's explanations name them), and its float32 model of a careful program:
 sums and stored centroids in float32, checked against the slowest statement of that model."""
 
 import numpy as np
+import pytest
 
 from kmbench.protocol import reference
 
@@ -82,3 +83,22 @@ def test_float64_means_are_sums_of_the_points_not_of_offsets_from_a_far_centroid
     not what offsets of -1e17 (1 lost in each) would give."""
     new = reference.update(np.array([[0.0], [1.0]]), np.array([0, 0]), np.array([[1e17]]))
     assert new.tolist() == [[0.5]]
+
+
+def test_previous_is_where_the_last_assignment_started():
+    """A run's `previous` is the centroids before its last iteration: three iterations' previous is
+    two iterations' result, and the run's labels are that assignment."""
+    data = np.array([[0.0], [1.0], [4.0], [9.0], [10.0]])
+    start = np.array([[0.0], [1.0]])
+    two, three = reference.lloyd(data, start, 2), reference.lloyd(data, start, 3)
+    assert not np.array_equal(two.centroids, start)  # the premise: the centroids moved
+    assert np.array_equal(three.previous, two.centroids)
+    assert np.array_equal(three.labels, reference.nearest(data, three.previous)[0])
+
+
+@pytest.mark.parametrize("dtype", [None, np.float32])
+def test_a_cluster_of_one_point_moves_onto_it_and_an_empty_one_stays(dtype):
+    """One point, two clusters: the point's cluster is that point (in float32 too: its offset is one
+    partial block of SUM_BLOCK rows); the other cluster keeps its centroid."""
+    new = reference.update(np.array([[3.0, 4.0]]), np.array([0]), np.array([[0.0, 0.0], [9.0, 9.0]]), dtype=dtype)
+    assert new.tolist() == [[3.0, 4.0], [9.0, 9.0]]
