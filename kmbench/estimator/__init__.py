@@ -271,8 +271,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ba
         # Centred below: into a copy of our own, made by the subtraction itself, unless
         # copy_x=False, where the caller's X is centred in place and put back (which may move a
         # last bit; densified sparse input is already a copy, CSR is not centred).
-        own = self.copy_x and not sp.issparse(X)
-        X = given
+        own, X = self.copy_x and not sp.issparse(X), given
         if X.shape[0] < self.n_clusters:
             raise ValueError(f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}.")
         weights = self._weights(sample_weight, X.shape[0])
