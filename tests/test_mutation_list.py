@@ -18,3 +18,33 @@ def _mutants():
 def test_every_hand_written_slip_names_a_line_found_once_in_its_file():
     missing = [(path, line) for path, line, *_ in _mutants() if (ROOT / path).read_text().count(line) != 1]
     assert not missing, missing
+
+
+def test_adopting_a_grown_test_selection_keeps_kills_and_reruns_the_rest(tmp_path, monkeypatch):
+    """tools/mutate_generated.py --adopt-selection: a kill stays (more tests kill at least as much),
+    a survivor, a timeout and a crash are to be run again, and mutmut's stored fingerprint becomes
+    the selection's, so its next run keeps the cache instead of emptying it."""
+    import json
+    import shutil
+
+    import pytest
+
+    pytest.importorskip("mutmut")
+    spec = importlib.util.spec_from_file_location("mutate_generated", ROOT / "tools" / "mutate_generated.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "mutants" / "kmbench").mkdir(parents=True)
+    (tmp_path / "mutants" / "mutmut-stats.json").write_text(json.dumps({"config_fingerprint": {"test_selection": "old"}}))
+    verdicts = {"killed": 1, "survived": 0, "timeout": -24, "crashed": -11, "not run": None}
+    meta = tmp_path / "mutants" / "kmbench" / "clock.py.meta"
+    meta.write_text(json.dumps({"exit_code_by_key": verdicts}))
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert tool.adopt_selection() == 0
+    assert json.loads(meta.read_text())["exit_code_by_key"] == {"killed": 1, "survived": None, "timeout": None,
+                                                                "crashed": None, "not run": None}
+    from mutmut.configuration import config
+
+    stored = json.loads((tmp_path / "mutants" / "mutmut-stats.json").read_text())["config_fingerprint"]
+    assert stored == config().config_fingerprint()

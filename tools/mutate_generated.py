@@ -8,6 +8,7 @@ first, stopping at the first failure. Its results stay in mutants/ (ignored by g
 run tests only the mutants of functions that changed since.
 
     python tools/mutate_generated.py [--jobs N] [--only 'kmbench.protocol.clock*'] [--report-only]
+    python tools/mutate_generated.py --adopt-selection   # after adding test files to the selection
 
 Every survivor must be either killed by a test or listed in tools/mutants_equivalent/ (a TOML file a module) with the
 reason it cannot change a verdict (kind "equivalent"), or why no CPU test can reach it (kind
@@ -221,6 +222,30 @@ def recheck(test_files: list[str], only: list[str], jobs: int) -> int:
     return 0
 
 
+def adopt_selection() -> int:
+    """After test files join pyproject's selection: mutmut's kills are kept (more tests kill at
+    least what fewer did), its survivors, timeouts and crashes are marked not run (its next run
+    gives them every test now selected), and the selection's fingerprint is recorded, which
+    otherwise makes that run empty the whole cache (hours of mutants on two cores)."""
+    from mutmut.configuration import config
+
+    os.chdir(ROOT)  # mutmut reads pyproject.toml from the working directory
+    stats = ROOT / "mutants" / "mutmut-stats.json"
+    data = json.loads(stats.read_text())
+    data["config_fingerprint"] = config().config_fingerprint()
+    stats.write_text(json.dumps(data))
+    reset = 0
+    for meta in (ROOT / "mutants").rglob("*.py.meta"):
+        verdicts = json.loads(meta.read_text())
+        for name, code in verdicts["exit_code_by_key"].items():
+            if code is not None and KILLED.get(code) != "killed":
+                verdicts["exit_code_by_key"][name] = None
+                reset += 1
+        meta.write_text(json.dumps(verdicts))
+    print(f"the new selection adopted: {reset} survivors, timeouts and crashes to run again")
+    return 0
+
+
 def read_rechecked() -> dict[str, str]:
     return json.loads(RECHECKED.read_text()) if RECHECKED.exists() else {}
 
@@ -233,8 +258,12 @@ def main(argv=None) -> int:
     parser.add_argument("--report-only", action="store_true", help="report mutmut's cache, run nothing")
     parser.add_argument("--recheck", action="append", default=[], metavar="TEST_FILE",
                         help="run the cached survivors (and --only's mutants not run yet) against these tests")
+    parser.add_argument("--adopt-selection", action="store_true",
+                        help="keep mutmut's kills after pyproject's test selection grew (see adopt_selection)")
     parser.add_argument("--out", default="results/cpu-2core/mutation-generated")
     args = parser.parse_args(argv)
+    if args.adopt_selection:
+        return adopt_selection()
     if args.recheck:
         code = recheck(args.recheck, args.only, args.jobs)
         if code != 0:
