@@ -188,3 +188,15 @@ def test_the_extensions_pass_is_the_oracles_on_any_thread_count(threads, path):
         labels, distances = nearest(x.astype(dtype), centers, threads)
         expected_labels, expected_distances = reference.nearest(x.astype(dtype), centers)
         assert np.array_equal(labels, expected_labels) and np.array_equal(distances, expected_distances)
+
+
+def test_a_margin_whose_square_overflows_sends_the_point_to_the_direct_form():
+    """|x'| + max |c'| near 2.6e154: its square overflows, so the oracle's margin is inf and the
+    direct form decides (every distance inf: index 0). A margin taken as factor * s * s stays
+    finite there and would certify the product's winner, centre 1 (found by review)."""
+    centres = np.array([[1.3e154, 0.0], [-6.5e153, 1e150], [-6.5e153, -1e150]])
+    x = np.array([[0.0, 1.3e154]])
+    want_labels, want_distances = reference.nearest(x, centres)
+    labels, distances = nearest(x, centres)
+    np.testing.assert_array_equal(labels, want_labels)
+    np.testing.assert_array_equal(distances, want_distances)

@@ -38,12 +38,13 @@ def _cases():
     halfway = _halfway(rng, 64, 6, 5000)
     far = _halfway(rng, 40, 50, 3000, offset=1e4)
     points, centres = _halfway(rng, 48, 70, 3000)
-    centres[5] = centres[3]  # duplicate centres: every point nearest to them ties exactly
+    centres[5] = centres[3]  # duplicate centres: every point nearest to them ties exactly,
+    centres[35] = centres[3]  # across two lanes of the warp (3, 5) and within one (3, 35)
     wide = rng.standard_normal((2000, 128)), rng.standard_normal((300, 128))
     pair = _halfway(rng, 33, 2, 1000)
     odd, odd_centres = rng.standard_normal((500, 64)), rng.standard_normal((40, 64))
     odd[3, 7] = np.nan
-    odd[9] = 1e200  # its squares overflow float64: the expanded form says inf, the row is unsure
+    odd[9] = 1e200  # its squares overflow float64 (as float32 input it is inf): the row is unsure
     return {"halfway d=64": halfway, "far from the origin": far, "duplicate centres": (points, centres),
             "k above a warp": wide, "k = 2": pair, "NaN and overflow": (odd, odd_centres)}
 

@@ -117,7 +117,10 @@ int oracle_nearest(const T* x, std::size_t n, std::size_t d, const double* c, st
         const std::size_t i = first + r;
         const BestTwo two = best_two(scores.data() + r * m.kp, m.kp);
         const double gap = 2 * (two.second - two.best);
-        const double bound = factor * (norms[r] + m.reach) * (norms[r] + m.reach) + floor;
+        // Squared first, as the oracle does: where (|x'| + reach)^2 overflows, its margin is inf
+        // and the point goes to the direct form; factor * s * s would stay finite and certify it.
+        const double reach = norms[r] + m.reach;
+        const double bound = factor * (reach * reach) + floor;
         if (two.clean && two.winner < k && gap > bound) {  // NaN anywhere: not certified
           labels[i] = (long long)(two.winner);
           distances[i] = direct_distance(xb + r * d, c + two.winner * d, d);
