@@ -137,7 +137,8 @@ def report(results: dict, out: Path, jobs: int) -> int:
         total.update(tally)
     run = sum(total.values()) - total["not run yet"]
     killed = total["killed"]
-    still_killed = {name for codes in results.values() for name, code in codes.items() if code in KILLED}
+    still_killed = {name for codes in results.values() for name, code in codes.items()
+                    if KILLED.get(code) == "killed"}
     rechecked = len(still_killed & set(read_rechecked()))
     whole = [path for path, tally in counts.items() if sum(tally.values()) and not tally["not run yet"]]
     lines = [f"# mutmut's mutants of the judge: {killed} of {run} killed ({killed / max(1, run):.1%})", "",
@@ -232,7 +233,12 @@ def adopt_selection() -> int:
     os.chdir(ROOT)  # mutmut reads pyproject.toml from the working directory
     stats = ROOT / "mutants" / "mutmut-stats.json"
     data = json.loads(stats.read_text())
-    data["config_fingerprint"] = config().config_fingerprint()
+    old, new = data.get("config_fingerprint", {}), config().config_fingerprint()
+    changed = sorted(group for group in old if group != "test_selection" and old[group] != new.get(group))
+    if changed:  # how tests run or time out changed too: no kill can be kept
+        print(f"more than the test selection changed ({', '.join(changed)}): let mutmut run every mutant again")
+        return 1
+    data["config_fingerprint"] = new
     stats.write_text(json.dumps(data))
     reset = 0
     for meta in (ROOT / "mutants").rglob("*.py.meta"):
