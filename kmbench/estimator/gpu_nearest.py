@@ -9,9 +9,9 @@ a 0.46 s labels pass. Here one kernel reads the product once and keeps, per row,
 index and the runner-up, adding the squares in reference._expanded's order (-2 p.c, + |p|^2,
 + |c|^2, clamped at 0), so the gaps are the same numbers. Everything else (the shift, the squares,
 the margin, the direct form for the unsure points and the winners' distances) is reference's own
-code. The answer needs no bit of the expanded form to match: a gap above the margin fixes the
-direct form's winner whatever the rounding within it (protocol/NOTES.md), and the rest are decided
-by the direct form itself.
+code (reference.settle). The answer needs no bit of the expanded form to match: a gap above the
+margin fixes the direct form's winner whatever the rounding within it (protocol/NOTES.md), and the
+rest are decided by the direct form itself.
 """
 
 from __future__ import annotations
@@ -117,12 +117,5 @@ def _chunk(points, centers):
     _kernel()((blocks,), (32 * _WARPS_PER_BLOCK,),
               (products, point_squares, centre_squares, np.int64(rows), np.int32(k), found, winner, gap))
     del products
-    reach = cupy.sqrt(centre_squares.max())
-    unit = float(np.finfo(np.float64).eps) / 2
-    margin = reference.margin_factor(points.shape[1], unit) * (cupy.sqrt(point_squares) + reach) ** 2 \
-        + reference.UNDERFLOW[8]
-    unsure = cupy.flatnonzero(~(gap > margin))  # NaN and overflow land here too
-    if unsure.size:
-        again = reference.direct_squared_distances(points[unsure], centers, cupy, cupy.float64)
-        found[unsure] = cupy.argmin(again, axis=1)
-    return found, reference._direct_column(points, centers[found], cupy)
+    return reference.settle(points, centers, found, gap, cupy.sqrt(point_squares), cupy.sqrt(centre_squares.max()),
+                            cupy, cupy.float64)

@@ -140,6 +140,14 @@ def _nearest_chunk(points, centroids, xp, dtype):
     winner = distances[rows, found]
     distances[rows, found] = xp.inf
     gap = distances.min(axis=1) - winner if centroids.shape[0] > 1 else xp.full_like(winner, xp.inf)
+    return settle(points, centroids, found, gap, norms, reach, xp, dtype)
+
+
+def settle(points, centroids, found, gap, norms, reach, xp, dtype):
+    """The rest of `nearest`'s rule, given the product's winners and their gaps to the runner-up
+    (norms: |p'| a point, reach: max |c'|): a point whose gap is not above the margin is decided
+    by the direct form; every winner's distance is the direct form's column. kmbench.KMeans's GPU
+    labels pass (estimator/gpu_nearest.py) finds winners and gaps its own way and ends here too."""
     unit = float(np.finfo(dtype).eps) / 2
     margin = margin_factor(points.shape[1], unit) * (norms + reach) ** 2 + UNDERFLOW[np.dtype(dtype).itemsize]
     unsure = xp.flatnonzero(~(gap > margin))  # NaN and overflow land here too
