@@ -41,8 +41,9 @@ LIVE = {0: "survived", 5: "no test reaches it", 33: "no test reaches it", 34: "s
 
 
 def mutmut() -> list[str]:
-    """The mutmut beside this Python (mutmut warns against `python -m mutmut`)."""
-    return [str(Path(sys.executable).with_name("mutmut"))]
+    """mutmut's command line (not `python -m mutmut`, which mutmut warns against), handing each
+    mutant's tests to pytest fastest first (tools/mutmut_fast_first.py)."""
+    return [sys.executable, str(ROOT / "tools" / "mutmut_fast_first.py")]
 
 
 def run_mutmut(jobs: int, only: list[str]) -> int:
