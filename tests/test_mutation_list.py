@@ -20,6 +20,14 @@ def test_every_hand_written_slip_names_a_line_found_once_in_its_file():
     assert not missing, missing
 
 
+def mutate_generated():
+    """tools/mutate_generated.py as a module (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("mutate_generated", ROOT / "tools" / "mutate_generated.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
 def test_adopting_a_grown_test_selection_keeps_kills_and_reruns_the_rest(tmp_path, monkeypatch):
     """tools/mutate_generated.py --adopt-selection: a kill stays (more tests kill at least as much),
     a survivor, a timeout and a crash are to be run again, and mutmut's stored fingerprint becomes
@@ -30,9 +38,7 @@ def test_adopting_a_grown_test_selection_keeps_kills_and_reruns_the_rest(tmp_pat
     import pytest
 
     pytest.importorskip("mutmut")
-    spec = importlib.util.spec_from_file_location("mutate_generated", ROOT / "tools" / "mutate_generated.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = mutate_generated()
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "mutants" / "kmbench").mkdir(parents=True)
     (tmp_path / "mutants" / "mutmut-stats.json").write_text(json.dumps({"config_fingerprint": {"test_selection": "old"}}))
@@ -51,3 +57,21 @@ def test_adopting_a_grown_test_selection_keeps_kills_and_reruns_the_rest(tmp_pat
     # Where how the tests run changed as well, nothing is kept.
     (tmp_path / "mutants" / "mutmut-stats.json").write_text(json.dumps({"config_fingerprint": {"test_execution": "old"}}))
     assert tool.adopt_selection() == 1
+
+
+def test_recheck_runs_unexplained_survivors_or_only_the_named_gpu_only_listings():
+    """--recheck's choice of mutants: by default a survivor no entry explains and a named mutant not
+    run yet; with --gpu-only (a GPU machine) only named survivors listed gpu-only, never a kill."""
+    tool = mutate_generated()
+    gpu, same = "gpu-only: a CuPy branch", "equivalent: the same bits"
+    assert tool.wants_recheck(0, None, named=False, gpu_only=False)
+    assert not tool.wants_recheck(0, same, named=True, gpu_only=False)
+    assert not tool.wants_recheck(0, gpu, named=True, gpu_only=False)
+    assert tool.wants_recheck(None, None, named=True, gpu_only=False)
+    assert not tool.wants_recheck(None, None, named=False, gpu_only=False)
+    assert not tool.wants_recheck(1, None, named=True, gpu_only=False)
+    assert tool.wants_recheck(0, gpu, named=True, gpu_only=True)
+    assert not tool.wants_recheck(0, gpu, named=False, gpu_only=True)
+    assert not tool.wants_recheck(0, same, named=True, gpu_only=True)
+    assert not tool.wants_recheck(0, None, named=True, gpu_only=True)
+    assert not tool.wants_recheck(None, None, named=True, gpu_only=True)

@@ -174,13 +174,24 @@ def report(results: dict, out: Path, jobs: int) -> int:
     return 1 if total["unexplained"] else 0
 
 
-def recheck(test_files: list[str], only: list[str], jobs: int) -> int:
+def wants_recheck(code: int | None, reason: str | None, named: bool, gpu_only: bool) -> bool:
+    """Whether --recheck runs a mutant: by default every survivor no entry explains, and the mutants
+    not run yet that --only names; with --gpu-only, only the survivors listed gpu-only that it names."""
+    if gpu_only:
+        return named and code in LIVE and (reason or "").startswith("gpu-only")
+    return (code in LIVE and not reason) or (code is None and named)
+
+
+def recheck(test_files: list[str], only: list[str], jobs: int, gpu_only: bool = False) -> int:
     """Cached survivors (and, in the functions `only` names, mutants not run yet) run again against
     `test_files`, tests written after mutmut's run, without mutmut: a change to pyproject's test
     selection empties mutmut's whole cache, and a run of every mutant again takes hours on two
     cores. Each mutant is one pytest process in mutants/ (tests copied in as they are now) with
     MUTANT_UNDER_TEST set, as mutmut runs it; one whose tests fail is killed (exit code 1, and the
-    test files are noted in mutants/rechecked.json). The rest keep their cached verdict."""
+    test files are noted in mutants/rechecked.json). The rest keep their cached verdict.
+
+    With `gpu_only`, on a GPU machine: instead the survivors listed as "gpu-only" (code only CuPy
+    arrays reach, which mutmut's CPU tests never run) matching `only`, against GPU test files."""
     import fnmatch
     import shutil
     from concurrent.futures import ThreadPoolExecutor
@@ -205,11 +216,13 @@ def recheck(test_files: list[str], only: list[str], jobs: int) -> int:
         path = str(meta.relative_to(ROOT / "mutants"))[: -len(".meta")]
         data = json.loads(meta.read_text())
         functions, present = mutant_functions(path), source_functions(ROOT / path)
-        wanted = [name for name, code in data["exit_code_by_key"].items()
-                  if function_of(name) in present
-                  and (code in LIVE or (code is None and any(fnmatch.fnmatch(name, p) for p in only)))
-                  and name.rsplit(".", 1)[-1] in functions
-                  and not explain(name, *changed_lines(name, functions), equivalent)]
+        def chosen(name: str, code: int | None) -> bool:
+            if function_of(name) not in present or name.rsplit(".", 1)[-1] not in functions:
+                return False
+            reason = explain(name, *changed_lines(name, functions), equivalent) if code in LIVE else None
+            return wants_recheck(code, reason, any(fnmatch.fnmatch(name, p) for p in only), gpu_only)
+
+        wanted = [name for name, code in data["exit_code_by_key"].items() if chosen(name, code)]
         with ThreadPoolExecutor(jobs) as pool:
             verdicts = dict(zip(wanted, pool.map(fails, wanted)))
         for name, dead in verdicts.items():
@@ -265,6 +278,8 @@ def main(argv=None) -> int:
     parser.add_argument("--report-only", action="store_true", help="report mutmut's cache, run nothing")
     parser.add_argument("--recheck", action="append", default=[], metavar="TEST_FILE",
                         help="run the cached survivors (and --only's mutants not run yet) against these tests")
+    parser.add_argument("--gpu-only", action="store_true",
+                        help="with --recheck on a GPU machine: the survivors listed gpu-only that --only names")
     parser.add_argument("--adopt-selection", action="store_true",
                         help="keep mutmut's kills after pyproject's test selection grew (see adopt_selection)")
     parser.add_argument("--out", default="results/cpu-2core/mutation-generated")
@@ -272,7 +287,7 @@ def main(argv=None) -> int:
     if args.adopt_selection:
         return adopt_selection()
     if args.recheck:
-        code = recheck(args.recheck, args.only, args.jobs)
+        code = recheck(args.recheck, args.only, args.jobs, args.gpu_only)
         if code != 0:
             return code
     elif not args.report_only:
