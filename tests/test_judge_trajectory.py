@@ -128,8 +128,10 @@ class CentredInsideMislabelsWhenLong(CentredInside):
 def test_prefix_runs_check_the_labels_each_run_reports_and_name_the_run():
     problem = _stateful_problem()
     row = CentredInsideMislabelsWhenLong()
-    failure = trajectory.certify(row, problem, [row.run(problem)], "float32").failure
+    certificate = trajectory.certify(row, problem, [row.run(problem)], "float32")
+    failure = certificate.failure
     assert failure is not None and (failure.iteration, failure.check) == (2, "assignment")
+    assert certificate.source == "stepped"  # "prefixes" only where they certified it
     assert failure.where.startswith("point ")
     assert failure.text.startswith("its run of 2 iterations is no Lloyd step from its run of 1 (")
     assert failure.sentence().startswith("iteration 2, assignment, point ")
@@ -144,6 +146,16 @@ def test_a_timed_run_off_its_prefix_runs_end_is_named_with_its_iteration_count()
     assert failure.as_dict() == {"iteration": 0, "check": "end point", "where": "", "amount": 0.0, "allowance": 0.0,
                                  "text": "timed run 2 did not end where the same row's untimed run of 4 "
                                          "iterations ends"}
+
+
+def test_a_trajectory_as_long_as_the_prefix_limit_is_still_certified_by_its_prefix_runs(monkeypatch):
+    """The limit is the longest trajectory prefix runs are made for, itself included (here 3,
+    not 50: the stateful row steps differently from its third iteration on)."""
+    problem = replace(_stateful_problem(), iterations=3)
+    monkeypatch.setattr(trajectory, "PREFIX_MAX_ITERATIONS", 3)
+    row = CentredInside()
+    certificate = trajectory.certify(row, problem, [row.run(problem)], "float32")
+    assert certificate.certified and certificate.source == "prefixes"
 
 
 def small_problem(**rule):
@@ -172,6 +184,14 @@ def test_a_row_that_went_on_is_told_the_iteration_where_it_should_have_stopped()
     failure = trajectory._stop_failure(small_problem(tol=0.05), iteration=3, length=6, changed=(2, 4))
     assert failure.sentence() == ("iteration 3, stop; it went on after iteration 3, where at most 4 of 100 points "
                                   "could change cluster (the rule stops at 5)")
+
+
+def test_a_row_that_stopped_while_more_points_changed_is_told_where_unless_no_iteration_was_left():
+    tolerant = small_problem(tol=0.05)
+    early = trajectory._stop_failure(tolerant, iteration=4, length=4, changed=(20, 30))
+    assert early.sentence() == ("iteration 4, stop; it stopped after iteration 4, where at least 20 of 100 points "
+                                "changed cluster (more than 5)")
+    assert trajectory._stop_failure(tolerant, iteration=10, length=10, changed=(20, 30)) is None  # the last allowed
 
 
 def test_only_points_clear_in_both_assignments_are_known_to_have_changed_or_stayed():
@@ -246,3 +266,34 @@ def test_a_certificates_record_holds_every_finding_under_its_own_name():
     assert all(record[name] == getattr(certificate, name) for name in RECORD_FIELDS)
     assert (record["precision"], record["source"], record["steps"], record["labels_known"]) == ("float32", "stepped",
                                                                                                 3, 3)
+
+
+def test_a_trace_shorter_than_the_longest_timed_run_fails_at_the_first_step_it_lacks():
+    data = three_blobs()
+    problem = Problem(data, data[[0, 60, 120]].copy(), 3, warmup=0, repeats=1)
+    row = Traced()
+    traced = row.run(replace(problem, iterations=2, trace=True))  # a trace run that stopped one early
+    failure = trajectory.certify(row, problem, [row.run(problem)], "float32", traced=traced).failure
+    assert failure.as_dict() == {"iteration": 3, "check": "iterations", "where": "", "amount": 0.0, "allowance": 0.0,
+                                 "text": "the validation run gave 2 steps of 3"}
+
+
+def test_a_trace_longer_than_the_timed_runs_is_certified_as_far_as_they_went():
+    data = three_blobs()
+    problem = Problem(data, data[[0, 1, 60]].copy(), 3, warmup=0, repeats=1)
+    row = Traced()
+    traced = row.run(replace(problem, iterations=5, trace=True))
+    certificate = trajectory.certify(row, problem, [row.run(problem)], "float32", traced=traced)
+    assert certificate.certified and certificate.steps == 3
+
+
+def test_a_timed_run_that_claims_no_iteration_fails_before_the_row_is_run_again():
+    data = three_blobs()
+    problem = Problem(data, data[[0, 60, 120]].copy(), 3, warmup=0, repeats=1)
+    row = Recorded()
+    claims_none = replace(row.run(problem), iterations=0)
+    row.asked.clear()
+    certificate = trajectory.certify(row, problem, [claims_none], "float32")
+    assert certificate.failure.as_dict() == {"iteration": 0, "check": "iterations", "where": "", "amount": 0.0,
+                                             "allowance": 0.0, "text": "a timed run claims no iteration at all"}
+    assert certificate.steps == 0 and row.asked == []
