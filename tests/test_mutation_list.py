@@ -54,6 +54,11 @@ def test_adopting_a_grown_test_selection_keeps_kills_and_reruns_the_rest(tmp_pat
 
     stored = json.loads((tmp_path / "mutants" / "mutmut-stats.json").read_text())["config_fingerprint"]
     assert stored == config().config_fingerprint()
+    # Survivors already run against the new files by --recheck stay as they are.
+    meta.write_text(json.dumps({"exit_code_by_key": verdicts}))
+    (tmp_path / "mutants" / "mutmut-stats.json").write_text(json.dumps({"config_fingerprint": {"test_selection": "old"}}))
+    assert tool.adopt_selection(rechecked=True) == 0
+    assert json.loads(meta.read_text())["exit_code_by_key"] == verdicts
     # Where how the tests run changed as well, nothing is kept.
     (tmp_path / "mutants" / "mutmut-stats.json").write_text(json.dumps({"config_fingerprint": {"test_execution": "old"}}))
     assert tool.adopt_selection() == 1

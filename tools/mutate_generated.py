@@ -237,11 +237,14 @@ def recheck(test_files: list[str], only: list[str], jobs: int, gpu_only: bool = 
     return 0
 
 
-def adopt_selection() -> int:
+def adopt_selection(rechecked: bool = False) -> int:
     """After test files join pyproject's selection: mutmut's kills are kept (more tests kill at
     least what fewer did), its survivors, timeouts and crashes are marked not run (its next run
     gives them every test now selected), and the selection's fingerprint is recorded, which
-    otherwise makes that run empty the whole cache (hours of mutants on two cores)."""
+    otherwise makes that run empty the whole cache (hours of mutants on two cores).
+
+    `rechecked`: the new files already ran against every unexplained survivor (--recheck), so the
+    survivors stay; only the listed ones have not met the new tests, which can only undercount kills."""
     from mutmut.configuration import config
 
     os.chdir(ROOT)  # mutmut reads pyproject.toml from the working directory
@@ -258,11 +261,12 @@ def adopt_selection() -> int:
     for meta in (ROOT / "mutants").rglob("*.py.meta"):
         verdicts = json.loads(meta.read_text())
         for name, code in verdicts["exit_code_by_key"].items():
-            if code is not None and KILLED.get(code) != "killed":
+            if code is not None and KILLED.get(code) != "killed" and not rechecked:
                 verdicts["exit_code_by_key"][name] = None
                 reset += 1
         meta.write_text(json.dumps(verdicts))
-    print(f"the new selection adopted: {reset} survivors, timeouts and crashes to run again")
+    print(f"the new selection adopted: {reset} survivors, timeouts and crashes to run again"
+          + (" (survivors rechecked with the new files: kept)" if rechecked else ""))
     return 0
 
 
@@ -282,10 +286,12 @@ def main(argv=None) -> int:
                         help="with --recheck on a GPU machine: the survivors listed gpu-only that --only names")
     parser.add_argument("--adopt-selection", action="store_true",
                         help="keep mutmut's kills after pyproject's test selection grew (see adopt_selection)")
+    parser.add_argument("--survivors-rechecked", action="store_true",
+                        help="with --adopt-selection: the new test files already ran by --recheck; keep survivors")
     parser.add_argument("--out", default="results/cpu-2core/mutation-generated")
     args = parser.parse_args(argv)
     if args.adopt_selection:
-        return adopt_selection()
+        return adopt_selection(args.survivors_rechecked)
     if args.recheck:
         code = recheck(args.recheck, args.only, args.jobs, args.gpu_only)
         if code != 0:
