@@ -65,11 +65,12 @@ def test_adopting_a_grown_test_selection_keeps_kills_and_reruns_the_rest(tmp_pat
 
 
 def test_recheck_runs_unexplained_survivors_or_only_the_named_gpu_only_listings():
-    """--recheck's choice of mutants: by default a survivor no entry explains and a named mutant not
-    run yet; with --gpu-only (a GPU machine) only named survivors listed gpu-only, never a kill."""
+    """--recheck's choice of mutants: of those --only names, a survivor no entry explains and a
+    mutant not run yet; with --gpu-only (a GPU machine) only named survivors listed gpu-only."""
     tool = mutate_generated()
     gpu, same = "gpu-only: a CuPy branch", "equivalent: the same bits"
-    assert tool.wants_recheck(0, None, named=False, gpu_only=False)
+    assert tool.wants_recheck(0, None, named=True, gpu_only=False)
+    assert not tool.wants_recheck(0, None, named=False, gpu_only=False)
     assert not tool.wants_recheck(0, same, named=True, gpu_only=False)
     assert not tool.wants_recheck(0, gpu, named=True, gpu_only=False)
     assert tool.wants_recheck(None, None, named=True, gpu_only=False)

@@ -175,11 +175,12 @@ def report(results: dict, out: Path, jobs: int) -> int:
 
 
 def wants_recheck(code: int | None, reason: str | None, named: bool, gpu_only: bool) -> bool:
-    """Whether --recheck runs a mutant: by default every survivor no entry explains, and the mutants
-    not run yet that --only names; with --gpu-only, only the survivors listed gpu-only that it names."""
+    """Whether --recheck runs a mutant: the survivors no entry explains and the mutants not run yet,
+    of those --only names (`named`: every mutant where it names none); with --gpu-only, instead the
+    survivors listed gpu-only that it names."""
     if gpu_only:
         return named and code in LIVE and (reason or "").startswith("gpu-only")
-    return (code in LIVE and not reason) or (code is None and named)
+    return named and (code is None or (code in LIVE and not reason))
 
 
 def recheck(test_files: list[str], only: list[str], jobs: int, gpu_only: bool = False) -> int:
@@ -220,7 +221,8 @@ def recheck(test_files: list[str], only: list[str], jobs: int, gpu_only: bool = 
             if function_of(name) not in present or name.rsplit(".", 1)[-1] not in functions:
                 return False
             reason = explain(name, *changed_lines(name, functions), equivalent) if code in LIVE else None
-            return wants_recheck(code, reason, any(fnmatch.fnmatch(name, p) for p in only), gpu_only)
+            named = any(fnmatch.fnmatch(name, p) for p in only) if only else not gpu_only
+            return wants_recheck(code, reason, named, gpu_only)
 
         wanted = [name for name, code in data["exit_code_by_key"].items() if chosen(name, code)]
         with ThreadPoolExecutor(jobs) as pool:
@@ -281,7 +283,7 @@ def main(argv=None) -> int:
                         help="mutmut's mutant names or globs, e.g. 'kmbench.protocol.clock*' (reruns them)")
     parser.add_argument("--report-only", action="store_true", help="report mutmut's cache, run nothing")
     parser.add_argument("--recheck", action="append", default=[], metavar="TEST_FILE",
-                        help="run the cached survivors (and --only's mutants not run yet) against these tests")
+                        help="run the unexplained survivors and the mutants not run yet (of those --only names) against these tests")
     parser.add_argument("--gpu-only", action="store_true",
                         help="with --recheck on a GPU machine: the survivors listed gpu-only that --only names")
     parser.add_argument("--adopt-selection", action="store_true",
