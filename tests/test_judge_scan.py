@@ -79,3 +79,58 @@ def test_a_scan_started_from_seeds_decides_as_a_scan_from_none(moved):
     seeded = scan.assign(data, centroids, FLOAT32, geometry, seeds=[seed] * 2)
     for name in ("nearest", "unique", "pair_points", "pair_centroids"):
         np.testing.assert_array_equal(getattr(seeded, name), getattr(seedless, name), err_msg=name)
+
+
+def _notes_factor(u: float, d: int) -> float:
+    """K(d) of NOTES.md "Distances" for a precision whose three units are u, written out again."""
+    return 4 * u + u * u + (d + 8) * u / (1 - (d + 8) * u)
+
+
+def _norm(a):
+    return np.sqrt((np.asarray(a, dtype=np.float64) ** 2).sum(axis=-1))
+
+
+@pytest.mark.parametrize("centred_on", [0.0, 40.0])
+def test_the_allowance_a_point_gets_is_twice_the_rows_error_plus_twice_the_judges(centred_on):
+    """A float64 row (the judge's own error as large as the row's): each point's reported allowance is
+    2 E(x) + 2 Ej(x), E(x) = K(d) max_a (|x - a| + max_j |c_j - a|)^2 over a in {0, mean} and
+    Ej(x) = K_64(d) (|x - mean| + max_j |c_j - mean|)^2 (NOTES.md "Distances", "The judge's own
+    scan"), from spreads of about 10, on data centred on the origin or 40 off it."""
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT64
+
+    rng = np.random.default_rng(11)
+    data = rng.normal(0.0, 6.0, (60, 2)) + centred_on
+    centroids = data[:4] + 0.37
+    found = scan.assign(data, centroids, FLOAT64, Geometry.of(data))
+    mean = data.mean(axis=0)
+    raw = _norm(data) + _norm(centroids).max()
+    centred = _norm(data - mean) + _norm(centroids - mean).max()
+    k64 = _notes_factor(2.0 ** -53, 2)
+    expected = 2 * k64 * np.maximum(raw, centred) ** 2 + 2 * k64 * centred ** 2
+    np.testing.assert_allclose(found.allowance, expected, rtol=1e-6)  # float32, rounded up
+
+
+def test_a_direct_rows_allowance_is_the_direct_bound_of_its_two_nearest_plus_twice_the_judges():
+    """A float32 row that declares direct distances: the allowance is E(x, c_1) + E(x, c_2) + 2 Ej(x)
+    for its two nearest centroids, E(x, c) = gamma_{d+2}(u) |x - c|^2 + 4 u |x - c| S + 4 u^2 S^2 with
+    S = max_a (|x - a| + max_j |c_j - a|) (NOTES.md "Direct distances"). Points on both sides of
+    the origin with the data's mean at 4: for some S is the anchor at the mean, for others the origin."""
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT32
+
+    rng = np.random.default_rng(12)
+    data = np.r_[rng.normal(-1.0, 0.4, 40), rng.normal(9.0, 0.4, 60)][:, None] + 0.01
+    centroids = np.array([[-1.1], [8.9], [3.3]])
+    found = scan.assign(data, centroids, FLOAT32, Geometry.of(data), direct=True)
+    u, d = 2.0 ** -24, 1
+    mean = data.mean(axis=0)
+    raw = _norm(data) + _norm(centroids).max()
+    centred = _norm(data - mean) + _norm(centroids - mean).max()
+    assert (centred > raw).any() and (raw > centred).any()  # the premise: each anchor is the larger somewhere
+    reach = np.maximum(raw, centred)
+    two = np.sort(((data[:, None, :] - centroids[None]) ** 2).sum(axis=2), axis=1)[:, :2]
+    gamma = (d + 2) * u / (1 - (d + 2) * u)
+    direct = (gamma * two + 4 * u * np.sqrt(two) * reach[:, None] + 4 * u * u * reach[:, None] ** 2).sum(axis=1)
+    expected = direct + 2 * _notes_factor(2.0 ** -53, d) * centred ** 2
+    np.testing.assert_allclose(found.allowance, expected, rtol=1e-6)
