@@ -46,7 +46,8 @@ def scored_rows(monkeypatch):
     original = scoring.Scorer.best_two
 
     def counting(self, points, rows):
-        counted.append(int(np.size(rows)))
+        # A slice is every point of the chunk it spans (np.size would call it one).
+        counted.append(len(range(*rows.indices(points.x.shape[0]))) if isinstance(rows, slice) else int(np.size(rows)))
         return original(self, points, rows)
 
     monkeypatch.setattr(scoring.Scorer, "best_two", counting)
@@ -220,3 +221,37 @@ def test_a_movers_distance_is_measured_except_for_the_points_it_was_nearest_to()
 
 def test_a_seeds_rows_are_taken_where_the_scan_computes():
     assert rows_of_seed(np.arange(10), 3, 6, np).tolist() == [3, 4, 5]
+
+
+def test_seeds_tried_on_a_sample_first_decide_a_large_chunk_as_a_scan_from_nothing(monkeypatch):
+    """70,000 points in one chunk (past PROBE_FROM): each seed is first tried on a sample. One that
+    knows no point's bound (lower bounds 0) settles none of it and is passed over, not the seeds
+    after it; one that knows 40% of them is tried on the whole chunk, and the points it leaves
+    (more than PROBE_FROM, an index array now) go to the sample of the next. Whatever settles
+    them, every decision is the seedless scan's, and so is the allowance of every near-tie (a
+    direct float32 row, 1,000 from the origin: no seed settles a near-tie, so its two nearest
+    are scored as they would be without seeds). One centroid moved far: it is measured."""
+    from kmbench.judge import scan
+
+    rng = np.random.default_rng(21)
+    n = 70_000
+    assert n // 2 > scan.PROBE_FROM
+    centres = 1000 + rng.uniform(-30, 30, (20, 2))
+    data = (centres[rng.integers(0, 20, n)] + rng.normal(0, 3.0, (n, 2))).astype(np.float32)
+    geometry = Geometry.of(data)
+    before = centres.copy()
+    after = before + rng.standard_normal(before.shape) * 1e-3
+    after[0] += 2.0
+    good = assign(data, before, FLOAT64, geometry).seed(before)
+    partial = Seed(good.centroids, good.nearest, np.where(np.arange(n) % 5 < 3, 0, good.lower).astype(np.float32))
+    useless = Seed(good.centroids, good.nearest, np.zeros(n, dtype=np.float32))
+    plain = assign(data, after, FLOAT32, geometry, direct=True)
+    counted = scored_rows(monkeypatch)
+    seeded = assign(data, after, FLOAT32, geometry, direct=True, seeds=[useless, partial, good])
+    for field in ("nearest", "unique"):
+        np.testing.assert_array_equal(getattr(seeded, field), getattr(plain, field), err_msg=field)
+    assert as_pairs(seeded) == as_pairs(plain)
+    ties = ~plain.unique
+    assert 0 < ties.sum() < n // 100  # the premise: near-ties, and clear points to settle
+    np.testing.assert_array_equal(seeded.allowance[ties], plain.allowance[ties])
+    assert sum(counted) < n // 2  # the useless seed passed over, the others settled most points
