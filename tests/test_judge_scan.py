@@ -134,3 +134,28 @@ def test_a_direct_rows_allowance_is_the_direct_bound_of_its_two_nearest_plus_twi
     direct = (gamma * two + 4 * u * np.sqrt(two) * reach[:, None] + 4 * u * u * reach[:, None] ** 2).sum(axis=1)
     expected = direct + 2 * _notes_factor(2.0 ** -53, d) * centred ** 2
     np.testing.assert_allclose(found.allowance, expected, rtol=1e-6)
+
+
+def test_a_scan_from_seeds_in_small_chunks_is_the_scan_from_seeds_in_one(monkeypatch):
+    """Each chunk takes its own rows of every seed: chunks of 7 points, two seeds of the centroids
+    scanned (the first settles every point of most chunks: the second then has none left), give
+    the assignment one chunk gives, which is the seedless one."""
+    from kmbench.judge import scoring
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT32
+
+    rng = np.random.default_rng(7)
+    centres = np.array([[0.0, 0.0], [40.0, 0.0], [0.0, 40.0]])
+    data = (centres[rng.integers(0, 3, 120)] + rng.normal(0, 1.0, (120, 2))).astype(np.float32)
+    data[:2] = [[20.1, 3.0], [20.1, -5.0]]  # on the bisector of 0 and 1: near-ties no seed settles
+    geometry = Geometry.of(data)
+    centroids = centres + 0.1
+    seed = scan.assign(data, centroids, FLOAT32, geometry).seed(centroids)
+    whole = scan.assign(data, centroids, FLOAT32, geometry, seeds=[seed, seed])
+    monkeypatch.setattr(scoring.Scorer, "rows_per_chunk", lambda self, xp: 7)
+    chunked = scan.assign(data, centroids, FLOAT32, geometry, seeds=[seed, seed])
+    plain = scan.assign(data, centroids, FLOAT32, geometry)
+    assert plain.near_ties == 2
+    for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance"):
+        np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name), err_msg=name)
+        np.testing.assert_array_equal(getattr(whole, name), getattr(plain, name), err_msg=name)
