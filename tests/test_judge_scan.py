@@ -159,3 +159,36 @@ def test_a_scan_from_seeds_in_small_chunks_is_the_scan_from_seeds_in_one(monkeyp
     for name in ("nearest", "unique", "pair_points", "pair_centroids", "allowance"):
         np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name), err_msg=name)
         np.testing.assert_array_equal(getattr(whole, name), getattr(plain, name), err_msg=name)
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_an_exact_tie_among_more_centroids_than_the_tree_offers_goes_to_the_lowest_index(direct):
+    """Integer points, centroids and mean (exact in float64): at k = 150, d = 2 the judge's float64
+    re-check first takes each near-tie's 8 nearest from a k-d tree. A point 5 from 12 centroids
+    (the lattice points of a circle, numbered in a different order for each point) has more
+    exact ties than the tree hands over, so the lowest index may be among those left out: it is
+    still the decision. A point exactly between two (and 6 candidates farther) goes to the lower."""
+    from kmbench.judge import scoring
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT64
+
+    circle = np.array([[5, 0], [-5, 0], [0, 5], [0, -5], [3, 4], [3, -4], [-3, 4], [-3, -4],
+                       [4, 3], [4, -3], [-4, 3], [-4, -3]])
+    rng = np.random.default_rng(3)
+    points, centroids, lowest = [], [], []
+    for g in range(8):
+        centre = np.array([40 * g, 0])
+        lowest.append(len(centroids))
+        centroids.extend(centre + circle[rng.permutation(12)])
+        points.append(centre)
+    pair = np.array([0, 200])
+    lowest.append(len(centroids) + 1)
+    centroids.extend([pair + [7, 3], pair + [-1, 0], pair + [1, 0], pair + [0, 9]])
+    points.append(pair)
+    centroids.extend(np.c_[np.arange(150 - len(centroids)) * 3, np.full(150 - len(centroids), -300)])
+    data = np.array(points, dtype=np.float64)
+    data = np.vstack([data, -data.sum(axis=0)])  # the mean: 0
+    centroids = np.array(centroids, dtype=np.float64)
+    assert len(centroids) == 150 and scoring.Scorer(centroids, np.zeros(2), np).tree is not False
+    found = scan.assign(data, centroids, FLOAT64, Geometry.of(data), direct=direct)
+    assert found.nearest[: len(lowest)].tolist() == lowest and found.unique.all()
