@@ -192,3 +192,26 @@ def test_an_exact_tie_among_more_centroids_than_the_tree_offers_goes_to_the_lowe
     assert len(centroids) == 150 and scoring.Scorer(centroids, np.zeros(2), np).tree is not False
     found = scan.assign(data, centroids, FLOAT64, Geometry.of(data), direct=direct)
     assert found.nearest[: len(lowest)].tolist() == lowest and found.unique.all()
+
+
+def test_a_point_the_float32_scores_leave_open_and_float64_settles_has_one_label():
+    """At d = 9 the judge first scores in float32, whose own error Ej32 is as large as a float32
+    row's E: a point is clear past 2 E + 2 Ej32 = 4 E. Points 3 E from a bisector are not clear
+    there; scored again in float64 (allowance 2 E + 2 Ej64) they have one admissible label, so
+    they are unique, not near-ties (the count a certificate reports)."""
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT32
+
+    d, a = 9, 3.0
+    centroids = np.zeros((2, d))
+    centroids[:, 0] = [a, -a]
+    rng = np.random.default_rng(9)
+    half = np.c_[np.zeros(6), rng.uniform(-4, 4, (6, d - 1))]
+    far = np.c_[np.full(4, 2.5), rng.uniform(-2, 2, (4, d - 1))]  # clear points
+    size = np.sqrt((half ** 2).sum(axis=1)) + a  # |x| + max |c|, the mean being 0 (x at t ~ 1e-4 from the bisector)
+    e = _notes_factor(2.0 ** -24, d) * size ** 2  # E(x) of a float32 row
+    half[:, 0] = 3 * e / (4 * a)  # |x - c_1|^2 - |x - c_0|^2 = 4 a t = 3 E
+    data = np.vstack([half, -half, far, -far])  # mirrored: the mean is exactly 0
+    found = scan.assign(data, centroids, FLOAT32, Geometry.of(data))
+    assert found.near_ties == 0 and found.unique.all() and found.pair_points.size == 0
+    assert found.nearest.tolist() == [0] * 6 + [1] * 6 + [0] * 4 + [1] * 4
