@@ -215,3 +215,26 @@ def test_a_point_the_float32_scores_leave_open_and_float64_settles_has_one_label
     found = scan.assign(data, centroids, FLOAT32, Geometry.of(data))
     assert found.near_ties == 0 and found.unique.all() and found.pair_points.size == 0
     assert found.nearest.tolist() == [0] * 6 + [1] * 6 + [0] * 4 + [1] * 4
+
+
+@pytest.mark.parametrize("share, admitted", [(1.5, True), (2.5, False)])
+def test_a_direct_float64_rows_third_label_is_admitted_within_twice_the_judges_error(share, admitted):
+    """A float64 row that declares direct distances, one point exactly between centroids 0 and 1
+    (a near-tie: both admissible) and centroid 2 a little farther, a centroid 1,000 away making
+    the judge's own error Ej = K_64 (|x - m| + max |c - m|)^2 a thousand times the direct bound
+    E(x, c_2) + E(x, c_0): label 2 is admissible while its gap is within that bound plus 2 Ej
+    (1.5 Ej past the bound), not 2.5 Ej past it."""
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT64
+
+    u, x = 2.0 ** -53, 0.25
+    judge = _notes_factor(u, 1) * 1000.0 ** 2
+    reach = x + 1000.25  # |x| + max |c| (the mean is x itself)
+    gamma = 3 * u / (1 - 3 * u)
+    bound = gamma * 2 + 4 * u * reach * 2 + 8 * u * u * reach ** 2  # E(x, c_2) + E(x, c_0), both about 1 away
+    offset = np.sqrt(1 + bound + share * judge)  # |x - c_2|^2 - |x - c_0|^2 = bound + share Ej
+    centroids = np.array([[x - 1], [x + 1], [x + offset], [x + 1000]])
+    data = np.array([[x]])
+    found = scan.assign(data, centroids, FLOAT64, Geometry.of(data), direct=True)
+    assert scan.admissible(found, np.array([1]), 4).tolist() == [True]
+    assert scan.admissible(found, np.array([2]), 4).tolist() == [admitted]
