@@ -255,3 +255,29 @@ def test_seeds_tried_on_a_sample_first_decide_a_large_chunk_as_a_scan_from_nothi
     assert 0 < ties.sum() < n // 100  # the premise: near-ties, and clear points to settle
     np.testing.assert_array_equal(seeded.allowance[ties], plain.allowance[ties])
     assert sum(counted) < n // 2  # the useless seed passed over, the others settled most points
+
+
+def test_a_seed_settles_every_point_its_bounds_prove_and_scores_only_the_rest(monkeypatch):
+    """20 centroids on a grid 10 apart, each point within 3 of its own along each axis (its
+    nearest 4.3 away at most, every other 7 at least). Since the seed, centroid 3 moved 0.1 and
+    centroid 17 moved 1,000 away: both are movers (the others stayed), measured rather than
+    bounded by their move. Then every point whose nearest was not 17 is proved clear by the seed
+    (NOTES.md "Carried bounds": L' - rest > |x - C_a|, by far), a point nearest the small mover
+    included (its own distance to it is not a bound on the others), and only 17's points are
+    scored; the decisions are the seedless scan's."""
+    rng = np.random.default_rng(17)
+    centres = np.array([[10.0 * i, 10.0 * j] for i in range(5) for j in range(4)])
+    own = rng.integers(0, 20, 2000)
+    data = (centres[own] + rng.uniform(-3, 3, (2000, 2))).astype(np.float32)
+    geometry = Geometry.of(data)
+    seed = assign(data, centres, FLOAT32, geometry).seed(centres)
+    after = centres.copy()
+    after[3, 0] += 0.1
+    after[17, 1] += 1000.0
+    assert sorted(carried_bounds(seed, after, np)[1].tolist()) == [3, 17]
+    plain = assign(data, after, FLOAT32, geometry)
+    counted = scored_rows(monkeypatch)
+    seeded = assign(data, after, FLOAT32, geometry, seeds=[seed])
+    for field in ("nearest", "unique", "allowance"):
+        np.testing.assert_array_equal(getattr(seeded, field), getattr(plain, field), err_msg=field)
+    assert sum(counted) == (own == 17).sum() and (seed.nearest == own).all()
