@@ -238,3 +238,30 @@ def test_a_direct_float64_rows_third_label_is_admitted_within_twice_the_judges_e
     found = scan.assign(data, centroids, FLOAT64, Geometry.of(data), direct=True)
     assert scan.admissible(found, np.array([1]), 4).tolist() == [True]
     assert scan.admissible(found, np.array([2]), 4).tolist() == [admitted]
+
+
+@pytest.mark.parametrize("share, rescored", [(1.5, 1), (2.5, 0)])
+def test_only_the_points_the_first_scores_leave_open_are_scored_again_in_float64(monkeypatch, share, rescored):
+    """A float64 row, one point 1 from centroid 0 and a little farther from centroid 1, a centroid
+    1,000 away making the judge's own error Ej large: the first (float64) scores call it clear
+    past 2 E + 2 Ej, so at 2 E + 2.5 Ej it is not scored again; at 2 E + 1.5 Ej it is (and has two
+    labels). NOTES.md, "The judge's own scan": only the other points are scored again."""
+    from kmbench.judge.points import Geometry, Points
+    from kmbench.judge.precision import FLOAT64
+
+    again = []
+    original = Points.centred
+
+    def counting(self, index=None):
+        if isinstance(index, np.ndarray):
+            again.append(index.size)
+        return original(self, index)
+
+    monkeypatch.setattr(Points, "centred", counting)
+    x = 0.25
+    k64 = _notes_factor(2.0 ** -53, 1)
+    row, judge = k64 * (x + 1000.25) ** 2, k64 * 1000.0 ** 2  # E(x) (origin anchor), Ej(x)
+    centroids = np.array([[x - 1], [x + np.sqrt(1 + 2 * row + share * judge)], [x + 1000]])
+    data = np.array([[x]])
+    found = scan.assign(data, centroids, FLOAT64, Geometry.of(data))
+    assert sum(again) == rescored and found.near_ties == rescored
