@@ -281,3 +281,44 @@ def test_a_seed_settles_every_point_its_bounds_prove_and_scores_only_the_rest(mo
     for field in ("nearest", "unique", "allowance"):
         np.testing.assert_array_equal(getattr(seeded, field), getattr(plain, field), err_msg=field)
     assert sum(counted) == (own == 17).sum() and (seed.nearest == own).all()
+
+
+def _notes_factor64(d: int) -> float:
+    u = 2.0 ** -53
+    return 4 * u + u * u + (d + 8) * u / (1 - (d + 8) * u)
+
+
+@pytest.mark.parametrize("mover", [False, True])
+@pytest.mark.parametrize("past, scored", [("-Ej", 1), ("+Ej", 0), ("+slack", 1)])
+def test_a_seed_settles_a_point_exactly_past_the_carried_margin(monkeypatch, mover, past, scored):
+    """NOTES.md "Carried bounds": a point is settled by a seed where L^2 - U^2 exceeds the row's share
+    2 E(x) plus twice the judge's float64 error twice (4 Ej), with U widened and L narrowed by the
+    slack s = bound_slack(d). A float64 row, one point, its nearest centroid U from it, the next L
+    (a float32, the seed's bound: exactly the distance, an honest bound), centroids 1e5 away making
+    Ej large: at L^2 - U^2 = 2 E + 4 Ej - Ej the point is scored, at + Ej it is settled, and at
+    + s (L^2 + U^2), short of what the slack takes off, it is scored. With a far centroid moved
+    since the seed (a mover) the first bound gives up 50 and the measured one decides, the same
+    way. Each time the decision is the seedless one (the point is clear)."""
+    x = 0.25
+    bound = np.float32(1.0001)
+    far = x + 1e5 + 10.0 * np.arange(18)
+    before = np.r_[[x - 1.0, x + float(bound)], far][:, None]
+    after = before.copy()
+    if mover:
+        after[-1, 0] += 50.0
+    assert x + float(bound) - x == float(bound)  # the seed's bound is the distance itself
+    k64 = _notes_factor64(1)
+    reach = max(abs(x) + np.abs(after).max(), np.abs(after - x).max())  # the data's mean is x
+    row, judge = k64 * reach ** 2, k64 * np.abs(after - x).max() ** 2
+    margin = 2 * row + 4 * judge
+    s = bound_slack(1)
+    past = {"-Ej": -judge, "+Ej": judge, "+slack": s * 2.0}[past]  # s (L^2 + U^2), L and U about 1
+    near = np.sqrt(float(bound) ** 2 - margin - past)
+    after[0, 0] = before[0, 0] = x - near
+    data = np.array([[x]])
+    geometry = Geometry.of(data)
+    seed = Seed(before, np.zeros(1, dtype=np.int32), np.array([bound], dtype=np.float32))
+    assert carried_bounds(seed, after, np)[1].tolist() == ([19] if mover else [])
+    counted = scored_rows(monkeypatch)
+    found = assign(data, after, FLOAT64, geometry, seeds=[seed])
+    assert sum(counted) == scored and found.nearest.tolist() == [0] and found.unique.all()
