@@ -265,3 +265,4 @@ def test_only_the_points_the_first_scores_leave_open_are_scored_again_in_float64
     data = np.array([[x]])
     found = scan.assign(data, centroids, FLOAT64, Geometry.of(data))
     assert sum(again) == rescored and found.near_ties == rescored
+    assert found.pair_points.dtype == found.pair_centroids.dtype == np.int32  # none re-checked: still the types
