@@ -266,3 +266,27 @@ def test_only_the_points_the_first_scores_leave_open_are_scored_again_in_float64
     found = scan.assign(data, centroids, FLOAT64, Geometry.of(data))
     assert sum(again) == rescored and found.near_ties == rescored
     assert found.pair_points.dtype == found.pair_centroids.dtype == np.int32  # none re-checked: still the types
+
+
+def test_a_point_exactly_at_the_clear_margin_is_not_clear():
+    """NOTES.md, "The judge's own scan": a point is clear when its two best scores differ by *more*
+    than 2 Ej + 2 E. A float64 row, one point at the origin on centroid 0 (so d1 = 0 and
+    d2 = c_1^2), a centroid F away setting E and Ej: F is chosen so that some float64 c_1 has
+    c_1^2 exactly the margin, as the judge computes it. That point is not clear: scored again in
+    float64, label 1 is admissible (a near-tie)."""
+    from kmbench.judge.points import Geometry
+    from kmbench.judge.precision import FLOAT64, distance_factor
+
+    factor = distance_factor(FLOAT64, 1)
+    for far in 1000.0 + 0.013 * np.arange(200):
+        reach = float(np.sqrt(np.array([far * far])).max())  # max |c| = max |c - mean|: the mean is 0
+        margin = 2 * (factor * (reach * reach)) + 2 * (factor * max(reach * reach, reach * reach))  # 2 Ej + 2 E
+        root = np.sqrt(margin)
+        near = [v for v in (np.nextafter(root, 0.0), root, np.nextafter(root, 1.0)) if v * v == margin]
+        if near:
+            break
+    assert near, "no float64 square lands on the margin"  # the premise (found within a few tries)
+    centroids = np.array([[0.0], [near[0]], [far]])
+    data = np.zeros((1, 1))
+    found = scan.assign(data, centroids, FLOAT64, Geometry.of(data))
+    assert found.near_ties == 1 and scan.admissible(found, np.array([1]), 3).tolist() == [True]
