@@ -46,7 +46,8 @@ def scored_rows(monkeypatch):
     original = scoring.Scorer.best_two
 
     def counting(self, points, rows):
-        counted.append(int(np.size(rows)))
+        # A slice is every point of the chunk it spans (np.size would call it one).
+        counted.append(len(range(*rows.indices(points.x.shape[0]))) if isinstance(rows, slice) else int(np.size(rows)))
         return original(self, points, rows)
 
     monkeypatch.setattr(scoring.Scorer, "best_two", counting)
@@ -220,3 +221,104 @@ def test_a_movers_distance_is_measured_except_for_the_points_it_was_nearest_to()
 
 def test_a_seeds_rows_are_taken_where_the_scan_computes():
     assert rows_of_seed(np.arange(10), 3, 6, np).tolist() == [3, 4, 5]
+
+
+def test_seeds_tried_on_a_sample_first_decide_a_large_chunk_as_a_scan_from_nothing(monkeypatch):
+    """70,000 points in one chunk (past PROBE_FROM): each seed is first tried on a sample. One that
+    knows no point's bound (lower bounds 0) settles none of it and is passed over, not the seeds
+    after it; one that knows 40% of them is tried on the whole chunk, and the points it leaves
+    (more than PROBE_FROM, an index array now) go to the sample of the next. Whatever settles
+    them, every decision is the seedless scan's, and so is the allowance of every near-tie (a
+    direct float32 row, 1,000 from the origin: no seed settles a near-tie, so its two nearest
+    are scored as they would be without seeds). One centroid moved far: it is measured."""
+    from kmbench.judge import scan
+
+    rng = np.random.default_rng(21)
+    n = 70_000
+    assert n // 2 > scan.PROBE_FROM
+    centres = 1000 + rng.uniform(-30, 30, (20, 2))
+    data = (centres[rng.integers(0, 20, n)] + rng.normal(0, 3.0, (n, 2))).astype(np.float32)
+    geometry = Geometry.of(data)
+    before = centres.copy()
+    after = before + rng.standard_normal(before.shape) * 1e-3
+    after[0] += 2.0
+    good = assign(data, before, FLOAT64, geometry).seed(before)
+    partial = Seed(good.centroids, good.nearest, np.where(np.arange(n) % 5 < 3, 0, good.lower).astype(np.float32))
+    useless = Seed(good.centroids, good.nearest, np.zeros(n, dtype=np.float32))
+    plain = assign(data, after, FLOAT32, geometry, direct=True)
+    counted = scored_rows(monkeypatch)
+    seeded = assign(data, after, FLOAT32, geometry, direct=True, seeds=[useless, partial, good])
+    for field in ("nearest", "unique"):
+        np.testing.assert_array_equal(getattr(seeded, field), getattr(plain, field), err_msg=field)
+    assert as_pairs(seeded) == as_pairs(plain)
+    ties = ~plain.unique
+    assert 0 < ties.sum() < n // 100  # the premise: near-ties, and clear points to settle
+    np.testing.assert_array_equal(seeded.allowance[ties], plain.allowance[ties])
+    assert sum(counted) < n // 2  # the useless seed passed over, the others settled most points
+
+
+def test_a_seed_settles_every_point_its_bounds_prove_and_scores_only_the_rest(monkeypatch):
+    """20 centroids on a grid 10 apart, each point within 3 of its own along each axis (its
+    nearest 4.3 away at most, every other 7 at least). Since the seed, centroid 3 moved 0.1 and
+    centroid 17 moved 1,000 away: both are movers (the others stayed), measured rather than
+    bounded by their move. Then every point whose nearest was not 17 is proved clear by the seed
+    (NOTES.md "Carried bounds": L' - rest > |x - C_a|, by far), a point nearest the small mover
+    included (its own distance to it is not a bound on the others), and only 17's points are
+    scored; the decisions are the seedless scan's."""
+    rng = np.random.default_rng(17)
+    centres = np.array([[10.0 * i, 10.0 * j] for i in range(5) for j in range(4)])
+    own = rng.integers(0, 20, 2000)
+    data = (centres[own] + rng.uniform(-3, 3, (2000, 2))).astype(np.float32)
+    geometry = Geometry.of(data)
+    seed = assign(data, centres, FLOAT32, geometry).seed(centres)
+    after = centres.copy()
+    after[3, 0] += 0.1
+    after[17, 1] += 1000.0
+    assert sorted(carried_bounds(seed, after, np)[1].tolist()) == [3, 17]
+    plain = assign(data, after, FLOAT32, geometry)
+    counted = scored_rows(monkeypatch)
+    seeded = assign(data, after, FLOAT32, geometry, seeds=[seed])
+    for field in ("nearest", "unique", "allowance"):
+        np.testing.assert_array_equal(getattr(seeded, field), getattr(plain, field), err_msg=field)
+    assert sum(counted) == (own == 17).sum() and (seed.nearest == own).all()
+
+
+def _notes_factor64(d: int) -> float:
+    u = 2.0 ** -53
+    return 4 * u + u * u + (d + 8) * u / (1 - (d + 8) * u)
+
+
+@pytest.mark.parametrize("mover", [False, True])
+@pytest.mark.parametrize("past, scored", [("-Ej", 1), ("+Ej", 0), ("+slack", 1)])
+def test_a_seed_settles_a_point_exactly_past_the_carried_margin(monkeypatch, mover, past, scored):
+    """NOTES.md "Carried bounds": a point is settled by a seed where L^2 - U^2 exceeds the row's share
+    2 E(x) plus twice the judge's float64 error twice (4 Ej), with U widened and L narrowed by the
+    slack s = bound_slack(d). A float64 row, one point, its nearest centroid U from it, the next L
+    (a float32, the seed's bound: exactly the distance, an honest bound), centroids 1e5 away making
+    Ej large: at L^2 - U^2 = 2 E + 4 Ej - Ej the point is scored, at + Ej it is settled, and at
+    + s (L^2 + U^2), short of what the slack takes off, it is scored. With a far centroid moved
+    since the seed (a mover) the first bound gives up 50 and the measured one decides, the same
+    way. Each time the decision is the seedless one (the point is clear)."""
+    x = 0.25
+    bound = np.float32(1.0001)
+    far = x + 1e5 + 10.0 * np.arange(18)
+    before = np.r_[[x - 1.0, x + float(bound)], far][:, None]
+    after = before.copy()
+    if mover:
+        after[-1, 0] += 50.0
+    assert x + float(bound) - x == float(bound)  # the seed's bound is the distance itself
+    k64 = _notes_factor64(1)
+    reach = max(abs(x) + np.abs(after).max(), np.abs(after - x).max())  # the data's mean is x
+    row, judge = k64 * reach ** 2, k64 * np.abs(after - x).max() ** 2
+    margin = 2 * row + 4 * judge
+    s = bound_slack(1)
+    past = {"-Ej": -judge, "+Ej": judge, "+slack": s * 2.0}[past]  # s (L^2 + U^2), L and U about 1
+    near = np.sqrt(float(bound) ** 2 - margin - past)
+    after[0, 0] = before[0, 0] = x - near
+    data = np.array([[x]])
+    geometry = Geometry.of(data)
+    seed = Seed(before, np.zeros(1, dtype=np.int32), np.array([bound], dtype=np.float32))
+    assert carried_bounds(seed, after, np)[1].tolist() == ([19] if mover else [])
+    counted = scored_rows(monkeypatch)
+    found = assign(data, after, FLOAT64, geometry, seeds=[seed])
+    assert sum(counted) == scored and found.nearest.tolist() == [0] and found.unique.all()
