@@ -17,6 +17,41 @@ def blocks_of(data, rows: int):
     return [(first, data[first : first + rows]) for first in range(0, data.shape[0], rows)]
 
 
+# First in the file: a slip in how the norms are chunked can make every later Geometry.of crawl.
+def test_where_only_the_norms_fit_they_are_made_a_chunk_of_rows_at_a_time(monkeypatch):
+    """Where only the norms fit the cache, Geometry.of makes them chunk_elements // d rows at a
+    time (n / that chunks, not a Python pass a row) and holds the norms and one chunk's float64
+    and centred rows at once: never a float64 copy of the whole data, which is what did not fit.
+    Measured with tracemalloc (NumPy reports its buffers to it)."""
+    import tracemalloc
+
+    from kmbench.judge import points
+    from kmbench.protocol import residence
+
+    n, d, chunk_rows = 20_000, 8, 100
+    data = np.random.default_rng(9).standard_normal((n, d)).astype(np.float32)
+    monkeypatch.setattr(points, "CACHE_BYTES", 2 * n * 8)
+    monkeypatch.setattr(residence, "CHUNK_ELEMENTS", chunk_rows * d)
+    made, original = [], Geometry._made
+
+    def counted(self, x, *args, **kwargs):
+        made.append(len(x))
+        return original(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(Geometry, "_made", counted)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        geometry = Geometry.of(data)
+        most = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert geometry.full is None and geometry.norms is not None
+    assert made == [chunk_rows] * (n // chunk_rows)
+    assert most < 2 * n * 8 + n * d * 8 / 4, most  # the norms and far less than a float64 copy
+
+
 @pytest.mark.parametrize("rows", [1, 7, 64, 1000])
 def test_picked_rows_are_the_indexed_rows_in_float64(rows):
     rng = np.random.default_rng(rows)
@@ -153,3 +188,4 @@ def test_the_cache_holds_the_most_that_fits_in_cache_bytes_and_never_more(monkey
             if geometry.full is not None else list(geometry.norms or [])
         assert (kept == "full", kept == "norms") == (geometry.full is not None, geometry.norms is not None), budget
         assert sum(a.nbytes for a in held) <= budget
+

@@ -131,6 +131,28 @@ def test_nearest_stays_the_direct_forms_answer_when_the_product_errs_by_all_its_
     assert np.array_equal(reference.nearest(points, centres)[0], want)
 
 
+def test_settle_re_decides_exactly_the_points_whose_gap_is_not_above_the_margin():
+    """settle keeps the caller's winner where its gap to the runner-up is above the margin
+    margin_factor(d, u) (|p'| + max |c'|)^2 + UNDERFLOW, u = eps/2 the unit roundoff (the cheap
+    path: no direct pass for those points), and asks the direct form for the rest, a row whose
+    margin overflowed included even when its gap overflowed too. Every winner handed in here is
+    the direct form's farthest centroid, so a label shows whether its point was re-decided."""
+    rng = np.random.default_rng(7)
+    d = reference.EXPANDED_FROM_DIM + 7
+    points, centres = rng.standard_normal((6, d)), rng.standard_normal((3, d))
+    direct = reference.direct_squared_distances(points, centres)
+    farthest, nearest_ = direct.argmax(axis=1), direct.argmin(axis=1)
+    norms, reach = np.linalg.norm(points, axis=1), 1.5  # any |p'| and reach: the margin follows them
+    norms[5] = np.inf
+    margin = reference.margin_factor(d, 2.0**-53) * (norms + reach) ** 2 + reference.UNDERFLOW[8]
+    gap = margin * np.array([0.5, 0.9, 1.1, 3.0, 10.0, 1.0])
+    gap[5] = np.inf
+    labels, best = reference.settle(points, centres, farthest.copy(), gap, norms, reach, np, np.float64)
+    re_decided = [True, True, False, False, False, True]
+    assert labels.tolist() == np.where(re_decided, nearest_, farthest).tolist()
+    assert np.array_equal(best, direct[np.arange(len(points)), labels])
+
+
 # ---------------------------------------------------------------- host data in blocks
 # Data larger than the GPU stay in host memory and reach the oracle a block at a time. On the
 # CPU the same path is taken by telling the reference that NumPy cannot compute on the data in
