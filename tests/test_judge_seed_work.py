@@ -116,3 +116,21 @@ def test_seeds_after_every_point_is_settled_are_not_tried_and_nothing_is_scored(
     assert tried == [list(range(n)), [7]]
     assert counted == [] and found.unique.all()
     np.testing.assert_array_equal(found.nearest, good.nearest)
+
+
+@pytest.mark.parametrize("k", [5, 300])  # few centroids: every one scored in float64; many: a k-d tree's nearest few
+def test_a_near_tie_keeps_its_second_nearest_distance_as_its_lower_bound(k):
+    """A float32 row 1,000 from the origin, a point between each two neighbouring centroids (2
+    apart), 1 + 0.01..0.05 from the lower one: every point is a near-tie, scored again in float64.
+    The lower bound it keeps for a later scan is its own second-nearest distance less the judge's
+    float64 error (about 1e-11 here), not the batch's smallest or its nearest's: a weaker one would
+    still be a bound, but a later seed would settle fewer points with it."""
+    centres = 1000.0 + 2.0 * np.arange(k, dtype=np.float64)[:, None]
+    offset = 1 + 0.01 * (1 + np.arange(k - 1) % 5)
+    data = (centres[:-1] + offset[:, None]).astype(np.float32)
+    found = assign(data, centres, FLOAT32, Geometry.of(data))
+    assert not found.unique.any()  # the premise: each a near-tie, decided by the float64 re-check
+    distances = np.abs(data.astype(np.float64) - centres[:, 0][None, :])
+    second = np.sort(distances, axis=1)[:, 1]
+    assert (found.lower <= second).all()
+    np.testing.assert_allclose(found.lower, second, rtol=1e-6)
