@@ -184,8 +184,8 @@ def wants_recheck(code: int | None, reason: str | None, named: bool, gpu_only: b
 
 
 def recheck(test_files: list[str], only: list[str], jobs: int, gpu_only: bool = False) -> int:
-    """Cached survivors (and, in the functions `only` names, mutants not run yet) run again against
-    `test_files`, tests written after mutmut's run, without mutmut: a change to pyproject's test
+    """Cached survivors no entry explains, and mutants not run yet (of those `only` names; see
+    wants_recheck), run again against `test_files`, tests written after mutmut's run, without mutmut: a change to pyproject's test
     selection empties mutmut's whole cache, and a run of every mutant again takes hours on two
     cores. Each mutant is one pytest process in mutants/ (tests copied in as they are now) with
     MUTANT_UNDER_TEST set, as mutmut runs it; one whose tests fail is killed (exit code 1, and the
