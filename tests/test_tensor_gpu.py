@@ -34,8 +34,8 @@ def test_update_recheck_and_renumber_kernels_compile(arch, source, tmp_path):
                                             (408, None, False), (768, None, False), (1000, None, False),
                                             (136, None, True), (408, None, True), (768, None, True)])
 def test_the_hopper_pass_compiles_for_sm_90a(d, turns, half, tmp_path):
-    """hopper_pass.cu up to d = 128, hopper_wide.cu above (which takes no turns), each in TF32 and
-    in fp16, without spills."""
+    """hopper_pass.cu up to d = 128, hopper_wide.cu above (turns only where a tile fits its ring:
+    tests/test_wide_turns.py), each in TF32 and in fp16, without spills."""
     from impls.gpu.kmbench_gpu.hopper_pass import build_options, source
 
     done = subprocess.run(["nvcc", "-cubin", *build_options(d, turns, half), "-Xptxas", "-v", "-o",

@@ -150,6 +150,14 @@ def stages(d: int, half: bool = False) -> int:
     return int(min(MAX_STAGES, (SHARED_MAX - 128) // (stage_floats(d, half) * 4)))
 
 
+def wide_turns(d: int, half: bool = False) -> bool:
+    """Whether hopper_wide.cu's warpgroups take turns (TAKE_TURNS): where a tile's chunks fit its
+    ring, so that the group a turn behind still finds them (fp16 up to d = 256, four chunks of 64).
+    At 1e6 x 256, k = 4,096 the pass kept the tensor pipe 71% busy without turns (NOTES.md)."""
+    chunks = -(-padded(d, half) // (WIDE_CHUNK * (2 if half else 1)))
+    return TAKE_TURNS and wide(d) and chunks <= stages(d, half)
+
+
 def groups(d: int, half: bool = False) -> int:
     """Consumer warpgroups: hopper_wide.cu always runs two."""
     return 3 if (d // 2 if half else d) <= THREE_GROUPS_UP_TO and not wide(d) else 2
@@ -161,9 +169,11 @@ def source(d: int) -> Path:
 
 def build_options(d: int, turns: bool | None = None, half: bool = False) -> list[str]:
     """The pass's compiler options for this d, NVRTC's and nvcc's alike (turns: TAKE_TURNS unless
-    given; hopper_wide.cu's warpgroups share every chunk instead; half: in fp16)."""
+    given, in hopper_wide.cu only where wide_turns says they fit; half: in fp16)."""
     if wide(d):
-        return ["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}", f"-DHALF={int(half)}"]
+        turns = wide_turns(d, half) if turns is None else turns and wide_turns(d, half)
+        return (["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d)}", f"-DHALF={int(half)}"]
+                + (["-DTAKE_TURNS"] if turns else []))
     turns = TAKE_TURNS if turns is None else turns
     return (["-arch=sm_90a", "-std=c++17", f"-DDIM={d}", f"-DSTAGES={stages(d, half)}", f"-DGROUPS={groups(d, half)}",
              f"-DHALF={int(half)}"] + (["-DTAKE_TURNS"] if turns else []))
@@ -209,7 +219,10 @@ class HopperPass:
         self.rows_half = None  # hopper_pass.cu's rows in fp16, by load_rows
         self._rows = None  # what hopper_assign reads: set by load_rows, with the sigma-derived arguments
         self._scaled = self._terms = ()
-        self.shared_bytes = 128 + self.stage_count * stage_floats(d, half) * 4
+        self.turns = wide_turns(d, half) if self.wide else TAKE_TURNS
+        # hopper_wide.cu's turns keep each group's copy of a tile's h + M past the ring.
+        turn_norms = 2 * WIDE_TILE_N * 4 if self.wide and self.turns else 0
+        self.shared_bytes = 128 + self.stage_count * stage_floats(d, half) * 4 + turn_norms
         driver.funcSetAttribute(self._assign.ptr, getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
                                 self.shared_bytes)
         self.tiles = cupy.empty(self.tile_count * tile_floats(d, half), dtype=cupy.float32)
@@ -218,8 +231,9 @@ class HopperPass:
     def describe(self) -> str:
         half = ", fp16 scaled by a power of two" if self.half else ""
         if self.wide:
+            turns = ", 2 warpgroups taking turns" if self.turns else ""
             return (f"hopper_wide.cu (wgmma{half}, rows from shared memory, {WIDE_ROWS} rows x {WIDE_TILE_N} "
-                    f"centroids, {self.stage_count} stages of {WIDE_CHUNK * (2 if self.half else 1)} coordinates)")
+                    f"centroids, {self.stage_count} stages of {WIDE_CHUNK * (2 if self.half else 1)} coordinates{turns})")
         return (f"hopper_pass.cu (wgmma{half}, rows in registers, "
                 f"{self.groups} consumer warpgroups, {self.stage_count} stages of {TILE_N} centroids)")
 

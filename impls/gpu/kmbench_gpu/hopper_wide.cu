@@ -19,7 +19,8 @@
 //     bytes only;
 //   - after a tile's last chunk both warpgroups run the packed epilogue (fold_tile) on the same
 //     columns as hopper_pass.cu: at d = 768 it is a few percent of the tile's products, so the
-//     warpgroups share every chunk instead of taking turns.
+//     warpgroups share every chunk at once. Where a tile's chunks fit the ring (TAKE_TURNS: fp16 up
+//     to d = 256), they take turns instead, one's epilogue beside the other's products (below).
 // Each row is settled from its 32 slots as in hopper_pass.cu, so candidates are listed for the
 // re-check (recheck.cu's candidate_recheck) where the Triton pass kept tile records. The figures
 // above are TF32's; the fp16 form (HALF, below) moves the same bytes for twice the multiply-adds.
@@ -77,6 +78,33 @@ constexpr unsigned B_STEP = (2 * B_LEADING) >> 4;
 constexpr unsigned GROUP_ROWS_BYTES = (64 / 8) * CORE_BYTES;  // a warpgroup's 64 rows within a chunk
 
 static_assert(DIM % 8 == 0, "a TF32 k-step takes 8 coordinates");
+
+#ifdef TAKE_TURNS
+// The warpgroups take turns at the tensor cores, as hopper_pass.cu's do (named barrier 1 + g is
+// group g's turn): group g issues a whole tile's products, passes the turn, and runs that tile's
+// epilogue while the other group's products run. Measured at 1e6 x 256, k = 4,096 in fp16 without
+// turns (ncu, NOTES.md): the tensor pipe 71% busy, the two epilogues side by side with it idle.
+// The other group issues the same chunks one turn later, so every chunk of a tile must stay in the
+// ring until then: a tile's chunks must fit its stages (else the first group would wait for stages
+// the second has not read, while the second waits for its turn). hopper_pass.py asks for turns only
+// where they fit. The tile's h + M is copied out of its last stage (TURN_NORMS, each group its own)
+// before the epilogue, so that stage goes back to the producer as soon as its products are done.
+static_assert(CHUNKS <= STAGES, "taking turns holds a whole tile in the ring");
+__device__ __forceinline__ void wait_turn(int group) { asm volatile("bar.sync %0, 256;" ::"r"(1 + group) : "memory"); }
+__device__ __forceinline__ void pass_turn(int group) {
+    asm volatile("bar.arrive %0, 256;" ::"r"(1 + (group + 1) % GROUPS) : "memory");
+}
+// The group's copy of a tile's h + M (TILE_N floats, thread i of the group two of them), seen by the
+// whole group before any of it is read (named barrier 1 + GROUPS + g, the group's 128 threads).
+__device__ __forceinline__ const float* copy_norms(const float* stage_norms, float* turn_norms, int group) {
+    float* mine = turn_norms + group * TILE_N;
+    const int i = threadIdx.x % 128;
+    reinterpret_cast<float2*>(mine)[i] = reinterpret_cast<const float2*>(stage_norms)[i];
+    asm volatile("bar.sync %0, 128;" ::"r"(1 + GROUPS + group) : "memory");
+    return mine;
+}
+static_assert(TILE_N == 2 * 128, "copy_norms: two floats a thread of a group");
+#endif
 static_assert((ROWS * KSTEP_BYTES) % 16 == 0 && (TILE_N * 4) % 16 == 0, "bulk copies move multiples of 16 bytes");
 
 // ------------------------------------------------------------------ layouts
@@ -230,6 +258,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
     const int stride = gridDim.x * ROWS;
     int s = 0;              // the ring's stage of the next chunk
     unsigned phase = 0;     // and the parity of its fill
+#ifdef TAKE_TURNS
+    float* turn_norms = stages + STAGES * STAGE_WORDS;
+    if (group == GROUPS - 1 && rounds > 0) pass_turn(group);  // the first turn is group 0's (if any)
+#endif
     for (int round = 0; round < rounds; ++round, first += stride) {
         unsigned best[2][8], second[2][8];
 #pragma unroll
@@ -240,6 +272,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
         for (int tile = 0; tile < tile_count; ++tile) {
             float acc[128];
             pin(acc);
+#ifdef TAKE_TURNS
+            barrier_wait(&full[s], phase);
+            wait_turn(group);
+#endif
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
             int previous = s;
             for (int c = 0; c < CHUNKS - 1; ++c) {
@@ -252,12 +288,24 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             barrier_wait(&full[s], phase);
             chunk_products<LAST_STEPS>(acc, stages + s * STAGE_WORDS, group, CHUNKS == 1);
             if (CHUNKS > 1) release_before(&empty[previous], lane);
+            const float* norms = stages + s * STAGE_WORDS + (ROWS + TILE_N) * CHUNK_WORDS;
+#ifdef TAKE_TURNS
+            // Unconditional: an arrive skipped on the last tile made ptxas serialize the products
+            // (a divergent path among them). Group 0 takes the last group's last turn after the rows.
+            pass_turn(group);
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
             pin(acc);
-            fold_tile<TILE_N>(acc, stages + s * STAGE_WORDS + (ROWS + TILE_N) * CHUNK_WORDS, t, lift,
-                              unsigned(tile * FOLDS), pack_scale, unscale, best, second);
+            norms = copy_norms(norms, turn_norms, group);
             warp_arrive(&empty[s], lane);
             ring_next(s, phase, STAGES);
+            fold_tile<TILE_N>(acc, norms, t, lift, unsigned(tile * FOLDS), pack_scale, unscale, best, second);
+#else
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            pin(acc);
+            fold_tile<TILE_N>(acc, norms, t, lift, unsigned(tile * FOLDS), pack_scale, unscale, best, second);
+            warp_arrive(&empty[s], lane);
+            ring_next(s, phase, STAGES);
+#endif
         }
 
         Outcome o[2];
@@ -272,4 +320,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
         record_rows(o, best, first, n, t, lane, pack_bits, candidates, keep_floor, labels, flagged, limits,
                     flagged_count, floor_out, cand_rows, cand_sizes, cand_index, cand_count);
     }
+#ifdef TAKE_TURNS
+    if (group == 0 && rounds > 0) wait_turn(group);  // every arrive has its wait
+#endif
 }
