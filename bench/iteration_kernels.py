@@ -31,31 +31,40 @@ from kmbench.protocol.settings import Settings, make_problem
 def graph_seconds(problem, repeats: int) -> float:
     """Best seconds of the row's iterate phase over `repeats` runs after a warm-up, graph on."""
     impl = KmbenchGpu()
-    impl.prepare(problem)
-    impl.run(problem)
-    best = min(impl.run(problem).phases["iterate"] for _ in range(repeats))
-    impl.release()
-    return best
+    try:
+        impl.prepare(problem)
+        impl.run(problem)
+        return min(impl.run(problem).phases["iterate"] for _ in range(repeats))
+    finally:
+        impl.release()
 
 
 def kernel_seconds(problem) -> tuple[dict[str, tuple[float, int]], float]:
     """{kernel: (seconds, launches)} over one run with every kernel launched alone, and that
-    run's iterate phase; the first run of the process is a warm-up."""
+    run's iterate phase; the first run of the process is a warm-up. The profile holds the whole
+    call (the start's upload and the result's download too, outside the iterate phase), so the
+    once-a-run copies and kernels are spread over the iterations in the table."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    os.environ["KMBENCH_CUDA_GRAPH"] = "0"
+    before = os.environ.get("KMBENCH_CUDA_GRAPH")
+    os.environ["KMBENCH_CUDA_GRAPH"] = "0"  # read when the row is made
     try:
         impl = KmbenchGpu()
+    finally:
+        if before is None:
+            del os.environ["KMBENCH_CUDA_GRAPH"]
+        else:
+            os.environ["KMBENCH_CUDA_GRAPH"] = before
+    try:
         impl.prepare(problem)
         impl.run(problem)
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             result = impl.run(problem)
             torch.cuda.synchronize()
-        impl.release()
     finally:
-        del os.environ["KMBENCH_CUDA_GRAPH"]
+        impl.release()
     totals: dict[str, list] = defaultdict(lambda: [0.0, 0])
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA and event.device_time_total > 0:
@@ -70,6 +79,8 @@ def alternate(problem, setting: str, repeats: int) -> list[tuple[bool, float]]:
     from impls.gpu.kmbench_gpu import hopper_pass
 
     original = getattr(hopper_pass, setting)
+    if not isinstance(original, bool):
+        raise SystemExit(f"--ab takes a True/False setting of hopper_pass; {setting} is {original!r}")
     try:
         measured = []
         for value in (False, True, False, True):

@@ -33,11 +33,22 @@ def test_turns_can_be_turned_off_and_are_never_forced_where_they_do_not_fit(monk
     assert "-DTAKE_TURNS" not in hopper_pass.build_options(256, half=True)
 
 
+@pytest.mark.parametrize("d, half", [(256, True), (136, True), (408, True), (256, False), (768, False)])
+def test_the_pass_asks_for_the_norms_copies_exactly_where_it_takes_turns(d, half):
+    """Each group's copy of a tile's h + M lies past the ring: 2 x 256 floats more shared memory with
+    turns, none without (the kernel would write past what was asked for), within Hopper's 227 KB."""
+    ring = 128 + hopper_pass.stages(d, half) * hopper_pass.stage_floats(d, half) * 4
+    extra = hopper_pass.shared_bytes(d, half) - ring
+    assert extra == (2 * 256 * 4 if hopper_pass.wide_turns(d, half) else 0)
+    assert hopper_pass.shared_bytes(d, half) <= hopper_pass.SHARED_MAX
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 @pytest.mark.parametrize("d", [136, 200, 256])
 def test_the_wide_pass_with_turns_compiles_without_spills_or_serialized_products(d, tmp_path):
     """A turn passed on some tiles and not others (a divergent path among the products) made ptxas
-    serialize every wgmma; the kernel passes every turn and group 0 takes the last one after its rows."""
+    serialize every wgmma, which this catches, with spills and the static_assert that a tile's chunks
+    fit the ring. Whether the turns balance (no deadlock) only a GPU run shows: the test below."""
     options = hopper_pass.build_options(d, half=True)
     assert "-DTAKE_TURNS" in options
     done = subprocess.run(["nvcc", "-cubin", *options, "-Xptxas", "-v", "-o", str(tmp_path / "w.cubin"),

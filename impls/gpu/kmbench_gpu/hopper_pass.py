@@ -158,6 +158,13 @@ def wide_turns(d: int, half: bool = False) -> bool:
     return TAKE_TURNS and wide(d) and chunks <= stages(d, half)
 
 
+def shared_bytes(d: int, half: bool = False) -> int:
+    """hopper_assign's dynamic shared memory: the ring's barriers (128 bytes), its stages, and where
+    hopper_wide.cu's warpgroups take turns each group's copy of a tile's h + M past the ring."""
+    turn_norms = 2 * WIDE_TILE_N * 4 if wide_turns(d, half) else 0
+    return 128 + stages(d, half) * stage_floats(d, half) * 4 + turn_norms
+
+
 def groups(d: int, half: bool = False) -> int:
     """Consumer warpgroups: hopper_wide.cu always runs two."""
     return 3 if (d // 2 if half else d) <= THREE_GROUPS_UP_TO and not wide(d) else 2
@@ -220,9 +227,7 @@ class HopperPass:
         self._rows = None  # what hopper_assign reads: set by load_rows, with the sigma-derived arguments
         self._scaled = self._terms = ()
         self.turns = wide_turns(d, half) if self.wide else TAKE_TURNS
-        # hopper_wide.cu's turns keep each group's copy of a tile's h + M past the ring.
-        turn_norms = 2 * WIDE_TILE_N * 4 if self.wide and self.turns else 0
-        self.shared_bytes = 128 + self.stage_count * stage_floats(d, half) * 4 + turn_norms
+        self.shared_bytes = shared_bytes(d, half)
         driver.funcSetAttribute(self._assign.ptr, getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
                                 self.shared_bytes)
         self.tiles = cupy.empty(self.tile_count * tile_floats(d, half), dtype=cupy.float32)

@@ -295,6 +295,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) hopper_assign(HOPPER_AS
             pass_turn(group);
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
             pin(acc);
+            // The copy overwrites what the group's last epilogue read: safe only because every
+            // thread of the group passed wait_turn (all 128 sync there) since, so that wait stays
+            // unconditional.
             norms = copy_norms(norms, turn_norms, group);
             warp_arrive(&empty[s], lane);
             ring_next(s, phase, STAGES);
