@@ -1,7 +1,7 @@
 """kmbench-gpu's run, kernel by kernel: where the time of an embedding cell goes (issue 64).
 
 The row's run is timed as a whole with CUDA events (its graph launched, as in a cell), then run
-again with every kernel launched alone (KMBENCH_CUDA_GRAPH=0, set before the row is made) under
+again with every kernel launched alone (the row's use_graph off, as KMBENCH_CUDA_GRAPH=0 sets it) under
 torch's profiler, which collects every kernel of the process through CUPTI (CuPy's included).
 Each kernel's time is summed over the run and divided by the iterations: the table says which
 stage (the tensor pass, the re-check, the sort or the moved rows' sums, the centroids' layout)
@@ -20,7 +20,6 @@ start the suite's (random, seed 0).
 from __future__ import annotations
 
 import argparse
-import os
 from collections import defaultdict
 
 from impls.gpu.kmbench_gpu import KmbenchGpu
@@ -47,15 +46,8 @@ def kernel_seconds(problem) -> tuple[dict[str, tuple[float, int]], float]:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    before = os.environ.get("KMBENCH_CUDA_GRAPH")
-    os.environ["KMBENCH_CUDA_GRAPH"] = "0"  # read when the row is made
-    try:
-        impl = KmbenchGpu()
-    finally:
-        if before is None:
-            del os.environ["KMBENCH_CUDA_GRAPH"]
-        else:
-            os.environ["KMBENCH_CUDA_GRAPH"] = before
+    impl = KmbenchGpu()
+    impl.use_graph = False  # what KMBENCH_CUDA_GRAPH=0 sets: every kernel launched alone
     try:
         impl.prepare(problem)
         impl.run(problem)

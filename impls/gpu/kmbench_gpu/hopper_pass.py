@@ -150,11 +150,16 @@ def stages(d: int, half: bool = False) -> int:
     return int(min(MAX_STAGES, (SHARED_MAX - 128) // (stage_floats(d, half) * 4)))
 
 
+def wide_chunk(half: bool = False) -> int:
+    """Coordinates of a row in one of hopper_wide.cu's stages: WIDE_CHUNK words, two fp16 a word."""
+    return WIDE_CHUNK * (2 if half else 1)
+
+
 def wide_turns(d: int, half: bool = False) -> bool:
     """Whether hopper_wide.cu's warpgroups take turns (TAKE_TURNS): where a tile's chunks fit its
     ring, so that the group a turn behind still finds them (fp16 up to d = 256, four chunks of 64).
     At 1e6 x 256, k = 4,096 the pass kept the tensor pipe 71% busy without turns (NOTES.md)."""
-    chunks = -(-padded(d, half) // (WIDE_CHUNK * (2 if half else 1)))
+    chunks = -(-padded(d, half) // wide_chunk(half))
     return TAKE_TURNS and wide(d) and chunks <= stages(d, half)
 
 
@@ -226,7 +231,7 @@ class HopperPass:
         self.rows_half = None  # hopper_pass.cu's rows in fp16, by load_rows
         self._rows = None  # what hopper_assign reads: set by load_rows, with the sigma-derived arguments
         self._scaled = self._terms = ()
-        self.turns = wide_turns(d, half) if self.wide else TAKE_TURNS
+        self.turns = "-DTAKE_TURNS" in build_options(d, half=half)  # as compiled
         self.shared_bytes = shared_bytes(d, half)
         driver.funcSetAttribute(self._assign.ptr, getattr(driver, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 8),
                                 self.shared_bytes)
@@ -238,7 +243,7 @@ class HopperPass:
         if self.wide:
             turns = ", 2 warpgroups taking turns" if self.turns else ""
             return (f"hopper_wide.cu (wgmma{half}, rows from shared memory, {WIDE_ROWS} rows x {WIDE_TILE_N} "
-                    f"centroids, {self.stage_count} stages of {WIDE_CHUNK * (2 if self.half else 1)} coordinates{turns})")
+                    f"centroids, {self.stage_count} stages of {wide_chunk(self.half)} coordinates{turns})")
         return (f"hopper_pass.cu (wgmma{half}, rows in registers, "
                 f"{self.groups} consumer warpgroups, {self.stage_count} stages of {TILE_N} centroids)")
 
